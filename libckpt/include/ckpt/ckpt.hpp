@@ -1,0 +1,66 @@
+// libckpt C++ API: checkpoint a running process by PID and restore it.
+// Every call returns a Result: a value, or an Error with an errno-style code
+// and a one-line cause. No global state; nothing here exits the caller.
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/result.hpp>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace ckpt {
+
+// Called now and then during long work with bytes done and bytes total.
+using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+
+struct CheckpointOptions {
+  std::string dir;          // checkpoint directory (created if missing)
+  pid_t pid = 0;            // the target
+  bool kill_after = false;  // end the target after a successful checkpoint
+  ProgressFn progress;
+};
+
+struct CheckpointStats {
+  uint64_t generation = 0;
+  double frozen_seconds = 0;  // the target was stopped this long
+  double memory_seconds = 0;  // reading memory and writing pages
+  double total_seconds = 0;
+  uint64_t vmas = 0;
+  uint64_t pages_scanned = 0;  // pages of the mappings considered
+  uint64_t pages_skipped = 0;  // never populated or identical to their file
+  uint64_t pages_written = 0;  // pages with content bytes
+  uint64_t pages_zero = 0;     // populated but all zero: stored as a flag
+  uint64_t bytes_written = 0;  // all three files
+  std::string tracker = "none";
+};
+
+// Writes a full checkpoint of `pid` as a new generation in opts.dir. The
+// target keeps running (unless kill_after); on any error it is released
+// untouched and no new generation is visible.
+Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts);
+
+struct RestoreOptions {
+  std::string dir;
+  uint64_t generation = 0;  // 0: the newest committed generation
+  bool new_pid = false;     // restore under a new PID when the original is taken
+  ProgressFn progress;
+};
+
+struct RestoreStats {
+  pid_t pid = 0;  // the restored process, a child of the caller
+  uint64_t generation = 0;
+  double seconds = 0;
+  uint64_t vmas = 0;
+  uint64_t pages_read = 0;     // pages whose content was read from the image
+  uint64_t pages_written = 0;  // pages written into the process
+  uint64_t pages_zero = 0;
+  uint64_t bytes_read = 0;
+};
+
+// Recreates the checkpointed process as a child of the caller and lets it run.
+// Every checksum is verified before the process runs. The caller reaps it.
+Result<RestoreStats> restore(const RestoreOptions& opts);
+
+}  // namespace ckpt

@@ -1,0 +1,231 @@
+#include "dump/collect.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "proc/regs.hpp"
+#include "util/fd.hpp"
+#include "util/hash.hpp"
+
+namespace ckpt::dump {
+
+using image::VmaRecord;
+
+namespace {
+
+std::string proc_path(pid_t pid, const std::string& what) {
+  return "/proc/" + std::to_string(pid) + "/" + what;
+}
+
+Result<std::string> read_link(const std::string& path) {
+  char buf[4096];
+  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+  if (n < 0) return sys_error("readlink " + path);
+  return std::string(buf, size_t(n));
+}
+
+int64_t mtime_ns(const struct stat& st) {
+  return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", (unsigned long long)v);
+  return b;
+}
+
+}  // namespace
+
+Status collect_process(pid_t pid, image::ProcessRecord* out) {
+  out->pid = pid;
+  CKPT_ASSIGN(std::string comm, read_file(proc_path(pid, "comm")));
+  if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+  out->comm = comm;
+  CKPT_ASSIGN(out->cwd, read_link(proc_path(pid, "cwd")));
+  CKPT_ASSIGN(std::string status, read_file(proc_path(pid, "status")));
+  size_t at = status.find("Umask:");
+  if (at != std::string::npos)
+    out->umask = uint32_t(std::strtoul(status.c_str() + at + 6, nullptr, 8));
+  return {};
+}
+
+Result<std::vector<VmaRecord>> collect_vmas(pid_t pid, const std::vector<proc::MapEntry>& maps) {
+  std::vector<VmaRecord> out;
+  for (const proc::MapEntry& m : maps) {
+    VmaRecord v;
+    v.start = m.start;
+    v.end = m.end;
+    v.prot = (m.r ? PROT_READ : 0) | (m.w ? PROT_WRITE : 0) | (m.x ? PROT_EXEC : 0);
+    v.flags = m.shared ? uint32_t(image::kVmaShared) : 0u;
+    v.name = m.path;
+    const std::string where = "mapping " + hex(m.start) + "-" + hex(m.end) + " " + m.path;
+    if (m.path == "[vsyscall]") continue;  // a fixed kernel page, not part of the mm
+    if (m.path == "[vvar]" || m.path == "[vvar_vclock]") {
+      v.flags |= image::kVmaVvar;
+    } else if (m.path == "[vdso]") {
+      v.flags |= image::kVmaVdso;
+    } else if (m.path == "[heap]") {
+      v.flags |= image::kVmaHeap;
+    } else if (m.path == "[stack]") {
+      v.flags |= image::kVmaGrowsDown;
+    } else if (m.inode != 0 && m.shared && m.path.rfind("/dev/zero", 0) == 0) {
+      // MAP_SHARED|MAP_ANONYMOUS shows as "/dev/zero (deleted)": shared anonymous memory.
+    } else if (m.inode != 0) {
+      if (ends_with(m.path, " (deleted)"))
+        return make_error(ENOTSUP, where + ": mapped file was deleted: not supported yet");
+      if (m.path.empty() || m.path[0] != '/')
+        return make_error(ENOTSUP, where + ": unsupported mapping");
+      std::string mf =
+          proc_path(pid, "map_files/") + hex(m.start).substr(2) + "-" + hex(m.end).substr(2);
+      struct stat st;
+      if (::stat(mf.c_str(), &st) != 0 && ::stat(m.path.c_str(), &st) != 0) return sys_error(where);
+      if (!S_ISREG(st.st_mode))
+        return make_error(ENOTSUP, where + ": device mappings are not supported");
+      v.flags |= image::kVmaFile;
+      v.pgoff = m.offset;
+      v.dev = st.st_dev;
+      v.ino = st.st_ino;
+      v.file_size = uint64_t(st.st_size);
+      v.mtime_ns = mtime_ns(st);
+    } else if (!m.path.empty() && m.path[0] != '[') {
+      return make_error(ENOTSUP, where + ": unsupported mapping");
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+Status collect_mm(pid_t pid, const std::vector<VmaRecord>& vmas, image::MmRecord* out) {
+  CKPT_ASSIGN(proc::StatMm s, proc::read_stat_mm(pid));
+  out->start_code = s.start_code;
+  out->end_code = s.end_code;
+  out->start_data = s.start_data;
+  out->end_data = s.end_data;
+  out->start_brk = s.start_brk;
+  out->brk = s.start_brk;
+  // The break itself is not exported; the end of [heap] is the page-aligned
+  // break, which is all the kernel's brk() compares against.
+  for (const VmaRecord& v : vmas)
+    if (v.flags & image::kVmaHeap) out->brk = v.end;
+  out->start_stack = s.start_stack;
+  out->arg_start = s.arg_start;
+  out->arg_end = s.arg_end;
+  out->env_start = s.env_start;
+  out->env_end = s.env_end;
+  CKPT_ASSIGN(std::string auxv, read_file(proc_path(pid, "auxv")));
+  out->auxv.resize(auxv.size() / 8);
+  std::memcpy(out->auxv.data(), auxv.data(), out->auxv.size() * 8);
+  CKPT_ASSIGN(out->exe_path, read_link(proc_path(pid, "exe")));
+  if (ends_with(out->exe_path, " (deleted)"))
+    return make_error(ENOTSUP,
+                      "executable " + out->exe_path + ": deleted since start: not supported");
+  return {};
+}
+
+Status collect_vdso(pid_t pid, const std::vector<VmaRecord>& vmas, image::VdsoRecord* out) {
+  for (const VmaRecord& v : vmas) {
+    if (!(v.flags & image::kVmaVdso)) continue;
+    std::vector<uint8_t> text(v.size());
+    iovec local{text.data(), text.size()};
+    iovec remote{reinterpret_cast<void*>(v.start), text.size()};
+    if (::process_vm_readv(pid, &local, 1, &remote, 1, 0) != ssize_t(text.size()))
+      return sys_error("reading [vdso]");
+    out->vdso_size = v.size();
+    out->vdso_hash = xxh3(text.data(), text.size());
+  }
+  return {};
+}
+
+Status collect_threads(const proc::FrozenProcess& fp, std::vector<image::ThreadRecord>* out) {
+  if (fp.threads().size() != 1)
+    return make_error(ENOTSUP, "PID " + std::to_string(fp.pid()) + " has " +
+                                   std::to_string(fp.threads().size()) +
+                                   " threads: multi-threaded processes are not supported yet");
+  for (const proc::FrozenThread& t : fp.threads()) {
+    image::ThreadRecord rec;
+    rec.tid = t.tid;
+    rec.pending_signal = t.pending_signal;
+    CKPT_ASSIGN(user_regs_struct regs, proc::get_regs(t.tid));
+    static_assert(sizeof(regs) == sizeof(rec.gpregs));
+    std::memcpy(rec.gpregs.data(), &regs, sizeof regs);
+    CKPT_ASSIGN(rec.xstate, proc::get_xstate(t.tid));
+    out->push_back(std::move(rec));
+  }
+  return {};
+}
+
+Status collect_files(pid_t pid, std::vector<image::FileRecord>* out) {
+  std::string fd_dir = proc_path(pid, "fd");
+  DIR* d = ::opendir(fd_dir.c_str());
+  if (!d) return sys_error("listing " + fd_dir);
+  std::vector<int> fds;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') fds.push_back(std::atoi(e->d_name));
+  ::closedir(d);
+  std::sort(fds.begin(), fds.end());
+
+  for (int fd : fds) {
+    std::string link = fd_dir + "/" + std::to_string(fd);
+    auto target = read_link(link);
+    if (!target.ok()) continue;  // closed meanwhile
+    CKPT_ASSIGN(std::string info, read_file(proc_path(pid, "fdinfo/") + std::to_string(fd)));
+    image::FileRecord f;
+    f.fd = fd;
+    f.path = *target;
+    unsigned long long pos = 0;
+    unsigned flags = 0;
+    if (const char* p = std::strstr(info.c_str(), "pos:")) pos = std::strtoull(p + 4, nullptr, 10);
+    if (const char* p = std::strstr(info.c_str(), "flags:"))
+      flags = unsigned(std::strtoul(p + 6, nullptr, 8));
+    f.offset = pos;
+    f.fd_flags = (flags & O_CLOEXEC) ? FD_CLOEXEC : 0;
+    f.flags = flags & ~unsigned(O_CLOEXEC);
+    const std::string what = "fd " + std::to_string(fd) + ": " + f.path;
+
+    struct stat st;
+    if (::stat(link.c_str(), &st) != 0) return sys_error(what);
+    f.dev = st.st_dev;
+    f.ino = st.st_ino;
+    f.size = uint64_t(st.st_size);
+    f.mtime_ns = mtime_ns(st);
+    bool is_pipe = S_ISFIFO(st.st_mode) && f.path.rfind("pipe:", 0) == 0;
+    bool is_tty =
+        S_ISCHR(st.st_mode) && (f.path.rfind("/dev/pts/", 0) == 0 ||
+                                f.path.rfind("/dev/tty", 0) == 0 || f.path == "/dev/console");
+    if (fd <= 2 && (is_pipe || is_tty)) {
+      f.kind = image::FileKind::kInheritStdio;
+    } else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
+      if (ends_with(f.path, " (deleted)"))
+        return make_error(ENOTSUP, what + ": file deleted while open: not supported yet");
+      f.kind = image::FileKind::kRegular;
+    } else if (S_ISCHR(st.st_mode) &&
+               (f.path == "/dev/null" || f.path == "/dev/zero" || f.path == "/dev/urandom" ||
+                f.path == "/dev/random" || f.path == "/dev/full")) {
+      f.kind = image::FileKind::kCharDevice;
+    } else {
+      const char* kind = is_pipe                ? "pipe"
+                         : is_tty               ? "terminal"
+                         : S_ISSOCK(st.st_mode) ? "socket"
+                                                : "file of this type";
+      return make_error(ENOTSUP, what + ": " + kind + " not supported yet");
+    }
+    out->push_back(std::move(f));
+  }
+  return {};
+}
+
+}  // namespace ckpt::dump

@@ -1,0 +1,25 @@
+// Gathers a frozen process's state (everything but page content) into the image model.
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/result.hpp>
+#include <vector>
+
+#include "image/model.hpp"
+#include "proc/freeze.hpp"
+#include "proc/maps.hpp"
+
+namespace ckpt::dump {
+
+Status collect_process(pid_t pid, image::ProcessRecord* out);
+// VMAs from /proc/PID/maps; refuses mappings that cannot be restored.
+Result<std::vector<image::VmaRecord>> collect_vmas(pid_t pid,
+                                                   const std::vector<proc::MapEntry>& maps);
+Status collect_mm(pid_t pid, const std::vector<image::VmaRecord>& vmas, image::MmRecord* out);
+Status collect_vdso(pid_t pid, const std::vector<image::VmaRecord>& vmas, image::VdsoRecord* out);
+Status collect_threads(const proc::FrozenProcess& fp, std::vector<image::ThreadRecord>* out);
+// Open file descriptors; refuses kinds that cannot be restored yet, naming the fd.
+Status collect_files(pid_t pid, std::vector<image::FileRecord>* out);
+
+}  // namespace ckpt::dump

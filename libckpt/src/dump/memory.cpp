@@ -1,0 +1,145 @@
+#include "dump/memory.hpp"
+
+#include <sys/mman.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "mem/pagemap.hpp"
+#include "mem/reader.hpp"
+
+namespace ckpt::dump {
+
+namespace {
+
+constexpr uint64_t kBatchBytes = 8 << 20;  // per process_vm_readv round
+constexpr size_t kBatchRanges = 1024;      // remote iovec limit
+constexpr int kBuffers = 3;
+
+struct Batch {
+  std::vector<mem::Range> ranges;
+  uint64_t bytes = 0;
+};
+
+std::vector<Batch> make_batches(const std::vector<mem::Range>& ranges) {
+  std::vector<Batch> out(1);
+  for (mem::Range r : ranges) {
+    while (r.len > 0) {
+      if (out.back().bytes == kBatchBytes || out.back().ranges.size() == kBatchRanges)
+        out.emplace_back();
+      uint64_t take = std::min(r.len, kBatchBytes - out.back().bytes);
+      out.back().ranges.push_back(mem::Range{r.addr, take});
+      out.back().bytes += take;
+      r.addr += take;
+      r.len -= take;
+    }
+  }
+  if (out.back().ranges.empty()) out.pop_back();
+  return out;
+}
+
+// A tiny bounded hand-off between the reading thread and the writing thread.
+class BufferQueue {
+ public:
+  void push(int i) {
+    std::lock_guard<std::mutex> l(m_);
+    q_.push_back(i);
+    cv_.notify_one();
+  }
+  int pop() {
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait(l, [&] { return !q_.empty(); });
+    int i = q_.front();
+    q_.pop_front();
+    return i;
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<int> q_;
+};
+
+}  // namespace
+
+uint64_t MemoryPlan::bytes() const {
+  uint64_t b = 0;
+  for (const auto& r : ranges) b += r.len;
+  return b;
+}
+
+Result<MemoryPlan> plan_memory(pid_t pid, const std::vector<image::VmaRecord>& vmas) {
+  CKPT_ASSIGN(mem::Pagemap pm, mem::Pagemap::open(pid));
+  MemoryPlan plan;
+  for (const image::VmaRecord& v : vmas) {
+    if (v.is_special()) continue;
+    if (v.is_file() && (v.flags & image::kVmaShared)) continue;  // the file holds the content
+    plan.pages_scanned += v.size() / image::kPageSize;
+    auto sel = v.is_file() ? mem::PageSelect::kPrivateCopies : mem::PageSelect::kPopulated;
+    CKPT_TRY(pm.select(v.start, v.end, sel, plan.ranges));
+  }
+  return plan;
+}
+
+Status dump_memory(pid_t pid, const MemoryPlan& plan, image::SnapshotWriter& writer,
+                   const ProgressFn& progress) {
+  std::vector<Batch> batches = make_batches(plan.ranges);
+  if (batches.empty()) return {};
+  const uint64_t total = plan.bytes();
+
+  std::vector<uint8_t*> bufs(kBuffers);
+  for (auto& b : bufs) {
+    void* p =
+        ::mmap(nullptr, kBatchBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return sys_error("allocating read buffers");
+    b = static_cast<uint8_t*>(p);
+  }
+  BufferQueue free_q, full_q;
+  for (int i = 0; i < kBuffers; ++i) free_q.push(i);
+  Status read_status;
+  std::vector<int> batch_of_buf(kBuffers, -1);
+
+  // Reader: fills free buffers in batch order; -1 marks the end (or an error).
+  std::thread reader([&] {
+    mem::RemoteReader rr(pid);
+    for (size_t b = 0; b < batches.size(); ++b) {
+      int i = free_q.pop();
+      if (i < 0) break;  // the writer gave up
+      Status s = rr.read(batches[b].ranges.data(), batches[b].ranges.size(), bufs[i]);
+      if (!s.ok()) {
+        read_status = s;
+        break;
+      }
+      batch_of_buf[i] = int(b);
+      full_q.push(i);
+    }
+    full_q.push(-1);
+  });
+
+  Status write_status;
+  uint64_t done = 0;
+  for (;;) {
+    int i = full_q.pop();
+    if (i < 0) break;
+    if (write_status.ok()) {
+      const Batch& batch = batches[size_t(batch_of_buf[i])];
+      const uint8_t* p = bufs[i];
+      for (const mem::Range& r : batch.ranges) {
+        write_status = writer.add_pages(r.addr, p, r.len / image::kPageSize);
+        if (!write_status.ok()) break;
+        p += r.len;
+      }
+      done += batch.bytes;
+      if (progress) progress(done, total);
+    }
+    free_q.push(write_status.ok() ? i : -1);
+  }
+  reader.join();
+  for (auto* b : bufs) ::munmap(b, kBatchBytes);
+  if (!read_status.ok()) return read_status;
+  return write_status;
+}
+
+}  // namespace ckpt::dump

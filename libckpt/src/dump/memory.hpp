@@ -1,0 +1,30 @@
+// Chooses the pages worth saving and streams them from the target into the
+// page file: one thread reads (process_vm_readv) while the caller's thread
+// hashes and writes, so reading and writing overlap.
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/ckpt.hpp>
+#include <vector>
+
+#include "image/model.hpp"
+#include "image/writer.hpp"
+#include "mem/range.hpp"
+
+namespace ckpt::dump {
+
+struct MemoryPlan {
+  std::vector<mem::Range> ranges;  // pages to read, ascending
+  uint64_t pages_scanned = 0;
+  uint64_t bytes() const;
+};
+
+// Selects populated anonymous pages and COW copies of private file pages.
+Result<MemoryPlan> plan_memory(pid_t pid, const std::vector<image::VmaRecord>& vmas);
+
+// Reads the planned ranges and hands them to the writer.
+Status dump_memory(pid_t pid, const MemoryPlan& plan, image::SnapshotWriter& writer,
+                   const ProgressFn& progress);
+
+}  // namespace ckpt::dump

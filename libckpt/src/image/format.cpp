@@ -1,0 +1,279 @@
+#include "image/format.hpp"
+
+#include "util/hash.hpp"
+
+namespace ckpt::image {
+
+namespace {
+
+constexpr size_t kHashOffset = 56;
+
+uint64_t header_hash(const uint8_t* block, size_t size) {
+  std::vector<uint8_t> copy(block, block + size);
+  std::memset(copy.data() + kHashOffset, 0, 8);
+  return xxh3(copy.data(), copy.size());
+}
+
+// A record is: u32 type, u32 length, payload, u64 xxh3(type..payload).
+void put_record(ByteWriter& out, RecordType type, ByteWriter& payload, uint64_t* count) {
+  ByteWriter rec;
+  rec.u32(uint32_t(type));
+  rec.u32(uint32_t(payload.data().size()));
+  rec.bytes(payload.data().data(), payload.data().size());
+  uint64_t h = xxh3(rec.data().data(), rec.data().size());
+  rec.u64(h);
+  out.bytes(rec.data().data(), rec.data().size());
+  ++*count;
+}
+
+void put_u64s(ByteWriter& w, std::initializer_list<uint64_t> vs) {
+  for (uint64_t v : vs) w.u64(v);
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_header(FileHeader h) {
+  std::vector<uint8_t> block(h.header_size, 0);
+  uint8_t* p = block.data();
+  std::memcpy(p, h.magic.data(), 8);
+  std::memcpy(p + 8, &h.version, 4);
+  std::memcpy(p + 12, &h.header_size, 4);
+  std::memcpy(p + 16, &h.generation, 8);
+  std::memcpy(p + 24, h.chain_id.data(), 16);
+  std::memcpy(p + 40, &h.count, 8);
+  std::memcpy(p + 48, &h.flags, 8);
+  uint64_t hh = header_hash(p, block.size());
+  std::memcpy(p + kHashOffset, &hh, 8);
+  return block;
+}
+
+bool decode_header(const uint8_t* block, size_t avail, const Magic& magic, FileHeader* out,
+                   std::string* err) {
+  if (avail < kSmallHeaderSize) {
+    *err = "file is truncated (no complete header)";
+    return false;
+  }
+  FileHeader h;
+  std::memcpy(h.magic.data(), block, 8);
+  if (h.magic != magic) {
+    *err = "bad magic (not a libckpt file of this kind)";
+    return false;
+  }
+  std::memcpy(&h.version, block + 8, 4);
+  if (h.version != kFormatVersion) {
+    *err = "unsupported format version " + std::to_string(h.version) + " (this build reads " +
+           std::to_string(kFormatVersion) + ")";
+    return false;
+  }
+  std::memcpy(&h.header_size, block + 12, 4);
+  if (h.header_size < kSmallHeaderSize || h.header_size > kPagesHeaderSize) {
+    *err = "bad header size";
+    return false;
+  }
+  if (avail < h.header_size) {
+    *err = "file is truncated (no complete header)";
+    return false;
+  }
+  std::memcpy(&h.generation, block + 16, 8);
+  std::memcpy(h.chain_id.data(), block + 24, 16);
+  std::memcpy(&h.count, block + 40, 8);
+  std::memcpy(&h.flags, block + 48, 8);
+  std::memcpy(&h.header_hash, block + kHashOffset, 8);
+  if (header_hash(block, h.header_size) != h.header_hash) {
+    *err = "header checksum mismatch";
+    return false;
+  }
+  *out = h;
+  return true;
+}
+
+std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
+  ByteWriter out;
+  *nrecords = 0;
+  {
+    ByteWriter w;
+    w.u64(m.generation);
+    w.u64(m.parent_generation);
+    w.bytes(m.chain_id.data(), 16);
+    w.i64(m.created_unix_ns);
+    w.str(m.kernel_release);
+    put_record(out, RecordType::kGeneration, w, nrecords);
+  }
+  {
+    ByteWriter w;
+    w.i32(m.process.pid);
+    w.u32(m.process.umask);
+    w.str(m.process.comm);
+    w.str(m.process.cwd);
+    put_record(out, RecordType::kProcess, w, nrecords);
+  }
+  {
+    const MmRecord& mm = m.mm;
+    ByteWriter w;
+    put_u64s(w, {mm.start_code, mm.end_code, mm.start_data, mm.end_data, mm.start_brk, mm.brk,
+                 mm.start_stack, mm.arg_start, mm.arg_end, mm.env_start, mm.env_end});
+    w.u32(uint32_t(mm.auxv.size()));
+    for (uint64_t v : mm.auxv) w.u64(v);
+    w.str(mm.exe_path);
+    put_record(out, RecordType::kMm, w, nrecords);
+  }
+  {
+    ByteWriter w;
+    w.u64(m.vdso.vdso_size);
+    w.u64(m.vdso.vdso_hash);
+    put_record(out, RecordType::kVdso, w, nrecords);
+  }
+  for (const VmaRecord& v : m.vmas) {
+    ByteWriter w;
+    put_u64s(w, {v.start, v.end});
+    w.u32(v.prot);
+    w.u32(v.flags);
+    put_u64s(w, {v.pgoff, v.dev, v.ino, v.file_size});
+    w.i64(v.mtime_ns);
+    w.str(v.name);
+    put_record(out, RecordType::kVma, w, nrecords);
+  }
+  for (const ThreadRecord& t : m.threads) {
+    ByteWriter w;
+    w.i32(t.tid);
+    w.i32(t.pending_signal);
+    for (uint64_t r : t.gpregs) w.u64(r);
+    w.u32(uint32_t(t.xstate.size()));
+    w.bytes(t.xstate.data(), t.xstate.size());
+    put_record(out, RecordType::kThread, w, nrecords);
+  }
+  for (const FileRecord& f : m.files) {
+    ByteWriter w;
+    w.i32(f.fd);
+    w.u32(uint32_t(f.kind));
+    w.u32(f.flags);
+    w.u32(f.fd_flags);
+    put_u64s(w, {f.offset, f.dev, f.ino, f.size});
+    w.i64(f.mtime_ns);
+    w.str(f.path);
+    put_record(out, RecordType::kFile, w, nrecords);
+  }
+  return std::move(out.data());
+}
+
+namespace {
+
+bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
+  switch (type) {
+    case RecordType::kGeneration:
+      return r.u64(&m->generation) && r.u64(&m->parent_generation) &&
+             r.bytes(m->chain_id.data(), 16) && r.i64(&m->created_unix_ns) &&
+             r.str(&m->kernel_release);
+    case RecordType::kProcess:
+      return r.i32(&m->process.pid) && r.u32(&m->process.umask) && r.str(&m->process.comm) &&
+             r.str(&m->process.cwd);
+    case RecordType::kMm: {
+      MmRecord& mm = m->mm;
+      for (uint64_t* f :
+           {&mm.start_code, &mm.end_code, &mm.start_data, &mm.end_data, &mm.start_brk, &mm.brk,
+            &mm.start_stack, &mm.arg_start, &mm.arg_end, &mm.env_start, &mm.env_end})
+        if (!r.u64(f)) return false;
+      uint32_t n;
+      if (!r.u32(&n) || n > r.left() / 8) return false;
+      mm.auxv.resize(n);
+      for (uint64_t& v : mm.auxv)
+        if (!r.u64(&v)) return false;
+      return r.str(&mm.exe_path);
+    }
+    case RecordType::kVdso:
+      return r.u64(&m->vdso.vdso_size) && r.u64(&m->vdso.vdso_hash);
+    case RecordType::kVma: {
+      VmaRecord v;
+      bool ok = r.u64(&v.start) && r.u64(&v.end) && r.u32(&v.prot) && r.u32(&v.flags) &&
+                r.u64(&v.pgoff) && r.u64(&v.dev) && r.u64(&v.ino) && r.u64(&v.file_size) &&
+                r.i64(&v.mtime_ns) && r.str(&v.name);
+      if (ok) m->vmas.push_back(std::move(v));
+      return ok;
+    }
+    case RecordType::kThread: {
+      ThreadRecord t;
+      if (!r.i32(&t.tid) || !r.i32(&t.pending_signal)) return false;
+      for (uint64_t& g : t.gpregs)
+        if (!r.u64(&g)) return false;
+      uint32_t n;
+      if (!r.u32(&n) || n > r.left()) return false;
+      t.xstate.resize(n);
+      if (!r.bytes(t.xstate.data(), n)) return false;
+      m->threads.push_back(std::move(t));
+      return true;
+    }
+    case RecordType::kFile: {
+      FileRecord f;
+      uint32_t kind;
+      bool ok = r.i32(&f.fd) && r.u32(&kind) && r.u32(&f.flags) && r.u32(&f.fd_flags) &&
+                r.u64(&f.offset) && r.u64(&f.dev) && r.u64(&f.ino) && r.u64(&f.size) &&
+                r.i64(&f.mtime_ns) && r.str(&f.path);
+      f.kind = FileKind(kind);
+      if (ok) m->files.push_back(std::move(f));
+      return ok;
+    }
+  }
+  return true;  // unknown record types from a newer minor revision are skipped
+}
+
+}  // namespace
+
+bool decode_meta(const uint8_t* p, size_t n, uint64_t nrecords, ImageMeta* out, std::string* err) {
+  ImageMeta m;
+  size_t off = 0;
+  for (uint64_t i = 0; i < nrecords; ++i) {
+    if (n - off < 16) {
+      *err = "metadata is truncated at record " + std::to_string(i);
+      return false;
+    }
+    uint32_t type, len;
+    std::memcpy(&type, p + off, 4);
+    std::memcpy(&len, p + off + 4, 4);
+    if (n - off - 16 < len) {
+      *err = "metadata is truncated at record " + std::to_string(i);
+      return false;
+    }
+    uint64_t stored;
+    std::memcpy(&stored, p + off + 8 + len, 8);
+    if (xxh3(p + off, 8 + len) != stored) {
+      *err = "metadata record " + std::to_string(i) + " checksum mismatch";
+      return false;
+    }
+    ByteReader r(p + off + 8, len);
+    if (!decode_payload(RecordType(type), r, &m)) {
+      *err = "metadata record " + std::to_string(i) + " is malformed";
+      return false;
+    }
+    off += 16 + len;
+  }
+  if (off != n) {
+    *err = "metadata has " + std::to_string(n - off) + " unexpected trailing bytes";
+    return false;
+  }
+  *out = std::move(m);
+  return true;
+}
+
+void encode_run(const PageRun& r, uint8_t out[kRunRecordSize]) {
+  std::memcpy(out, &r.vaddr, 8);
+  std::memcpy(out + 8, &r.npages, 4);
+  std::memcpy(out + 12, &r.flags, 4);
+  std::memcpy(out + 16, &r.content_offset, 8);
+  std::memcpy(out + 24, &r.content_hash, 8);
+  uint64_t h = xxh3(out, 32);
+  std::memcpy(out + 32, &h, 8);
+}
+
+bool decode_run(const uint8_t in[kRunRecordSize], PageRun* out) {
+  uint64_t stored;
+  std::memcpy(&stored, in + 32, 8);
+  if (xxh3(in, 32) != stored) return false;
+  std::memcpy(&out->vaddr, in, 8);
+  std::memcpy(&out->npages, in + 8, 4);
+  std::memcpy(&out->flags, in + 12, 4);
+  std::memcpy(&out->content_offset, in + 16, 8);
+  std::memcpy(&out->content_hash, in + 24, 8);
+  return true;
+}
+
+}  // namespace ckpt::image

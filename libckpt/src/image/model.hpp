@@ -1,0 +1,122 @@
+// In-memory model of one checkpoint generation: everything the metadata file
+// holds. The byte layout on disk is in docs/format.md; this is what code uses.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ckpt::image {
+
+constexpr uint64_t kPageSize = 4096;
+
+// VmaRecord::flags bits.
+enum VmaFlag : uint32_t {
+  kVmaShared = 1u << 0,     // MAP_SHARED
+  kVmaFile = 1u << 1,       // backed by the file at `path`
+  kVmaGrowsDown = 1u << 2,  // the main [stack]
+  kVmaHeap = 1u << 3,       // [heap] (brk area)
+  kVmaVdso = 1u << 4,       // [vdso]: not saved, the restored process's own vdso is moved here
+  kVmaVvar = 1u << 5,       // [vvar] / [vvar_vclock]: never read, moved with the vdso
+  kVmaMayWrite = 1u << 6,   // file opened for writing allowed (shared writable mappings)
+};
+
+struct VmaRecord {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint32_t prot = 0;   // PROT_READ | PROT_WRITE | PROT_EXEC
+  uint32_t flags = 0;  // VmaFlag bits
+  uint64_t pgoff = 0;  // file offset in bytes (file mappings)
+  uint64_t dev = 0;    // st_dev of the mapped file (makedev form)
+  uint64_t ino = 0;
+  uint64_t file_size = 0;
+  int64_t mtime_ns = 0;
+  std::string name;  // file path, or a pseudo name such as "[heap]", "[stack]", "[vdso]", ""
+
+  uint64_t size() const { return end - start; }
+  bool is_file() const { return flags & kVmaFile; }
+  bool is_special() const { return flags & (kVmaVdso | kVmaVvar); }
+};
+
+// The mm fields the kernel keeps outside the VMAs (prctl PR_SET_MM_MAP).
+struct MmRecord {
+  uint64_t start_code = 0, end_code = 0, start_data = 0, end_data = 0;
+  uint64_t start_brk = 0, brk = 0, start_stack = 0;
+  uint64_t arg_start = 0, arg_end = 0, env_start = 0, env_end = 0;
+  std::vector<uint64_t> auxv;  // (type, value) pairs, AT_NULL terminated
+  std::string exe_path;
+};
+
+// x86_64 `struct user_regs_struct`, kept as 27 raw 64-bit words in kernel order.
+constexpr size_t kGpRegWords = 27;
+
+struct ThreadRecord {
+  int32_t tid = 0;
+  int32_t pending_signal = 0;  // a signal caught at the freeze stop; delivered at resume
+  std::array<uint64_t, kGpRegWords> gpregs{};
+  std::vector<uint8_t> xstate;  // NT_X86_XSTATE regset as the kernel returned it
+};
+
+enum class FileKind : uint32_t {
+  kRegular = 1,       // reopened by path with flags, at offset
+  kInheritStdio = 2,  // a terminal or pipe on fd 0-2: connected to cr_restart's same fd
+  kCharDevice = 3,    // /dev/null, /dev/zero, /dev/urandom...: reopened by path
+};
+
+struct FileRecord {
+  int32_t fd = -1;
+  FileKind kind = FileKind::kRegular;
+  uint32_t flags = 0;     // open(2) flags from fdinfo
+  uint32_t fd_flags = 0;  // FD_CLOEXEC
+  uint64_t offset = 0;
+  uint64_t dev = 0, ino = 0, size = 0;
+  int64_t mtime_ns = 0;
+  std::string path;
+};
+
+struct ProcessRecord {
+  int32_t pid = 0;
+  uint32_t umask = 022;
+  std::string comm;
+  std::string cwd;
+};
+
+struct VdsoRecord {
+  uint64_t vdso_size = 0;
+  uint64_t vdso_hash = 0;  // xxh3 of the vdso text: restore refuses a different kernel's vdso
+};
+
+struct ImageMeta {
+  uint64_t generation = 0;
+  uint64_t parent_generation = 0;  // 0: a full checkpoint
+  std::array<uint8_t, 16> chain_id{};
+  int64_t created_unix_ns = 0;
+  std::string kernel_release;  // uname -r at checkpoint time
+  ProcessRecord process;
+  MmRecord mm;
+  VdsoRecord vdso;
+  std::vector<VmaRecord> vmas;
+  std::vector<ThreadRecord> threads;
+  std::vector<FileRecord> files;
+};
+
+// PageRun::flags bits.
+enum RunFlag : uint32_t {
+  kRunZero = 1u << 0,  // every page of the run is zero: no content bytes
+};
+
+// One entry of the address file: `npages` pages from `vaddr`, whose content
+// is at `content_offset` in the page file (unless kRunZero).
+struct PageRun {
+  uint64_t vaddr = 0;
+  uint32_t npages = 0;
+  uint32_t flags = 0;
+  uint64_t content_offset = 0;
+  uint64_t content_hash = 0;  // xxh3-64 of the run's content bytes (0 for zero runs)
+
+  uint64_t bytes() const { return uint64_t(npages) * kPageSize; }
+  bool zero() const { return flags & kRunZero; }
+};
+
+}  // namespace ckpt::image

@@ -1,0 +1,125 @@
+#include "image/reader.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "image/format.hpp"
+#include "util/fd.hpp"
+#include "util/hash.hpp"
+
+namespace ckpt::image {
+
+namespace {
+
+struct Loaded {
+  FileHeader header;
+  std::vector<uint8_t> body;  // everything after the header (small files only)
+  UniqueFd fd;
+  uint64_t size = 0;
+};
+
+Result<Loaded> load(const std::string& path, const Magic& magic, bool read_body) {
+  Loaded l;
+  l.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!l.fd.valid()) return sys_error("opening " + path);
+  struct stat st;
+  if (::fstat(l.fd.get(), &st) != 0) return sys_error("stat " + path);
+  l.size = uint64_t(st.st_size);
+  std::vector<uint8_t> block(std::min<uint64_t>(l.size, kPagesHeaderSize));
+  CKPT_TRY(read_exact(l.fd.get(), block.data(), block.size(), 0, path));
+  std::string err;
+  if (!decode_header(block.data(), block.size(), magic, &l.header, &err))
+    return make_error(EBADMSG, path + ": " + err);
+  if (read_body) {
+    l.body.resize(l.size - l.header.header_size);
+    CKPT_TRY(read_exact(l.fd.get(), l.body.data(), l.body.size(), l.header.header_size, path));
+  }
+  return l;
+}
+
+Error corrupt(const std::string& path, const std::string& why) {
+  return make_error(EBADMSG, path + ": " + why);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SnapshotReader>> SnapshotReader::open(const std::string& gen_dir) {
+  std::unique_ptr<SnapshotReader> r(new SnapshotReader);
+  r->dir_ = gen_dir;
+  const std::string meta_path = gen_dir + "/" + kMetaFile;
+  const std::string addr_path = gen_dir + "/" + kAddrFile;
+  const std::string pages_path = gen_dir + "/" + kPagesFile;
+
+  CKPT_ASSIGN(Loaded meta, load(meta_path, kMetaMagic, true));
+  std::string err;
+  if (!decode_meta(meta.body.data(), meta.body.size(), meta.header.count, &r->meta_, &err))
+    return corrupt(meta_path, err);
+
+  CKPT_ASSIGN(Loaded addr, load(addr_path, kAddrMagic, true));
+  if (addr.body.size() != addr.header.count * kRunRecordSize)
+    return corrupt(addr_path, "size does not match its run count (truncated?)");
+  CKPT_ASSIGN(Loaded pages, load(pages_path, kPagesMagic, false));
+  if (pages.size != kPagesHeaderSize + pages.header.count)
+    return corrupt(pages_path, "size does not match its header (truncated?)");
+  r->content_bytes_ = pages.header.count;
+
+  for (const Loaded* l : {&addr, &pages})
+    if (l->header.generation != meta.header.generation ||
+        l->header.chain_id != meta.header.chain_id)
+      return corrupt(gen_dir, "files belong to different checkpoints");
+  if (r->meta_.generation != meta.header.generation || r->meta_.chain_id != meta.header.chain_id)
+    return corrupt(meta_path, "generation record does not match the header");
+
+  r->runs_.resize(addr.header.count);
+  for (size_t i = 0; i < r->runs_.size(); ++i) {
+    PageRun& run = r->runs_[i];
+    if (!decode_run(&addr.body[i * kRunRecordSize], &run))
+      return corrupt(addr_path, "run record " + std::to_string(i) + " checksum mismatch");
+    if (run.npages == 0 || run.npages > kMaxRunPages || run.vaddr % kPageSize != 0 ||
+        (!run.zero() && (run.content_offset % kPageSize != 0 ||
+                         run.content_offset + run.bytes() > r->content_bytes_)))
+      return corrupt(addr_path, "run record " + std::to_string(i) + " is out of range");
+  }
+
+  uint64_t covered = 0;
+  for (const PageRun& run : r->runs_)
+    if (!run.zero()) covered += run.bytes();
+  if (covered != r->content_bytes_)
+    return corrupt(addr_path, "runs do not cover the page content exactly");
+
+  if (pages.size > kPagesHeaderSize) {
+    void* m = ::mmap(nullptr, pages.size, PROT_READ, MAP_SHARED, pages.fd.get(), 0);
+    if (m == MAP_FAILED) return sys_error("mapping " + pages_path);
+    r->map_ = static_cast<const uint8_t*>(m);
+    r->map_len_ = pages.size;
+    ::madvise(m, pages.size, MADV_SEQUENTIAL);
+  }
+  return r;
+}
+
+SnapshotReader::~SnapshotReader() {
+  if (map_) ::munmap(const_cast<uint8_t*>(map_), map_len_);
+}
+
+const uint8_t* SnapshotReader::content(const PageRun& run) const {
+  if (run.zero()) return nullptr;
+  return map_ + kPagesHeaderSize + run.content_offset;
+}
+
+Status SnapshotReader::verify_run(const PageRun& run) const {
+  if (run.zero()) return {};
+  if (xxh3(content(run), run.bytes()) != run.content_hash) {
+    char where[64];
+    std::snprintf(where, sizeof where, "page run at 0x%llx", (unsigned long long)run.vaddr);
+    return corrupt(dir_ + "/" + kPagesFile, std::string(where) + ": content checksum mismatch");
+  }
+  return {};
+}
+
+Status SnapshotReader::verify_all() const {
+  for (const PageRun& run : runs_) CKPT_TRY(verify_run(run));
+  return {};
+}
+
+}  // namespace ckpt::image

@@ -1,0 +1,21 @@
+// A checkpoint directory: one sub-directory per committed generation
+// ("gen-000001", ...). A generation becomes visible only by the atomic
+// rename of its fully written and fsynced temporary directory.
+#pragma once
+
+#include <ckpt/result.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ckpt::image {
+
+std::string generation_dir(const std::string& dir, uint64_t generation);
+// Committed generations in DIR, ascending. A missing DIR is an error.
+Result<std::vector<uint64_t>> list_generations(const std::string& dir);
+// Creates DIR (mode 0700) if it does not exist yet.
+Status ensure_dir(const std::string& dir);
+// fsync of a directory, so a rename inside it is durable.
+Status fsync_dir(const std::string& dir);
+
+}  // namespace ckpt::image

@@ -1,0 +1,159 @@
+#include "image/writer.hpp"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "image/format.hpp"
+#include "image/store.hpp"
+#include "util/hash.hpp"
+
+namespace ckpt::image {
+
+namespace {
+
+alignas(64) const uint8_t kZeroPage[kPageSize] = {};
+
+bool is_zero_page(const uint8_t* p) {
+  uint64_t first;
+  std::memcpy(&first, p, 8);
+  return first == 0 && std::memcmp(p, kZeroPage, kPageSize) == 0;
+}
+
+Status write_small_file(const std::string& path, const std::vector<uint8_t>& header,
+                        const std::vector<uint8_t>& body) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd.valid()) return sys_error("creating " + path);
+  CKPT_TRY(write_all(fd.get(), header.data(), header.size(), path));
+  CKPT_TRY(write_all(fd.get(), body.data(), body.size(), path));
+  if (::fsync(fd.get()) != 0) return sys_error("fsync " + path);
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::create(
+    const std::string& dir, uint64_t generation, const std::array<uint8_t, 16>& chain_id) {
+  std::unique_ptr<SnapshotWriter> w(new SnapshotWriter);
+  w->dir_ = dir;
+  w->generation_ = generation;
+  w->chain_id_ = chain_id;
+  w->final_dir_ = generation_dir(dir, generation);
+  w->tmp_dir_ = dir + "/.tmp-" + std::to_string(generation) + "-" + std::to_string(::getpid());
+  if (::mkdir(w->tmp_dir_.c_str(), 0700) != 0)
+    return sys_error("cannot write checkpoint into " + dir);
+  std::string pages = w->tmp_dir_ + "/" + kPagesFile;
+  w->pages_fd_.reset(::open(pages.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!w->pages_fd_.valid()) {
+    Error e = sys_error("creating " + pages);
+    w->discard();
+    return e;
+  }
+  // Content starts after the page-sized header, which is written at commit.
+  if (::lseek(w->pages_fd_.get(), kPagesHeaderSize, SEEK_SET) < 0) return sys_error("lseek");
+  return w;
+}
+
+SnapshotWriter::~SnapshotWriter() {
+  if (!committed_) discard();
+}
+
+void SnapshotWriter::discard() {
+  pages_fd_.reset();
+  for (const char* f : {kPagesFile, kAddrFile, kMetaFile}) ::unlink((tmp_dir_ + "/" + f).c_str());
+  ::rmdir(tmp_dir_.c_str());
+}
+
+Status SnapshotWriter::flush_iov() {
+  size_t i = 0;
+  while (i < iov_.size()) {
+    int n = int(std::min<size_t>(iov_.size() - i, IOV_MAX));
+    ssize_t done = ::writev(pages_fd_.get(), &iov_[i], n);
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("writing " + tmp_dir_ + "/" + kPagesFile);
+    }
+    // Skip fully written vectors; trim a partially written one and retry.
+    while (done > 0 && i < iov_.size()) {
+      if (size_t(done) >= iov_[i].iov_len) {
+        done -= ssize_t(iov_[i].iov_len);
+        ++i;
+      } else {
+        iov_[i].iov_base = static_cast<char*>(iov_[i].iov_base) + done;
+        iov_[i].iov_len -= size_t(done);
+        done = 0;
+      }
+    }
+  }
+  iov_.clear();
+  return {};
+}
+
+Status SnapshotWriter::add_pages(uint64_t vaddr, const uint8_t* data, size_t npages) {
+  size_t i = 0;
+  while (i < npages) {
+    bool zero = is_zero_page(data + i * kPageSize);
+    size_t j = i + 1;
+    while (j < npages && j - i < kMaxRunPages && is_zero_page(data + j * kPageSize) == zero) ++j;
+    PageRun run;
+    run.vaddr = vaddr + i * kPageSize;
+    run.npages = uint32_t(j - i);
+    if (zero) {
+      run.flags = kRunZero;
+      zero_pages_ += run.npages;
+    } else {
+      const uint8_t* p = data + i * kPageSize;
+      run.content_offset = content_bytes_;
+      run.content_hash = xxh3(p, run.bytes());
+      content_bytes_ += run.bytes();
+      iov_.push_back(iovec{const_cast<uint8_t*>(p), run.bytes()});
+    }
+    pages_ += run.npages;
+    runs_.push_back(run);
+    i = j;
+  }
+  return flush_iov();
+}
+
+Status SnapshotWriter::commit(const ImageMeta& meta) {
+  if (meta.generation != generation_ || meta.chain_id != chain_id_)
+    return make_error(EINVAL, "metadata does not belong to this generation");
+
+  FileHeader h;
+  h.generation = generation_;
+  h.chain_id = chain_id_;
+
+  h.magic = kPagesMagic;
+  h.header_size = kPagesHeaderSize;
+  h.count = content_bytes_;
+  std::vector<uint8_t> ph = encode_header(h);
+  std::string pages = tmp_dir_ + "/" + kPagesFile;
+  CKPT_TRY(write_all(pages_fd_.get(), ph.data(), ph.size(), pages, 0));
+  if (::fsync(pages_fd_.get()) != 0) return sys_error("fsync " + pages);
+  pages_fd_.reset();
+
+  std::vector<uint8_t> addr(runs_.size() * kRunRecordSize);
+  for (size_t i = 0; i < runs_.size(); ++i) encode_run(runs_[i], &addr[i * kRunRecordSize]);
+  h.magic = kAddrMagic;
+  h.header_size = kSmallHeaderSize;
+  h.count = runs_.size();
+  CKPT_TRY(write_small_file(tmp_dir_ + "/" + kAddrFile, encode_header(h), addr));
+
+  uint64_t nrec = 0;
+  std::vector<uint8_t> body = encode_meta(meta, &nrec);
+  h.magic = kMetaMagic;
+  h.count = nrec;
+  CKPT_TRY(write_small_file(tmp_dir_ + "/" + kMetaFile, encode_header(h), body));
+
+  bytes_total_ = ph.size() + content_bytes_ + kSmallHeaderSize * 2 + addr.size() + body.size();
+  CKPT_TRY(fsync_dir(tmp_dir_));
+  if (::rename(tmp_dir_.c_str(), final_dir_.c_str()) != 0)
+    return sys_error("committing " + final_dir_);
+  committed_ = true;
+  return fsync_dir(dir_);
+}
+
+}  // namespace ckpt::image

@@ -1,0 +1,52 @@
+// Writes one generation: page content streams to pages.img as it arrives;
+// addr.img, meta.img and the headers are written at commit, then everything is
+// fsynced and the temporary directory renamed into place.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <ckpt/result.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "image/model.hpp"
+#include "util/fd.hpp"
+
+namespace ckpt::image {
+
+class SnapshotWriter {
+ public:
+  static Result<std::unique_ptr<SnapshotWriter>> create(const std::string& dir, uint64_t generation,
+                                                        const std::array<uint8_t, 16>& chain_id);
+  ~SnapshotWriter();
+
+  // Appends the pages [vaddr, vaddr + npages * 4 KiB) whose bytes are at
+  // `data`. All-zero pages become zero runs and cost no content bytes.
+  Status add_pages(uint64_t vaddr, const uint8_t* data, size_t npages);
+  // Writes the address and metadata files and commits the generation atomically.
+  Status commit(const ImageMeta& meta);
+
+  const std::vector<PageRun>& runs() const { return runs_; }
+  uint64_t content_bytes() const { return content_bytes_; }
+  uint64_t zero_pages() const { return zero_pages_; }
+  uint64_t pages() const { return pages_; }
+  // Bytes of all three files, known after commit.
+  uint64_t bytes_total() const { return bytes_total_; }
+
+ private:
+  SnapshotWriter() = default;
+  Status flush_iov();
+  void discard();
+
+  std::string dir_, tmp_dir_, final_dir_;
+  uint64_t generation_ = 0;
+  std::array<uint8_t, 16> chain_id_{};
+  UniqueFd pages_fd_;
+  std::vector<PageRun> runs_;
+  std::vector<iovec> iov_;
+  uint64_t content_bytes_ = 0, zero_pages_ = 0, pages_ = 0, bytes_total_ = 0;
+  bool committed_ = false;
+};
+
+}  // namespace ckpt::image

@@ -1,0 +1,44 @@
+#include "mem/pagemap.hpp"
+
+#include <fcntl.h>
+
+#include <string>
+
+#include "image/model.hpp"
+
+namespace ckpt::mem {
+
+namespace {
+constexpr uint64_t kPresent = 1ull << 63;
+constexpr uint64_t kSwapped = 1ull << 62;
+constexpr uint64_t kFileOrShared = 1ull << 61;
+constexpr size_t kBatchEntries = 64 * 1024;  // 256 MiB of address space per read
+}  // namespace
+
+Result<Pagemap> Pagemap::open(pid_t pid) {
+  Pagemap pm;
+  std::string path = "/proc/" + std::to_string(pid) + "/pagemap";
+  pm.fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!pm.fd_.valid()) return sys_error("opening " + path);
+  pm.buf_.resize(kBatchEntries);
+  return pm;
+}
+
+Status Pagemap::select(uint64_t start, uint64_t end, PageSelect sel, std::vector<Range>& out) {
+  const uint64_t ps = image::kPageSize;
+  for (uint64_t addr = start; addr < end;) {
+    size_t n = std::min<uint64_t>(kBatchEntries, (end - addr) / ps);
+    CKPT_TRY(read_exact(fd_.get(), buf_.data(), n * 8, off_t(addr / ps * 8), "pagemap"));
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t e = buf_[i];
+      bool take = sel == PageSelect::kPopulated
+                      ? (e & (kPresent | kSwapped)) != 0
+                      : (e & kSwapped) != 0 || ((e & kPresent) && !(e & kFileOrShared));
+      if (take) append_range(out, addr + i * ps, ps);
+    }
+    addr += n * ps;
+  }
+  return {};
+}
+
+}  // namespace ckpt::mem

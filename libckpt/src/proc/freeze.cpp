@@ -1,0 +1,141 @@
+#include "proc/freeze.hpp"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "proc/maps.hpp"
+
+namespace ckpt::proc {
+
+namespace {
+
+Result<std::vector<pid_t>> list_tasks(pid_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(path.c_str());
+  if (!d) {
+    if (errno == ENOENT) return make_error(ESRCH, "no process with PID " + std::to_string(pid));
+    return sys_error(path);
+  }
+  std::vector<pid_t> tids;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    tids.push_back(pid_t(std::atoi(e->d_name)));
+  }
+  ::closedir(d);
+  return tids;
+}
+
+constexpr unsigned long kPfKthread = 0x00200000;
+
+}  // namespace
+
+Status FrozenProcess::seize_thread(pid_t tid) {
+  if (::ptrace(PTRACE_SEIZE, tid, nullptr, (void*)(long)PTRACE_O_TRACESYSGOOD) != 0) {
+    if (errno == ESRCH) return make_error(ESRCH, "thread " + std::to_string(tid) + " vanished");
+    if (errno == EPERM)
+      return make_error(EPERM, "permission denied: cannot trace PID " + std::to_string(pid_) +
+                                   " (need ptrace rights over it, and no other tracer)");
+    return sys_error("ptrace seize " + std::to_string(tid));
+  }
+  FrozenThread t{tid};
+  threads_.push_back(t);  // recorded first so release() detaches it whatever happens next
+  if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0)
+    return sys_error("ptrace interrupt " + std::to_string(tid));
+  for (;;) {
+    int st = 0;
+    if (::waitpid(tid, &st, __WALL) < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("waiting for " + std::to_string(tid) + " to stop");
+    }
+    if (WIFEXITED(st) || WIFSIGNALED(st)) {
+      threads_.pop_back();
+      return make_error(ESRCH, "PID " + std::to_string(pid_) + " exited while being frozen");
+    }
+    if (!WIFSTOPPED(st)) continue;
+    int event = st >> 16;
+    int sig = WSTOPSIG(st);
+    if (event == PTRACE_EVENT_STOP) {
+      // The interrupt stop; SIGSTOP-like signals here mean a group stop was in effect.
+      threads_.back().group_stopped =
+          sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+      return {};
+    }
+    // A signal-delivery stop came first: keep the signal to re-deliver and
+    // use this stop (registers are consistent here).
+    threads_.back().pending_signal = sig;
+    return {};
+  }
+}
+
+Result<std::unique_ptr<FrozenProcess>> FrozenProcess::freeze(pid_t pid) {
+  if (pid <= 0) return make_error(EINVAL, "invalid PID " + std::to_string(pid));
+  if (pid == ::getpid()) return make_error(EINVAL, "refusing to checkpoint myself");
+  CKPT_ASSIGN(std::vector<pid_t> tids, list_tasks(pid));
+  auto st = read_stat_mm(pid);
+  if (!st.ok()) return make_error(ESRCH, "no process with PID " + std::to_string(pid));
+  if (st->flags & kPfKthread)
+    return make_error(EINVAL, "PID " + std::to_string(pid) + " is a kernel thread");
+  if (st->state == 'Z') return make_error(ESRCH, "PID " + std::to_string(pid) + " is a zombie");
+
+  std::unique_ptr<FrozenProcess> fp(new FrozenProcess(pid));
+  std::set<pid_t> seized;
+  // Threads may be created while we seize: repeat until the task list is stable.
+  for (int round = 0; round < 100; ++round) {
+    bool added = false;
+    for (pid_t tid : tids) {
+      if (seized.count(tid)) continue;
+      auto s = fp->seize_thread(tid);
+      if (!s.ok()) {
+        if (s.error().code == ESRCH && tid != pid) continue;  // a thread exited meanwhile
+        return s.error();
+      }
+      seized.insert(tid);
+      added = true;
+    }
+    if (!added) break;
+    CKPT_ASSIGN(tids, list_tasks(pid));
+  }
+  // Leader first, then by TID, so the order is stable.
+  std::sort(fp->threads_.begin(), fp->threads_.end(), [&](auto& a, auto& b) {
+    return (a.tid == pid) != (b.tid == pid) ? a.tid == pid : a.tid < b.tid;
+  });
+  return fp;
+}
+
+Status FrozenProcess::release() {
+  if (released_) return {};
+  released_ = true;
+  Status result;
+  for (const FrozenThread& t : threads_) {
+    if (::ptrace(PTRACE_DETACH, t.tid, nullptr, (void*)(long)t.pending_signal) != 0 &&
+        errno != ESRCH && result.ok())
+      result = sys_error("ptrace detach " + std::to_string(t.tid));
+  }
+  return result;
+}
+
+Status FrozenProcess::kill() {
+  if (released_) return {};
+  if (::kill(pid_, SIGKILL) != 0 && errno != ESRCH) return sys_error("kill");
+  released_ = true;
+  // Reap the ptrace stops; the real parent reaps the process itself.
+  for (const FrozenThread& t : threads_) {
+    int st;
+    while (::waitpid(t.tid, &st, __WALL) > 0 && !WIFEXITED(st) && !WIFSIGNALED(st)) {
+    }
+  }
+  return {};
+}
+
+FrozenProcess::~FrozenProcess() {
+  (void)release();
+}
+
+}  // namespace ckpt::proc

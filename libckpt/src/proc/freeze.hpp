@@ -1,0 +1,45 @@
+// Stops every thread of a process with PTRACE_SEIZE + PTRACE_INTERRUPT, without
+// the process's cooperation, and lets it go again. The destructor releases a
+// process that is still held, so every error path unwinds to a running target.
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/result.hpp>
+#include <memory>
+#include <vector>
+
+namespace ckpt::proc {
+
+struct FrozenThread {
+  pid_t tid = 0;
+  int pending_signal = 0;      // a signal dequeued at the stop: re-delivered at release
+  bool group_stopped = false;  // the process was already stopped (SIGSTOP) before we came
+};
+
+class FrozenProcess {
+ public:
+  // Fails with ESRCH (no such process), EPERM (may not trace) or the cause.
+  static Result<std::unique_ptr<FrozenProcess>> freeze(pid_t pid);
+  ~FrozenProcess();
+  FrozenProcess(const FrozenProcess&) = delete;
+  FrozenProcess& operator=(const FrozenProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  const std::vector<FrozenThread>& threads() const { return threads_; }
+
+  // Detaches from every thread; the process continues where it was.
+  Status release();
+  // Kills the process (SIGKILL) and reaps the ptrace link.
+  Status kill();
+
+ private:
+  explicit FrozenProcess(pid_t pid) : pid_(pid) {}
+  Status seize_thread(pid_t tid);
+
+  pid_t pid_;
+  std::vector<FrozenThread> threads_;
+  bool released_ = false;
+};
+
+}  // namespace ckpt::proc

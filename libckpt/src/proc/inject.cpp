@@ -1,0 +1,84 @@
+#include "proc/inject.hpp"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+
+#include <string>
+
+#include "proc/regs.hpp"
+
+asm(R"(
+  .pushsection .text
+  .globl ckpt_inject_insn
+  .type ckpt_inject_insn, @function
+ckpt_inject_insn:
+  syscall
+  int3
+  .size ckpt_inject_insn, 3
+  .popsection
+)");
+
+namespace ckpt::proc {
+
+user_regs_struct RemoteSyscall::prepare(long nr, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,
+                                        uint64_t a5, uint64_t a6) const {
+  user_regs_struct r = base_;
+  r.rip = insn_;
+  r.rax = uint64_t(nr);
+  r.orig_rax = uint64_t(-1);  // not inside a syscall: no restart fix-ups by the kernel
+  r.rdi = a1;
+  r.rsi = a2;
+  r.rdx = a3;
+  r.r10 = a4;
+  r.r8 = a5;
+  r.r9 = a6;
+  return r;
+}
+
+Status RemoteSyscall::wait_stop(int* status) {
+  for (;;) {
+    if (::waitpid(tid_, status, __WALL) < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("waiting for " + std::to_string(tid_));
+    }
+    if (WIFSTOPPED(*status)) return {};
+    return make_error(ESRCH, "process " + std::to_string(tid_) + " died during a remote call");
+  }
+}
+
+Result<long> RemoteSyscall::call(long nr, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,
+                                 uint64_t a5, uint64_t a6) {
+  CKPT_TRY(set_regs(tid_, prepare(nr, a1, a2, a3, a4, a5, a6)));
+  if (::ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) return sys_error("ptrace cont");
+  int st;
+  CKPT_TRY(wait_stop(&st));
+  if (WSTOPSIG(st) != SIGTRAP || (st >> 16) != 0)
+    return make_error(EFAULT, "remote syscall " + std::to_string(nr) + " stopped by signal " +
+                                  std::to_string(WSTOPSIG(st)) + " (" + strsignal(WSTOPSIG(st)) +
+                                  ")");
+  CKPT_ASSIGN(user_regs_struct after, get_regs(tid_));
+  if (after.rip != insn_ + kInjectInsnLen)
+    return make_error(EFAULT,
+                      "remote syscall " + std::to_string(nr) + " trapped at an unexpected address");
+  return long(after.rax);
+}
+
+Result<long> RemoteSyscall::call_and_load(const user_regs_struct& final_regs, long nr, uint64_t a1,
+                                          uint64_t a2) {
+  CKPT_TRY(set_regs(tid_, prepare(nr, a1, a2, 0, 0, 0, 0)));
+  int st;
+  for (int stop = 0; stop < 2; ++stop) {  // syscall entry, then exit
+    if (::ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr) != 0) return sys_error("ptrace syscall");
+    CKPT_TRY(wait_stop(&st));
+    if (WSTOPSIG(st) != (SIGTRAP | 0x80))
+      return make_error(EFAULT, "remote syscall " + std::to_string(nr) + " stopped by signal " +
+                                    std::to_string(WSTOPSIG(st)));
+  }
+  CKPT_ASSIGN(user_regs_struct after, get_regs(tid_));
+  CKPT_TRY(set_regs(tid_, final_regs));
+  return long(after.rax);
+}
+
+}  // namespace ckpt::proc

@@ -1,0 +1,51 @@
+// Runs system calls inside a ptrace-stopped tracee: point its instruction
+// pointer at a "syscall; int3" sequence it has mapped, continue, and collect
+// the result at the int3 trap. Used to rebuild a restored process's address
+// space from the outside, and to act on a target's behalf.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include <ckpt/result.hpp>
+#include <cstdint>
+
+// "syscall; int3" inside libckpt's own text. A child forked from the calling
+// process has it at the same address.
+extern "C" char ckpt_inject_insn[];
+
+namespace ckpt::proc {
+
+constexpr size_t kInjectInsnLen = 3;  // 0f 05 cc
+constexpr uint8_t kInjectInsnBytes[kInjectInsnLen] = {0x0f, 0x05, 0xcc};
+
+class RemoteSyscall {
+ public:
+  // `base`: the tracee's registers at its current stop (all but the syscall
+  // registers are kept as they are); `insn`: address of "syscall; int3".
+  RemoteSyscall(pid_t tid, const user_regs_struct& base, uint64_t insn)
+      : tid_(tid), base_(base), insn_(insn) {}
+
+  void set_insn(uint64_t insn) { insn_ = insn; }
+
+  // Runs one system call; returns the kernel's raw return value (a negative
+  // errno on failure). The Result fails only when the tracee misbehaves.
+  Result<long> call(long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0, uint64_t a4 = 0,
+                    uint64_t a5 = 0, uint64_t a6 = 0);
+
+  // Runs a last system call and stops at its exit, with `final_regs` loaded
+  // (used when the call unmaps the instruction it runs from).
+  Result<long> call_and_load(const user_regs_struct& final_regs, long nr, uint64_t a1 = 0,
+                             uint64_t a2 = 0);
+
+ private:
+  user_regs_struct prepare(long nr, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5,
+                           uint64_t a6) const;
+  Status wait_stop(int* status);
+
+  pid_t tid_;
+  user_regs_struct base_;
+  uint64_t insn_;
+};
+
+}  // namespace ckpt::proc

@@ -1,0 +1,58 @@
+#include "util/fd.hpp"
+
+#include <fcntl.h>
+
+#include <cerrno>
+
+namespace ckpt {
+
+Status write_all(int fd, const void* buf, size_t len, const std::string& what, off_t off) {
+  auto* p = static_cast<const char*>(buf);
+  while (len > 0) {
+    ssize_t n = off < 0 ? ::write(fd, p, len) : ::pwrite(fd, p, len, off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("writing " + what);
+    }
+    if (n == 0) return make_error(EIO, "writing " + what + ": no progress");
+    p += n;
+    len -= size_t(n);
+    if (off >= 0) off += n;
+  }
+  return {};
+}
+
+Status read_exact(int fd, void* buf, size_t len, off_t off, const std::string& what) {
+  auto* p = static_cast<char*>(buf);
+  while (len > 0) {
+    ssize_t n = ::pread(fd, p, len, off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("reading " + what);
+    }
+    if (n == 0) return make_error(EIO, what + " is truncated");
+    p += n;
+    len -= size_t(n);
+    off += n;
+  }
+  return {};
+}
+
+Result<std::string> read_file(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return sys_error(path);
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("reading " + path);
+    }
+    if (n == 0) break;
+    out.append(buf, size_t(n));
+  }
+  return out;
+}
+
+}  // namespace ckpt

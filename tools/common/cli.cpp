@@ -1,0 +1,61 @@
+#include "common/cli.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "util/clock.hpp"
+
+namespace ckpt::cli {
+
+int fail(const std::string& tool, const std::string& message) {
+  progress_done();
+  std::fprintf(stderr, "%s: %s\n", tool.c_str(), message.c_str());
+  return 1;
+}
+
+int fail(const std::string& tool, const Error& e) {
+  return fail(tool, e.message);
+}
+
+namespace {
+bool g_line_drawn = false;  // tools are single-threaded mains: one line per process
+}
+
+ProgressFn progress_line(const std::string& verb) {
+  if (!::isatty(STDERR_FILENO)) return {};
+  auto start = std::make_shared<double>(now_seconds());
+  auto last = std::make_shared<double>(0.0);
+  return [verb, start, last](uint64_t done, uint64_t total) {
+    double now = now_seconds();
+    if (now - *start < 0.5 || (now - *last < 0.1 && done < total)) return;
+    *last = now;
+    double pct = total ? 100.0 * double(done) / double(total) : 100.0;
+    double rate = double(done) / (now - *start) / 1e9;
+    std::fprintf(stderr, "\r%s %llu / %llu MiB (%3.0f%%, %.2f GB/s)  ", verb.c_str(),
+                 (unsigned long long)(done >> 20), (unsigned long long)(total >> 20), pct, rate);
+    g_line_drawn = true;
+  };
+}
+
+void progress_done() {
+  if (g_line_drawn) std::fprintf(stderr, "\r\033[K");
+  g_line_drawn = false;
+}
+
+void print_json(const nlohmann::json& j) {
+  std::cout << j.dump() << std::endl;
+}
+
+int parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return -1;
+}
+
+}  // namespace ckpt::cli

@@ -1,0 +1,26 @@
+// Shared plumbing of the cr_* tools: error reporting, progress line, JSON.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <ckpt/ckpt.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace ckpt::cli {
+
+// Prints "tool: cause" on stderr and returns the exit status for it.
+int fail(const std::string& tool, const Error& e);
+int fail(const std::string& tool, const std::string& message);
+
+// A progress callback that draws one self-erasing line on stderr when it is
+// a terminal and the work has taken more than half a second.
+ProgressFn progress_line(const std::string& verb);
+void progress_done();
+
+// Prints a JSON object on stdout, one line.
+void print_json(const nlohmann::json& j);
+
+// Runs CLI11's parse; returns -1 to continue, or the exit status to return.
+int parse(CLI::App& app, int argc, char** argv);
+
+}  // namespace ckpt::cli
