@@ -61,6 +61,6 @@ struct RestoreStats {
 
 // Recreates the checkpointed process as a child of the caller and lets it run.
 // Every checksum is verified before the process runs. The caller reaps it.
-Result<RestoreStats> restore(const RestoreOptions& opts);
+Result<RestoreStats> restore_process(const RestoreOptions& opts);
 
 }  // namespace ckpt

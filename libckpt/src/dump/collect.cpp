@@ -163,6 +163,10 @@ Status collect_threads(const proc::FrozenProcess& fp, std::vector<image::ThreadR
     static_assert(sizeof(regs) == sizeof(rec.gpregs));
     std::memcpy(rec.gpregs.data(), &regs, sizeof regs);
     CKPT_ASSIGN(rec.xstate, proc::get_xstate(t.tid));
+    CKPT_ASSIGN(proc::RseqConfig rseq, proc::get_rseq(t.tid));
+    rec.rseq_ptr = rseq.ptr;
+    rec.rseq_len = rseq.len;
+    rec.rseq_sig = rseq.sig;
     out->push_back(std::move(rec));
   }
   return {};

@@ -140,6 +140,9 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     for (uint64_t r : t.gpregs) w.u64(r);
     w.u32(uint32_t(t.xstate.size()));
     w.bytes(t.xstate.data(), t.xstate.size());
+    w.u64(t.rseq_ptr);
+    w.u32(t.rseq_len);
+    w.u32(t.rseq_sig);
     put_record(out, RecordType::kThread, w, nrecords);
   }
   for (const FileRecord& f : m.files) {
@@ -199,6 +202,7 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       if (!r.u32(&n) || n > r.left()) return false;
       t.xstate.resize(n);
       if (!r.bytes(t.xstate.data(), n)) return false;
+      if (!r.u64(&t.rseq_ptr) || !r.u32(&t.rseq_len) || !r.u32(&t.rseq_sig)) return false;
       m->threads.push_back(std::move(t));
       return true;
     }

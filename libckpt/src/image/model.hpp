@@ -56,6 +56,10 @@ struct ThreadRecord {
   int32_t pending_signal = 0;  // a signal caught at the freeze stop; delivered at resume
   std::array<uint64_t, kGpRegWords> gpregs{};
   std::vector<uint8_t> xstate;  // NT_X86_XSTATE regset as the kernel returned it
+  // Restartable sequences registration (rseq_len 0: none).
+  uint64_t rseq_ptr = 0;
+  uint32_t rseq_len = 0;
+  uint32_t rseq_sig = 0;
 };
 
 enum class FileKind : uint32_t {

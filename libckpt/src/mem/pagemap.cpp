@@ -26,6 +26,7 @@ Result<Pagemap> Pagemap::open(pid_t pid) {
 
 Status Pagemap::select(uint64_t start, uint64_t end, PageSelect sel, std::vector<Range>& out) {
   const uint64_t ps = image::kPageSize;
+  const size_t first = out.size();  // ranges never span two calls (two VMAs)
   for (uint64_t addr = start; addr < end;) {
     size_t n = std::min<uint64_t>(kBatchEntries, (end - addr) / ps);
     CKPT_TRY(read_exact(fd_.get(), buf_.data(), n * 8, off_t(addr / ps * 8), "pagemap"));
@@ -34,7 +35,11 @@ Status Pagemap::select(uint64_t start, uint64_t end, PageSelect sel, std::vector
       bool take = sel == PageSelect::kPopulated
                       ? (e & (kPresent | kSwapped)) != 0
                       : (e & kSwapped) != 0 || ((e & kPresent) && !(e & kFileOrShared));
-      if (take) append_range(out, addr + i * ps, ps);
+      if (!take) continue;
+      if (out.size() == first)
+        out.push_back(Range{addr + i * ps, ps});
+      else
+        append_range(out, addr + i * ps, ps);
     }
     addr += n * ps;
   }

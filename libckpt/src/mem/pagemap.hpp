@@ -20,7 +20,8 @@ enum class PageSelect {
 class Pagemap {
  public:
   static Result<Pagemap> open(pid_t pid);
-  // Appends the selected pages of [start, end) to `out` as merged ranges.
+  // Appends the selected pages of [start, end) to `out` as merged ranges,
+  // none of which merges with a range appended before this call.
   Status select(uint64_t start, uint64_t end, PageSelect sel, std::vector<Range>& out);
 
  private:

@@ -40,4 +40,20 @@ Status set_xstate(pid_t tid, const std::vector<uint8_t>& xstate) {
   return {};
 }
 
+Result<RseqConfig> get_rseq(pid_t tid) {
+  struct {
+    uint64_t rseq_abi_pointer;
+    uint32_t rseq_abi_size;
+    uint32_t signature;
+    uint32_t flags;
+    uint32_t pad;
+  } conf{};
+  long n = ::ptrace(PTRACE_GET_RSEQ_CONFIGURATION, tid, (void*)sizeof conf, &conf);
+  if (n < 0) {
+    if (errno == EIO) return RseqConfig{};  // kernel older than 5.13: assume none
+    return sys_error("reading rseq registration of " + std::to_string(tid));
+  }
+  return RseqConfig{conf.rseq_abi_pointer, conf.rseq_abi_size, conf.signature};
+}
+
 }  // namespace ckpt::proc

@@ -1,0 +1,305 @@
+#include "restore/address_space.hpp"
+
+#include <fcntl.h>
+#include <linux/prctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "image/format.hpp"
+#include "mem/range.hpp"
+#include "proc/maps.hpp"
+#include "util/hash.hpp"
+
+namespace ckpt::restore {
+
+using image::kPageSize;
+using image::VmaRecord;
+
+namespace {
+
+std::string hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", (unsigned long long)v);
+  return b;
+}
+
+// Lowest address >= 4 GiB where `len` bytes (plus a guard page each side)
+// overlap none of `busy`.
+uint64_t find_gap(std::vector<mem::Range> busy, uint64_t len) {
+  std::sort(busy.begin(), busy.end(), [](auto& a, auto& b) { return a.addr < b.addr; });
+  uint64_t cand = 1ull << 32;
+  for (const auto& r : busy) {
+    if (r.end() + kPageSize <= cand) continue;
+    if (cand + len + kPageSize <= r.addr) break;
+    cand = r.end() + kPageSize;
+  }
+  return cand;
+}
+
+bool is_special_name(const std::string& n) {
+  return n == "[vdso]" || n == "[vvar]" || n == "[vvar_vclock]";
+}
+
+}  // namespace
+
+Result<long> AddressSpaceBuilder::sys(const char* what, long nr, uint64_t a1, uint64_t a2,
+                                      uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6) {
+  CKPT_ASSIGN(long ret, rs_.call(nr, a1, a2, a3, a4, a5, a6));
+  if (ret < 0 && ret > -4096) return sys_error(what, int(-ret));
+  return ret;
+}
+
+Result<uint64_t> AddressSpaceBuilder::put_data(const void* data, size_t len, size_t offset) {
+  if (offset + len > kPageSize)
+    return make_error(ENAMETOOLONG, "argument too long for the trampoline");
+  uint64_t addr = tramp_ + kPageSize + offset;
+  iovec local{const_cast<void*>(data), len};
+  iovec remote{reinterpret_cast<void*>(addr), len};
+  if (::process_vm_writev(pid_, &local, 1, &remote, 1, 0) != ssize_t(len))
+    return sys_error("writing into the new process");
+  return addr;
+}
+
+Status AddressSpaceBuilder::map_trampoline() {
+  CKPT_ASSIGN(auto child_maps, proc::read_maps(pid_));
+  std::vector<mem::Range> busy;
+  for (const auto& m : child_maps) busy.push_back({m.start, m.end - m.start});
+  for (const VmaRecord& v : img_.meta().vmas) busy.push_back({v.start, v.size()});
+  tramp_ = find_gap(busy, kTrampolineLen);
+  CKPT_ASSIGN(long got, sys("mapping the restore trampoline", SYS_mmap, tramp_, kTrampolineLen,
+                            PROT_READ | PROT_WRITE | PROT_EXEC,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, uint64_t(-1), 0));
+  if (uint64_t(got) != tramp_) return make_error(EFAULT, "trampoline landed at the wrong address");
+  iovec local{const_cast<uint8_t*>(proc::kInjectInsnBytes), proc::kInjectInsnLen};
+  iovec remote{reinterpret_cast<void*>(tramp_), proc::kInjectInsnLen};
+  if (::process_vm_writev(pid_, &local, 1, &remote, 1, 0) != ssize_t(proc::kInjectInsnLen))
+    return sys_error("writing the trampoline");
+  rs_.set_insn(tramp_);
+  return {};
+}
+
+Status AddressSpaceBuilder::unmap_inherited() {
+  CKPT_ASSIGN(auto child_maps, proc::read_maps(pid_));
+  for (const auto& m : child_maps) {
+    if (m.start == tramp_ || m.path == "[vsyscall]" || is_special_name(m.path)) continue;
+    CKPT_TRY(sys("unmapping inherited memory", SYS_munmap, m.start, m.end - m.start));
+  }
+  return {};
+}
+
+Status AddressSpaceBuilder::move_vdso() {
+  CKPT_ASSIGN(auto child_maps, proc::read_maps(pid_));
+  std::map<std::string, mem::Range> have;
+  for (const auto& m : child_maps)
+    if (is_special_name(m.path)) have[m.path] = {m.start, m.end - m.start};
+
+  std::map<std::string, mem::Range> want;
+  for (const VmaRecord& v : img_.meta().vmas)
+    if (v.is_special()) want[v.name] = {v.start, v.size()};
+
+  if (want.empty()) {  // the checkpointed process had no vdso: drop ours
+    for (auto& [name, r] : have) CKPT_TRY(sys("unmapping the vdso", SYS_munmap, r.addr, r.len));
+    return {};
+  }
+  const std::string refuse = "the checkpoint was taken under a different kernel (";
+  for (auto& [name, r] : want) {
+    auto it = have.find(name);
+    if (it == have.end() || it->second.len != r.len)
+      return make_error(ENOTSUP, refuse + name + " layout differs): cannot restore on this kernel");
+  }
+  for (auto& [name, r] : have)
+    if (!want.count(name))
+      return make_error(ENOTSUP, refuse + name + " is new): cannot restore on this kernel");
+  // Same vdso code, or a checkpointed instruction pointer inside it could land mid-instruction.
+  const mem::Range& vd = have["[vdso]"];
+  if (xxh3(reinterpret_cast<const void*>(vd.addr), vd.len) != img_.meta().vdso.vdso_hash)
+    return make_error(ENOTSUP, refuse + "vdso code differs): cannot restore on this kernel");
+
+  // Move through a scratch area so a target never overlaps a current location.
+  std::vector<mem::Range> busy = {{tramp_, kTrampolineLen}};
+  uint64_t total = 0;
+  for (auto& [name, r] : have) {
+    busy.push_back(r);
+    total += r.len;
+  }
+  for (const VmaRecord& v : img_.meta().vmas) busy.push_back({v.start, v.size()});
+  uint64_t scratch = find_gap(busy, total);
+  for (auto& [name, r] : have) {
+    CKPT_TRY(sys("moving the vdso", SYS_mremap, r.addr, r.len, r.len, MREMAP_MAYMOVE | MREMAP_FIXED,
+                 scratch));
+    r.addr = scratch;
+    scratch += r.len;
+  }
+  for (auto& [name, r] : have)
+    CKPT_TRY(sys("moving the vdso", SYS_mremap, r.addr, r.len, r.len, MREMAP_MAYMOVE | MREMAP_FIXED,
+                 want[name].addr));
+  return {};
+}
+
+Status AddressSpaceBuilder::map_vmas() {
+  const auto& vmas = img_.meta().vmas;
+  // Which VMAs receive content (so must be writable while it is copied in).
+  std::vector<bool> gets_content(vmas.size(), false);
+  {
+    size_t vi = 0;
+    for (const image::PageRun& run : img_.runs()) {
+      while (vi < vmas.size() && vmas[vi].end <= run.vaddr) ++vi;
+      if (vi == vmas.size() || run.vaddr < vmas[vi].start ||
+          run.vaddr + run.bytes() > vmas[vi].end || vmas[vi].is_special())
+        return make_error(EBADMSG, "image has pages at " + hex(run.vaddr) +
+                                       " outside its mappings (corrupt metadata)");
+      gets_content[vi] = true;
+    }
+  }
+
+  std::map<std::pair<std::string, int>, long> open_files;  // (path, flags) -> child fd
+  Status st;
+  for (size_t i = 0; i < vmas.size() && st.ok(); ++i) {
+    const VmaRecord& v = vmas[i];
+    if (v.is_special()) continue;
+    const std::string where = "mapping " + hex(v.start) + "-" + hex(v.end) + " " + v.name;
+    bool shared = v.flags & image::kVmaShared;
+    uint32_t prot = v.prot;
+    if (gets_content[i] && !(prot & PROT_WRITE)) {
+      prot |= PROT_WRITE;
+      extra_write_.push_back(int(i));
+    }
+    uint64_t flags = MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE);
+    long fd = -1;
+    if (v.is_file()) {
+      int oflags = (shared && (v.prot & PROT_WRITE)) ? O_RDWR : O_RDONLY;
+      auto key = std::make_pair(v.name, oflags);
+      auto it = open_files.find(key);
+      if (it == open_files.end()) {
+        auto path = put_data(v.name.c_str(), v.name.size() + 1);
+        if (!path.ok()) return path.error().context(where);
+        auto r = sys("opening mapped file", SYS_openat, uint64_t(AT_FDCWD), *path,
+                     uint64_t(oflags | O_CLOEXEC));
+        if (!r.ok()) return r.error().context(where);
+        it = open_files.emplace(key, *r).first;
+      }
+      fd = it->second;
+    } else {
+      flags |= MAP_ANONYMOUS;
+      if (v.flags & image::kVmaGrowsDown) flags |= MAP_GROWSDOWN;
+    }
+    auto got = sys("mmap", SYS_mmap, v.start, v.size(), prot, flags, uint64_t(fd), v.pgoff);
+    if (!got.ok())
+      st = got.error().context(where);
+    else if (uint64_t(*got) != v.start)
+      st = make_error(EFAULT, where + ": landed at " + hex(uint64_t(*got)));
+  }
+  for (auto& [key, fd] : open_files) (void)rs_.call(SYS_close, uint64_t(fd));
+  return st;
+}
+
+Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStats* stats) {
+  const auto& vmas = img_.meta().vmas;
+  // Zero runs need writing only over file pages (anonymous memory starts zeroed).
+  static const size_t kZeroLen = image::kMaxRunPages * kPageSize;
+  void* zeros = ::mmap(nullptr, kZeroLen, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (zeros == MAP_FAILED) return sys_error("mmap");
+
+  std::vector<iovec> local, remote;
+  uint64_t total = img_.content_bytes(), done = 0;
+  auto flush = [&]() -> Status {
+    if (local.empty()) return {};
+    ssize_t want = 0;
+    for (auto& l : local) want += ssize_t(l.iov_len);
+    ssize_t n =
+        ::process_vm_writev(pid_, local.data(), local.size(), remote.data(), remote.size(), 0);
+    if (n != want)
+      return n < 0 ? sys_error("writing memory into the new process")
+                   : make_error(EFAULT, "short write into the new process");
+    local.clear();
+    remote.clear();
+    if (progress) progress(done, total);
+    return {};
+  };
+
+  Status st;
+  size_t vi = 0;
+  for (const image::PageRun& run : img_.runs()) {
+    while (vmas[vi].end <= run.vaddr) ++vi;
+    const uint8_t* src;
+    if (run.zero()) {
+      stats->pages_zero += run.npages;
+      if (!vmas[vi].is_file()) continue;
+      src = static_cast<const uint8_t*>(zeros);
+    } else {
+      st = img_.verify_run(run);  // before a single byte of it reaches the process
+      if (!st.ok()) break;
+      src = img_.content(run);
+      stats->bytes_read += run.bytes();
+      done += run.bytes();
+    }
+    stats->pages_written += run.npages;
+    local.push_back(iovec{const_cast<uint8_t*>(src), run.bytes()});
+    remote.push_back(iovec{reinterpret_cast<void*>(run.vaddr), run.bytes()});
+    if (local.size() == 1024) {
+      st = flush();
+      if (!st.ok()) break;
+    }
+  }
+  if (st.ok()) st = flush();
+  ::munmap(zeros, kZeroLen);
+  return st;
+}
+
+Status AddressSpaceBuilder::finish_mm() {
+  const auto& vmas = img_.meta().vmas;
+  for (int i : extra_write_) {
+    const VmaRecord& v = vmas[size_t(i)];
+    CKPT_TRY(sys("restoring protection", SYS_mprotect, v.start, v.size(), v.prot));
+  }
+
+  const image::MmRecord& mm = img_.meta().mm;
+  auto exe_path = put_data(mm.exe_path.c_str(), mm.exe_path.size() + 1);
+  if (!exe_path.ok()) return exe_path.error();
+  CKPT_ASSIGN(long exe_fd, sys(("opening executable " + mm.exe_path).c_str(), SYS_openat,
+                               uint64_t(AT_FDCWD), *exe_path, uint64_t(O_RDONLY | O_CLOEXEC)));
+  // Layout in the data page: [prctl_mm_map][auxv words].
+  prctl_mm_map map{};
+  map.start_code = mm.start_code;
+  map.end_code = mm.end_code;
+  map.start_data = mm.start_data;
+  map.end_data = mm.end_data;
+  map.start_brk = mm.start_brk;
+  map.brk = mm.brk;
+  map.start_stack = mm.start_stack;
+  map.arg_start = mm.arg_start;
+  map.arg_end = mm.arg_end;
+  map.env_start = mm.env_start;
+  map.env_end = mm.env_end;
+  map.exe_fd = uint32_t(exe_fd);
+  size_t auxv_bytes = std::min<size_t>(mm.auxv.size() * 8, kPageSize - sizeof map);
+  if (auxv_bytes) {
+    CKPT_ASSIGN(uint64_t auxv_addr, put_data(mm.auxv.data(), auxv_bytes, sizeof map));
+    map.auxv = reinterpret_cast<__u64*>(auxv_addr);
+    map.auxv_size = uint32_t(auxv_bytes);
+  }
+  CKPT_ASSIGN(uint64_t map_addr, put_data(&map, sizeof map));
+  auto r = sys("setting the mm fields (PR_SET_MM_MAP)", SYS_prctl, PR_SET_MM, PR_SET_MM_MAP,
+               map_addr, sizeof map);
+  (void)rs_.call(SYS_close, uint64_t(exe_fd));
+  if (!r.ok()) return r.error();
+  return {};
+}
+
+Status AddressSpaceBuilder::build(const ProgressFn& progress, MemoryStats* stats) {
+  CKPT_TRY(map_trampoline());
+  CKPT_TRY(unmap_inherited());
+  CKPT_TRY(move_vdso());
+  CKPT_TRY(map_vmas());
+  CKPT_TRY(write_content(progress, stats));
+  return finish_mm();
+}
+
+}  // namespace ckpt::restore

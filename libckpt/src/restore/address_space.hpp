@@ -1,0 +1,59 @@
+// Rebuilds a checkpointed address space inside a stopped, traced child by
+// making it run system calls (see proc/inject.hpp):
+//   1. map a two-page trampoline ("syscall; int3" + scratch data) at an
+//      address free in both the child and the image;
+//   2. unmap everything the child inherited, except the trampoline and the
+//      kernel's vdso/vvar, which are moved to their checkpointed addresses;
+//   3. map every VMA of the image (files re-mapped from their paths);
+//   4. write page content straight from the image (process_vm_writev),
+//      checking each run's checksum first;
+//   5. restore protections and the mm fields (PR_SET_MM_MAP).
+// The trampoline stays until the caller's last call unmaps it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/ckpt.hpp>
+#include <memory>
+
+#include "image/reader.hpp"
+#include "proc/inject.hpp"
+
+namespace ckpt::restore {
+
+struct MemoryStats {
+  uint64_t pages_written = 0;
+  uint64_t pages_zero = 0;
+  uint64_t bytes_read = 0;
+};
+
+class AddressSpaceBuilder {
+ public:
+  AddressSpaceBuilder(pid_t pid, const image::SnapshotReader& img, proc::RemoteSyscall& rs)
+      : pid_(pid), img_(img), rs_(rs) {}
+
+  Status build(const ProgressFn& progress, MemoryStats* stats);
+  // Start of the trampoline mapping and its length, for the final munmap.
+  uint64_t trampoline() const { return tramp_; }
+  static constexpr uint64_t kTrampolineLen = 2 * 4096;
+
+ private:
+  Status map_trampoline();
+  Status unmap_inherited();
+  Status move_vdso();
+  Status map_vmas();
+  Status write_content(const ProgressFn& progress, MemoryStats* stats);
+  Status finish_mm();
+  // Copies bytes into the trampoline's data page; returns their remote address.
+  Result<uint64_t> put_data(const void* data, size_t len, size_t offset = 0);
+  Result<long> sys(const char* what, long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0,
+                   uint64_t a4 = 0, uint64_t a5 = 0, uint64_t a6 = 0);
+
+  pid_t pid_;
+  const image::SnapshotReader& img_;
+  proc::RemoteSyscall& rs_;
+  uint64_t tramp_ = 0;
+  std::vector<int> extra_write_;  // indexes of VMAs mapped writable only for the content copy
+};
+
+}  // namespace ckpt::restore

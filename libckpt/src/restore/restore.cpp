@@ -1,0 +1,97 @@
+// cr_restart: verify the image, create the process, rebuild it, let it run.
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <ckpt/ckpt.hpp>
+#include <cstring>
+
+#include "image/reader.hpp"
+#include "image/store.hpp"
+#include "proc/inject.hpp"
+#include "proc/regs.hpp"
+#include "restore/address_space.hpp"
+#include "restore/spawn.hpp"
+#include "restore/syscall_restart.hpp"
+#include "util/clock.hpp"
+
+namespace ckpt {
+
+namespace {
+
+Result<std::unique_ptr<image::SnapshotReader>> open_generation(const RestoreOptions& opts) {
+  CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
+  if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + opts.dir);
+  uint64_t gen = opts.generation ? opts.generation : gens.back();
+  if (std::find(gens.begin(), gens.end(), gen) == gens.end())
+    return make_error(ENOENT, "no generation " + std::to_string(gen) + " in " + opts.dir);
+  return image::SnapshotReader::open(image::generation_dir(opts.dir, gen));
+}
+
+Status check_restorable(const image::ImageMeta& meta) {
+  if (meta.threads.size() != 1)
+    return make_error(ENOTSUP, "image has " + std::to_string(meta.threads.size()) +
+                                   " threads: only single-threaded restore is supported yet");
+  if (meta.parent_generation != 0)
+    return make_error(ENOTSUP, "incremental generations cannot be restored by this build");
+  return {};
+}
+
+// Everything after the child exists; on error the caller kills the child.
+Status rebuild(pid_t pid, const image::SnapshotReader& img, const RestoreOptions& opts,
+               RestoreStats* stats) {
+  CKPT_ASSIGN(user_regs_struct base, proc::get_regs(pid));
+  proc::RemoteSyscall rs(pid, base, reinterpret_cast<uint64_t>(ckpt_inject_insn));
+  restore::AddressSpaceBuilder builder(pid, img, rs);
+  restore::MemoryStats ms;
+  CKPT_TRY(builder.build(opts.progress, &ms));
+  stats->pages_written = ms.pages_written;
+  stats->pages_zero = ms.pages_zero;
+  stats->bytes_read = ms.bytes_read;
+  stats->pages_read = ms.bytes_read / image::kPageSize;
+
+  const image::ThreadRecord& t = img.meta().threads[0];
+  if (t.rseq_len) {
+    CKPT_ASSIGN(long r, rs.call(SYS_rseq, t.rseq_ptr, t.rseq_len, 0, t.rseq_sig));
+    if (r != 0) return sys_error("registering rseq", int(-r));
+  }
+  CKPT_TRY(proc::set_xstate(pid, t.xstate));
+  user_regs_struct captured;
+  std::memcpy(&captured, t.gpregs.data(), sizeof captured);
+  user_regs_struct final_regs = restore::resume_registers(captured);
+  // The last call removes the trampoline it runs from; the registers of the
+  // checkpoint are loaded at its exit stop, so nothing else runs in between.
+  CKPT_ASSIGN(long ret, rs.call_and_load(final_regs, SYS_munmap, builder.trampoline(),
+                                         restore::AddressSpaceBuilder::kTrampolineLen));
+  if (ret != 0) return sys_error("removing the restore trampoline", int(-ret));
+  if (::ptrace(PTRACE_DETACH, pid, nullptr, (void*)(long)t.pending_signal) != 0)
+    return sys_error("releasing the restored process");
+  return {};
+}
+
+}  // namespace
+
+Result<RestoreStats> restore_process(const RestoreOptions& opts) {
+  const double t0 = now_seconds();
+  CKPT_ASSIGN(std::unique_ptr<image::SnapshotReader> img, open_generation(opts));
+  CKPT_TRY(check_restorable(img->meta()));
+  RestoreStats stats;
+  stats.generation = img->meta().generation;
+  stats.vmas = img->meta().vmas.size();
+
+  CKPT_ASSIGN(pid_t pid, restore::spawn_stopped(img->meta(), opts.new_pid));
+  Status st = rebuild(pid, *img, opts, &stats);
+  if (!st.ok()) {
+    ::kill(pid, SIGKILL);
+    int ws;
+    while (::waitpid(pid, &ws, __WALL) > 0 && !WIFEXITED(ws) && !WIFSIGNALED(ws)) {
+    }
+    return st.error();
+  }
+  stats.pid = pid;
+  stats.seconds = now_seconds() - t0;
+  return stats;
+}
+
+}  // namespace ckpt

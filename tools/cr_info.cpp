@@ -1,0 +1,97 @@
+// cr_info --dir DIR [--generation N] [--verify] [--json] [--maps]: describe a checkpoint directory.
+#include <cinttypes>
+#include <cstdio>
+
+#include "common/cli.hpp"
+#include "image/reader.hpp"
+#include "image/store.hpp"
+
+namespace {
+
+std::string hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%" PRIx64, v);
+  return b;
+}
+
+nlohmann::json describe(const ckpt::image::SnapshotReader& r, bool maps) {
+  const auto& m = r.meta();
+  uint64_t zero = 0, pages = 0;
+  for (const auto& run : r.runs()) {
+    pages += run.npages;
+    if (run.zero()) zero += run.npages;
+  }
+  nlohmann::json j = {{"generation", m.generation},
+                      {"parent_generation", m.parent_generation},
+                      {"kind", m.parent_generation ? "incremental" : "full"},
+                      {"pid", m.process.pid},
+                      {"comm", m.process.comm},
+                      {"exe", m.mm.exe_path},
+                      {"kernel", m.kernel_release},
+                      {"created_unix_ns", m.created_unix_ns},
+                      {"threads", m.threads.size()},
+                      {"files", m.files.size()},
+                      {"vmas", m.vmas.size()},
+                      {"pages", pages},
+                      {"pages_zero", zero},
+                      {"content_bytes", r.content_bytes()}};
+  if (maps) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& v : m.vmas)
+      list.push_back({{"start", hex(v.start)},
+                      {"end", hex(v.end)},
+                      {"prot", v.prot},
+                      {"flags", v.flags},
+                      {"name", v.name}});
+    j["maps"] = list;
+  }
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Describe the checkpoints in a directory; --verify checks every checksum."};
+  std::string dir;
+  uint64_t generation = 0;
+  bool json = false, verify = false, maps = false;
+  app.add_option("--dir", dir, "checkpoint directory")->required();
+  app.add_option("--generation", generation, "only this generation");
+  app.add_flag("--verify", verify, "check every checksum (exit 1 on any mismatch)");
+  app.add_flag("--json", json, "machine-readable output");
+  app.add_flag("--maps", maps, "list the memory mappings of each generation");
+  if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
+
+  auto gens = ckpt::image::list_generations(dir);
+  if (!gens.ok()) return ckpt::cli::fail("cr_info", gens.error());
+  if (gens->empty()) return ckpt::cli::fail("cr_info", "no checkpoint in " + dir);
+  nlohmann::json out = nlohmann::json::array();
+  for (uint64_t g : *gens) {
+    if (generation && g != generation) continue;
+    auto r = ckpt::image::SnapshotReader::open(ckpt::image::generation_dir(dir, g));
+    if (!r.ok()) return ckpt::cli::fail("cr_info", r.error());
+    if (verify) {
+      auto v = (*r)->verify_all();
+      if (!v.ok()) return ckpt::cli::fail("cr_info", v.error());
+    }
+    nlohmann::json j = describe(**r, maps);
+    if (verify) j["verified"] = true;
+    if (!json) {
+      std::printf(
+          "generation %llu (%s): pid %d %s, %zu vmas, %llu pages (%llu zero), %.1f MiB content%s\n",
+          (unsigned long long)g, j["kind"].get<std::string>().c_str(), j["pid"].get<int>(),
+          j["comm"].get<std::string>().c_str(), j["vmas"].get<size_t>(),
+          (unsigned long long)j["pages"].get<uint64_t>(),
+          (unsigned long long)j["pages_zero"].get<uint64_t>(),
+          double(j["content_bytes"].get<uint64_t>()) / (1 << 20), verify ? ", verified" : "");
+      if (maps)
+        for (auto& v : j["maps"])
+          std::printf("  %s-%s prot=%d flags=%#x %s\n", v["start"].get<std::string>().c_str(),
+                      v["end"].get<std::string>().c_str(), v["prot"].get<int>(),
+                      v["flags"].get<unsigned>(), v["name"].get<std::string>().c_str());
+    }
+    out.push_back(j);
+  }
+  if (json) ckpt::cli::print_json({{"dir", dir}, {"generations", out}});
+  return 0;
+}

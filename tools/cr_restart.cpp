@@ -1,0 +1,72 @@
+// cr_restart --dir DIR [--generation N] [--detach] [--new-pid] [--json]:
+// restore a checkpointed process, wait for it and exit with its status.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "common/cli.hpp"
+
+namespace {
+
+pid_t g_child = 0;
+
+void forward(int sig) {
+  if (g_child > 0) ::kill(g_child, sig);
+}
+
+// Waits for the restored process; its exit code, or 128 + signal number.
+int wait_child(pid_t pid) {
+  g_child = pid;
+  struct sigaction fw {};
+  fw.sa_handler = forward;
+  for (int s : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(s, &fw, nullptr);
+  // A terminal's ^C / ^\ reach the whole process group, the child included.
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGQUIT, SIG_IGN);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0) {
+    if (errno != EINTR) return 1;
+  }
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Restore a checkpointed process as a child of this command, wait for it and\n"
+      "exit with its exit status (128 + N if signal N ended it)."};
+  ckpt::RestoreOptions opts;
+  bool json = false, detach = false;
+  app.add_option("--dir", opts.dir, "checkpoint directory")->required();
+  app.add_option("--generation", opts.generation, "restore this generation (default: newest)");
+  app.add_flag("--detach", detach, "print the restored PID and return once it runs");
+  app.add_flag("--new-pid", opts.new_pid, "use a new PID if the original one is taken");
+  app.add_flag("--json", json, "print statistics as JSON on stdout");
+  if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
+
+  opts.progress = ckpt::cli::progress_line("restore");
+  auto r = ckpt::restore_process(opts);
+  ckpt::cli::progress_done();
+  if (!r.ok()) return ckpt::cli::fail("cr_restart", r.error());
+  const ckpt::RestoreStats& s = *r;
+  if (json) {
+    ckpt::cli::print_json({{"pid", s.pid},
+                           {"generation", s.generation},
+                           {"restore_seconds", s.seconds},
+                           {"vmas", s.vmas},
+                           {"pages_read", s.pages_read},
+                           {"pages_written", s.pages_written},
+                           {"pages_zero", s.pages_zero},
+                           {"bytes_read", s.bytes_read}});
+  } else if (detach) {
+    std::printf("%d\n", s.pid);
+  }
+  if (detach) return 0;
+  std::fflush(stdout);
+  return wait_child(s.pid);
+}
