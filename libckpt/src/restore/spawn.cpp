@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "proc/maps.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::restore {
@@ -59,6 +60,11 @@ Result<std::vector<PreparedFile>> prepare_files(const image::ImageMeta& meta,
     }
   }
   return out;
+}
+
+bool is_zombie(pid_t pid) {
+  auto st = proc::read_stat_mm(pid);
+  return st.ok() && st->state == 'Z';
 }
 
 void child_fail(int err_fd, const std::string& msg) {
@@ -139,6 +145,11 @@ Result<pid_t> spawn_stopped(const image::ImageMeta& meta, bool new_pid) {
   args.set_tid = reinterpret_cast<uint64_t>(&want);
   args.set_tid_size = 1;
   long pid = ::syscall(SYS_clone3, &args, sizeof args);
+  // A just-killed original may linger as a zombie until its parent reaps it.
+  for (int tries = 0; pid < 0 && errno == EEXIST && tries < 100 && is_zombie(want); ++tries) {
+    ::usleep(50 * 1000);
+    pid = ::syscall(SYS_clone3, &args, sizeof args);
+  }
   if (pid < 0 && errno == EEXIST) {
     if (!new_pid)
       return make_error(EEXIST, "PID " + std::to_string(want) +

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages libckpt needs (only those missing) and builds it
+# into build/. Safe to run again: it only does what is left to do.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(build-essential cmake pkg-config gfortran
+  libcli11-dev nlohmann-json3-dev libxxhash-dev libzstd-dev liburing-dev libseccomp-dev
+  libgtest-dev googletest util-linux procps iproute2)
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$(nproc)" 2>&1 | grep -E "error|warning:" || true
+# The build above hides chatter; make sure it really succeeded.
+cmake --build build -j "$(nproc)" >/dev/null
+echo "setup: built into build/bin"
