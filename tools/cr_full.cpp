@@ -7,13 +7,10 @@ int main(int argc, char** argv) {
       "(unless --kill); on failure it is left exactly as it was."};
   ckpt::CheckpointOptions opts;
   bool json = false;
-  std::string tracker = "auto";
   app.add_option("--dir", opts.dir, "checkpoint directory (created if missing)")->required();
   app.add_option("pid", opts.pid, "process to checkpoint")->required();
   app.add_flag("--kill", opts.kill_after, "end the process after a successful checkpoint");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
-  app.add_option("--tracker", tracker, "dirty-page tracker to arm for later incrementals")
-      ->check(CLI::IsMember({"auto", "kmod", "pagemap-scan", "soft-dirty", "hash"}));
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   opts.progress = ckpt::cli::progress_line("checkpoint");
