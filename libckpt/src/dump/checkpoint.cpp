@@ -36,8 +36,8 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
   CKPT_TRY(image::ensure_dir(opts.dir));
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
 
-  CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
   const double t_frozen = now_seconds();
+  CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
 
   image::ImageMeta meta;
   meta.generation = gens.empty() ? 1 : gens.back() + 1;
@@ -47,20 +47,28 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
   CKPT_TRY(describe(opts.pid, *fp, &meta));
 
   CKPT_ASSIGN(dump::MemoryPlan plan, dump::plan_memory(opts.pid, meta.vmas));
-  CKPT_ASSIGN(auto writer, image::SnapshotWriter::create(opts.dir, meta.generation, meta.chain_id));
+  CKPT_ASSIGN(auto writer, image::SnapshotWriter::create(opts.dir, meta.generation, meta.chain_id,
+                                                         opts.direct_io));
   const double t_mem = now_seconds();
   CKPT_TRY(dump::dump_memory(opts.pid, plan, *writer, opts.progress));
   stats.memory_seconds = now_seconds() - t_mem;
-  CKPT_TRY(writer->commit(meta));
-
-  if (opts.kill_after)
+  // Memory is copied: a running target cannot change the image any more, so
+  // it goes back to work while the files are made durable. With --kill it
+  // stays stopped until the checkpoint is committed.
+  double t_released;
+  if (opts.kill_after) {
+    CKPT_TRY(writer->commit(meta));
     CKPT_TRY(fp->kill());
-  else
+    t_released = now_seconds();
+  } else {
     CKPT_TRY(fp->release());
+    t_released = now_seconds();
+    CKPT_TRY(writer->commit(meta));
+  }
   const double t_end = now_seconds();
 
   stats.generation = meta.generation;
-  stats.frozen_seconds = t_end - t_frozen;
+  stats.frozen_seconds = t_released - t_frozen;
   stats.total_seconds = t_end - t0;
   stats.vmas = meta.vmas.size();
   stats.pages_scanned = plan.pages_scanned;

@@ -36,7 +36,8 @@ Status write_small_file(const std::string& path, const std::vector<uint8_t>& hea
 }  // namespace
 
 Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::create(
-    const std::string& dir, uint64_t generation, const std::array<uint8_t, 16>& chain_id) {
+    const std::string& dir, uint64_t generation, const std::array<uint8_t, 16>& chain_id,
+    bool direct_io) {
   std::unique_ptr<SnapshotWriter> w(new SnapshotWriter);
   w->dir_ = dir;
   w->generation_ = generation;
@@ -46,7 +47,16 @@ Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::create(
   if (::mkdir(w->tmp_dir_.c_str(), 0700) != 0)
     return sys_error("cannot write checkpoint into " + dir);
   std::string pages = w->tmp_dir_ + "/" + kPagesFile;
-  w->pages_fd_.reset(::open(pages.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  // Content goes to disk with O_DIRECT where the filesystem allows it: no page
+  // cache to allocate (measured faster, and a checkpoint does not double the
+  // node's memory use), and little left for fsync to do. Callers hand in
+  // page-aligned buffers; the page-sized header keeps offsets aligned.
+  int oflags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+  if (direct_io) w->pages_fd_.reset(::open(pages.c_str(), oflags | O_DIRECT, 0600));
+  if (!w->pages_fd_.valid()) {
+    ::unlink(pages.c_str());
+    w->pages_fd_.reset(::open(pages.c_str(), oflags, 0600));
+  }
   if (!w->pages_fd_.valid()) {
     Error e = sys_error("creating " + pages);
     w->discard();
@@ -131,6 +141,8 @@ Status SnapshotWriter::commit(const ImageMeta& meta) {
   h.count = content_bytes_;
   std::vector<uint8_t> ph = encode_header(h);
   std::string pages = tmp_dir_ + "/" + kPagesFile;
+  int fl = ::fcntl(pages_fd_.get(), F_GETFL);
+  if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
   CKPT_TRY(write_all(pages_fd_.get(), ph.data(), ph.size(), pages, 0));
   if (::fsync(pages_fd_.get()) != 0) return sys_error("fsync " + pages);
   pages_fd_.reset();

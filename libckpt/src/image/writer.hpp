@@ -18,7 +18,8 @@ namespace ckpt::image {
 class SnapshotWriter {
  public:
   static Result<std::unique_ptr<SnapshotWriter>> create(const std::string& dir, uint64_t generation,
-                                                        const std::array<uint8_t, 16>& chain_id);
+                                                        const std::array<uint8_t, 16>& chain_id,
+                                                        bool direct_io = true);
   ~SnapshotWriter();
 
   // Appends the pages [vaddr, vaddr + npages * 4 KiB) whose bytes are at

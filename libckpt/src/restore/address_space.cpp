@@ -253,13 +253,19 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   return st;
 }
 
-Status AddressSpaceBuilder::finish_mm() {
+Status AddressSpaceBuilder::restore_protections() {
   const auto& vmas = img_.meta().vmas;
   for (int i : extra_write_) {
     const VmaRecord& v = vmas[size_t(i)];
     CKPT_TRY(sys("restoring protection", SYS_mprotect, v.start, v.size(), v.prot));
   }
+  return {};
+}
 
+// Done while nothing is mapped: the kernel refuses to switch the executable
+// while the old one is still mapped, and the old one (this very program) may
+// be the image's own executable too.
+Status AddressSpaceBuilder::set_mm_fields() {
   const image::MmRecord& mm = img_.meta().mm;
   auto exe_path = put_data(mm.exe_path.c_str(), mm.exe_path.size() + 1);
   if (!exe_path.ok()) return exe_path.error();
@@ -297,9 +303,10 @@ Status AddressSpaceBuilder::build(const ProgressFn& progress, MemoryStats* stats
   CKPT_TRY(map_trampoline());
   CKPT_TRY(unmap_inherited());
   CKPT_TRY(move_vdso());
+  CKPT_TRY(set_mm_fields());
   CKPT_TRY(map_vmas());
   CKPT_TRY(write_content(progress, stats));
-  return finish_mm();
+  return restore_protections();
 }
 
 }  // namespace ckpt::restore

@@ -4,10 +4,10 @@
 //      address free in both the child and the image;
 //   2. unmap everything the child inherited, except the trampoline and the
 //      kernel's vdso/vvar, which are moved to their checkpointed addresses;
-//   3. map every VMA of the image (files re-mapped from their paths);
-//   4. write page content straight from the image (process_vm_writev),
-//      checking each run's checksum first;
-//   5. restore protections and the mm fields (PR_SET_MM_MAP).
+//   3. set the mm fields and executable (PR_SET_MM_MAP);
+//   4. map every VMA of the image (files re-mapped from their paths);
+//   5. write page content straight from the image (process_vm_writev),
+//      checking each run's checksum first; then restore protections.
 // The trampoline stays until the caller's last call unmaps it.
 #pragma once
 
@@ -43,7 +43,8 @@ class AddressSpaceBuilder {
   Status move_vdso();
   Status map_vmas();
   Status write_content(const ProgressFn& progress, MemoryStats* stats);
-  Status finish_mm();
+  Status set_mm_fields();
+  Status restore_protections();
   // Copies bytes into the trampoline's data page; returns their remote address.
   Result<uint64_t> put_data(const void* data, size_t len, size_t offset = 0);
   Result<long> sys(const char* what, long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0,
