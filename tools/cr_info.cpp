@@ -44,6 +44,19 @@ nlohmann::json describe(const ckpt::image::SnapshotReader& r, bool maps) {
                       {"flags", v.flags},
                       {"name", v.name}});
     j["maps"] = list;
+    nlohmann::json threads = nlohmann::json::array();
+    for (const auto& t : m.threads) {
+      // user_regs_struct word indexes: rax 10, rip 16, orig_rax 15, rsp 19.
+      threads.push_back({{"tid", t.tid},
+                         {"rip", hex(t.gpregs[16])},
+                         {"rsp", hex(t.gpregs[19])},
+                         {"rax", int64_t(t.gpregs[10])},
+                         {"orig_rax", int64_t(t.gpregs[15])},
+                         {"sigmask", hex(t.sigmask)},
+                         {"pending_signal", t.pending_signal},
+                         {"xstate_bytes", t.xstate.size()}});
+    }
+    j["thread_state"] = threads;
   }
   return j;
 }

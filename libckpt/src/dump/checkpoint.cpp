@@ -22,6 +22,7 @@ Status describe(pid_t pid, const proc::FrozenProcess& fp, image::ImageMeta* meta
   CKPT_TRY(dump::collect_mm(pid, meta->vmas, &meta->mm));
   CKPT_TRY(dump::collect_vdso(pid, meta->vmas, &meta->vdso));
   CKPT_TRY(dump::collect_threads(fp, &meta->threads));
+  CKPT_TRY(dump::collect_signals(fp, meta->threads[0], &meta->process));
   CKPT_TRY(dump::collect_files(pid, &meta->files));
   utsname u;
   if (::uname(&u) == 0) meta->kernel_release = u.release;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "proc/regs.hpp"
+#include "proc/signals.hpp"
 #include "util/fd.hpp"
 #include "util/hash.hpp"
 
@@ -167,8 +168,19 @@ Status collect_threads(const proc::FrozenProcess& fp, std::vector<image::ThreadR
     rec.rseq_ptr = rseq.ptr;
     rec.rseq_len = rseq.len;
     rec.rseq_sig = rseq.sig;
+    CKPT_ASSIGN(proc::SignalMasks masks, proc::read_signal_masks(fp.pid(), t.tid));
+    rec.sigmask = masks.blocked;
     out->push_back(std::move(rec));
   }
+  return {};
+}
+
+Status collect_signals(const proc::FrozenProcess& fp, const image::ThreadRecord& leader,
+                       image::ProcessRecord* out) {
+  CKPT_ASSIGN(proc::SignalMasks masks, proc::read_signal_masks(fp.pid(), leader.tid));
+  user_regs_struct captured;
+  std::memcpy(&captured, leader.gpregs.data(), sizeof captured);
+  CKPT_ASSIGN(out->sigactions, proc::dump_sigactions(leader.tid, captured, masks));
   return {};
 }
 

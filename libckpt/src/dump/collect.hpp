@@ -19,6 +19,9 @@ Result<std::vector<image::VmaRecord>> collect_vmas(pid_t pid,
 Status collect_mm(pid_t pid, const std::vector<image::VmaRecord>& vmas, image::MmRecord* out);
 Status collect_vdso(pid_t pid, const std::vector<image::VmaRecord>& vmas, image::VdsoRecord* out);
 Status collect_threads(const proc::FrozenProcess& fp, std::vector<image::ThreadRecord>* out);
+// Signal dispositions (may run injected calls in the leader; see proc/signals.hpp).
+Status collect_signals(const proc::FrozenProcess& fp, const image::ThreadRecord& leader,
+                       image::ProcessRecord* out);
 // Open file descriptors; refuses kinds that cannot be restored yet, naming the fd.
 Status collect_files(pid_t pid, std::vector<image::FileRecord>* out);
 

@@ -108,6 +108,15 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     put_record(out, RecordType::kProcess, w, nrecords);
   }
   {
+    ByteWriter w;
+    w.u32(uint32_t(m.process.sigactions.size()));
+    for (const SignalAction& a : m.process.sigactions) {
+      w.u32(a.signo);
+      put_u64s(w, {a.handler, a.flags, a.restorer, a.mask});
+    }
+    put_record(out, RecordType::kSignals, w, nrecords);
+  }
+  {
     const MmRecord& mm = m.mm;
     ByteWriter w;
     put_u64s(w, {mm.start_code, mm.end_code, mm.start_data, mm.end_data, mm.start_brk, mm.brk,
@@ -143,6 +152,7 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     w.u64(t.rseq_ptr);
     w.u32(t.rseq_len);
     w.u32(t.rseq_sig);
+    w.u64(t.sigmask);
     put_record(out, RecordType::kThread, w, nrecords);
   }
   for (const FileRecord& f : m.files) {
@@ -183,6 +193,16 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
         if (!r.u64(&v)) return false;
       return r.str(&mm.exe_path);
     }
+    case RecordType::kSignals: {
+      uint32_t n;
+      if (!r.u32(&n) || n > 64) return false;
+      m->process.sigactions.resize(n);
+      for (SignalAction& a : m->process.sigactions)
+        if (!r.u32(&a.signo) || !r.u64(&a.handler) || !r.u64(&a.flags) || !r.u64(&a.restorer) ||
+            !r.u64(&a.mask))
+          return false;
+      return true;
+    }
     case RecordType::kVdso:
       return r.u64(&m->vdso.vdso_size) && r.u64(&m->vdso.vdso_hash);
     case RecordType::kVma: {
@@ -202,7 +222,8 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       if (!r.u32(&n) || n > r.left()) return false;
       t.xstate.resize(n);
       if (!r.bytes(t.xstate.data(), n)) return false;
-      if (!r.u64(&t.rseq_ptr) || !r.u32(&t.rseq_len) || !r.u32(&t.rseq_sig)) return false;
+      if (!r.u64(&t.rseq_ptr) || !r.u32(&t.rseq_len) || !r.u32(&t.rseq_sig) || !r.u64(&t.sigmask))
+        return false;
       m->threads.push_back(std::move(t));
       return true;
     }

@@ -57,6 +57,7 @@ enum class RecordType : uint32_t {
   kVma = 5,
   kThread = 6,
   kFile = 7,
+  kSignals = 8,
 };
 
 // Little-endian byte sink/source for record payloads.

@@ -60,6 +60,16 @@ struct ThreadRecord {
   uint64_t rseq_ptr = 0;
   uint32_t rseq_len = 0;
   uint32_t rseq_sig = 0;
+  uint64_t sigmask = 0;  // blocked signals (bit N-1 for signal N)
+};
+
+// A signal disposition as the kernel stores it (struct kernel_sigaction).
+struct SignalAction {
+  uint32_t signo = 0;
+  uint64_t handler = 0;  // SIG_IGN (1) or an address in the process
+  uint64_t flags = 0;    // SA_*
+  uint64_t restorer = 0;
+  uint64_t mask = 0;
 };
 
 enum class FileKind : uint32_t {
@@ -84,6 +94,7 @@ struct ProcessRecord {
   uint32_t umask = 022;
   std::string comm;
   std::string cwd;
+  std::vector<SignalAction> sigactions;  // every disposition that is not SIG_DFL
 };
 
 struct VdsoRecord {

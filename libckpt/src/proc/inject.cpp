@@ -65,9 +65,9 @@ Result<long> RemoteSyscall::call(long nr, uint64_t a1, uint64_t a2, uint64_t a3,
   return long(after.rax);
 }
 
-Result<long> RemoteSyscall::call_and_load(const user_regs_struct& final_regs, long nr, uint64_t a1,
-                                          uint64_t a2) {
-  CKPT_TRY(set_regs(tid_, prepare(nr, a1, a2, 0, 0, 0, 0)));
+Result<long> RemoteSyscall::call_to_exit(long nr, uint64_t a1, uint64_t a2, uint64_t a3,
+                                         uint64_t a4, uint64_t a5, uint64_t a6) {
+  CKPT_TRY(set_regs(tid_, prepare(nr, a1, a2, a3, a4, a5, a6)));
   int st;
   for (int stop = 0; stop < 2; ++stop) {  // syscall entry, then exit
     if (::ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr) != 0) return sys_error("ptrace syscall");
@@ -77,8 +77,14 @@ Result<long> RemoteSyscall::call_and_load(const user_regs_struct& final_regs, lo
                                     std::to_string(WSTOPSIG(st)));
   }
   CKPT_ASSIGN(user_regs_struct after, get_regs(tid_));
-  CKPT_TRY(set_regs(tid_, final_regs));
   return long(after.rax);
+}
+
+Result<long> RemoteSyscall::call_and_load(const user_regs_struct& final_regs, long nr, uint64_t a1,
+                                          uint64_t a2) {
+  CKPT_ASSIGN(long ret, call_to_exit(nr, a1, a2));
+  CKPT_TRY(set_regs(tid_, final_regs));
+  return ret;
 }
 
 }  // namespace ckpt::proc

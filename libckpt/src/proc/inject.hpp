@@ -33,6 +33,11 @@ class RemoteSyscall {
   Result<long> call(long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0, uint64_t a4 = 0,
                     uint64_t a5 = 0, uint64_t a6 = 0);
 
+  // Runs one system call from a bare "syscall" instruction (no int3 after
+  // it) and leaves the tracee stopped at the call's exit.
+  Result<long> call_to_exit(long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0,
+                            uint64_t a4 = 0, uint64_t a5 = 0, uint64_t a6 = 0);
+
   // Runs a last system call and stops at its exit, with `final_regs` loaded
   // (used when the call unmaps the instruction it runs from).
   Result<long> call_and_load(const user_regs_struct& final_regs, long nr, uint64_t a1 = 0,

@@ -119,9 +119,16 @@ void child_fail(int err_fd, const std::string& msg) {
   dfl.sa_handler = SIG_DFL;
   for (int s = 1; s < NSIG; ++s)
     if (s != SIGKILL && s != SIGSTOP) ::sigaction(s, &dfl, nullptr);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // The checkpointed dispositions, as raw kernel structs: glibc's sigaction()
+  // would substitute its own restorer, an address of this program.
+  for (const image::SignalAction& a : meta.process.sigactions) {
+    uint64_t ksa[4] = {a.handler, a.flags, a.restorer, a.mask};
+    if (::syscall(SYS_rt_sigaction, a.signo, ksa, nullptr, 8) != 0)
+      child_fail(err_fd, "restoring the action of signal " + std::to_string(a.signo) + ": " +
+                             std::strerror(errno));
+  }
+  uint64_t mask = meta.threads.empty() ? 0 : meta.threads[0].sigmask;
+  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, nullptr, 8);
 
   ::close(err_fd);  // EOF tells the parent that setup succeeded
   // glibc's cached TID is the parent's after a raw clone3: signal by PID, not raise().

@@ -44,4 +44,25 @@ user_regs_struct resume_registers(const user_regs_struct& captured) {
   return r;
 }
 
+user_regs_struct live_resume_registers(const user_regs_struct& captured) {
+  user_regs_struct r = captured;
+  r.orig_rax = ~0ull;
+  if (long(captured.orig_rax) < 0) return r;
+  switch (-long(captured.rax)) {
+    case kErestartSys:
+    case kErestartNoIntr:
+    case kErestartNoHand:
+      r.rax = captured.orig_rax;
+      r.rip -= kSyscallInsnLen;
+      break;
+    case kErestartRestartBlock:
+      r.rax = SYS_restart_syscall;  // the live task still holds its restart block
+      r.rip -= kSyscallInsnLen;
+      break;
+    default:
+      break;
+  }
+  return r;
+}
+
 }  // namespace ckpt::restore

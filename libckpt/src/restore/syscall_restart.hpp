@@ -10,4 +10,9 @@ namespace ckpt::restore {
 // resume with in a fresh process, which has no kernel-side restart block.
 user_regs_struct resume_registers(const user_regs_struct& captured);
 
+// The same for the live process it was captured from, after system calls were
+// injected into it (which hides the pending restart from the kernel): exactly
+// the restart the kernel itself would have made, restart block included.
+user_regs_struct live_resume_registers(const user_regs_struct& captured);
+
 }  // namespace ckpt::restore
