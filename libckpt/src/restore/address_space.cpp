@@ -8,9 +8,12 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "image/format.hpp"
 #include "mem/range.hpp"
@@ -200,55 +203,113 @@ Status AddressSpaceBuilder::map_vmas() {
   return st;
 }
 
+namespace {
+
+// Content is copied in batches of runs: one iovec pair per run, at most 1024
+// (the iovec limit) and about 16 MiB per process_vm_writev.
+struct WriteBatch {
+  size_t first = 0, last = 0;  // runs [first, last)
+};
+
+std::vector<WriteBatch> make_write_batches(const std::vector<image::PageRun>& runs) {
+  constexpr uint64_t kBatchBytes = 16 << 20;
+  std::vector<WriteBatch> out;
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (out.empty() || i - out.back().first == 1024 || bytes >= kBatchBytes) {
+      out.push_back({i, i});
+      bytes = 0;
+    }
+    out.back().last = i + 1;
+    bytes += runs[i].bytes();
+  }
+  return out;
+}
+
+}  // namespace
+
 Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStats* stats) {
   const auto& vmas = img_.meta().vmas;
+  const auto& runs = img_.runs();
   // Zero runs need writing only over file pages (anonymous memory starts zeroed).
   static const size_t kZeroLen = image::kMaxRunPages * kPageSize;
   void* zeros = ::mmap(nullptr, kZeroLen, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (zeros == MAP_FAILED) return sys_error("mmap");
 
+  // A second thread checks the checksums of the next batch while this one
+  // copies the current batch: no byte reaches the process before its run's
+  // checksum matched, and the two passes overlap.
+  const std::vector<WriteBatch> batches = make_write_batches(runs);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t verified = 0;  // batches [0, verified) are good
+  bool stop = false;
+  Status verify_status;
+  std::thread verifier([&] {
+    for (size_t b = 0; b < batches.size(); ++b) {
+      Status st;
+      for (size_t i = batches[b].first; i < batches[b].last && st.ok(); ++i)
+        st = img_.verify_run(runs[i]);
+      std::lock_guard<std::mutex> l(mu);
+      if (!st.ok()) verify_status = st;
+      if (!st.ok() || stop) break;
+      verified = b + 1;
+      cv.notify_one();
+    }
+    std::lock_guard<std::mutex> l(mu);
+    stop = true;
+    cv.notify_one();
+  });
+
+  Status st;
   std::vector<iovec> local, remote;
-  uint64_t total = img_.content_bytes(), done = 0;
-  auto flush = [&]() -> Status {
-    if (local.empty()) return {};
+  const uint64_t total = img_.content_bytes();
+  uint64_t done = 0;
+  size_t vi = 0;
+  for (size_t b = 0; b < batches.size() && st.ok(); ++b) {
+    {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return verified > b || stop; });
+      if (verified <= b) {
+        st = verify_status.ok() ? make_error(EIO, "content verification stopped") : verify_status;
+        break;
+      }
+    }
+    local.clear();
+    remote.clear();
     ssize_t want = 0;
-    for (auto& l : local) want += ssize_t(l.iov_len);
+    for (size_t i = batches[b].first; i < batches[b].last; ++i) {
+      const image::PageRun& run = runs[i];
+      while (vmas[vi].end <= run.vaddr) ++vi;
+      const uint8_t* src;
+      if (run.zero()) {
+        stats->pages_zero += run.npages;
+        if (!vmas[vi].is_file()) continue;
+        src = static_cast<const uint8_t*>(zeros);
+      } else {
+        src = img_.content(run);
+        stats->bytes_read += run.bytes();
+        done += run.bytes();
+      }
+      stats->pages_written += run.npages;
+      local.push_back(iovec{const_cast<uint8_t*>(src), run.bytes()});
+      remote.push_back(iovec{reinterpret_cast<void*>(run.vaddr), run.bytes()});
+      want += ssize_t(run.bytes());
+    }
+    if (local.empty()) continue;
     ssize_t n =
         ::process_vm_writev(pid_, local.data(), local.size(), remote.data(), remote.size(), 0);
     if (n != want)
-      return n < 0 ? sys_error("writing memory into the new process")
-                   : make_error(EFAULT, "short write into the new process");
-    local.clear();
-    remote.clear();
-    if (progress) progress(done, total);
-    return {};
-  };
-
-  Status st;
-  size_t vi = 0;
-  for (const image::PageRun& run : img_.runs()) {
-    while (vmas[vi].end <= run.vaddr) ++vi;
-    const uint8_t* src;
-    if (run.zero()) {
-      stats->pages_zero += run.npages;
-      if (!vmas[vi].is_file()) continue;
-      src = static_cast<const uint8_t*>(zeros);
-    } else {
-      st = img_.verify_run(run);  // before a single byte of it reaches the process
-      if (!st.ok()) break;
-      src = img_.content(run);
-      stats->bytes_read += run.bytes();
-      done += run.bytes();
-    }
-    stats->pages_written += run.npages;
-    local.push_back(iovec{const_cast<uint8_t*>(src), run.bytes()});
-    remote.push_back(iovec{reinterpret_cast<void*>(run.vaddr), run.bytes()});
-    if (local.size() == 1024) {
-      st = flush();
-      if (!st.ok()) break;
-    }
+      st = n < 0 ? sys_error("writing memory into the new process")
+                 : make_error(EFAULT, "short write into the new process");
+    else if (progress)
+      progress(done, total);
   }
-  if (st.ok()) st = flush();
+  {
+    std::lock_guard<std::mutex> l(mu);
+    stop = true;
+  }
+  verifier.join();
   ::munmap(zeros, kZeroLen);
   return st;
 }
