@@ -35,6 +35,7 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
   const double t0 = now_seconds();
   CheckpointStats stats;
   CKPT_TRY(image::ensure_dir(opts.dir));
+  image::remove_stale_temps(opts.dir);
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
 
   const double t_frozen = now_seconds();

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,6 +42,28 @@ Status ensure_dir(const std::string& dir) {
     return {};
   }
   return sys_error("creating checkpoint directory " + dir);
+}
+
+void remove_stale_temps(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> stale;
+  while (dirent* e = ::readdir(d)) {
+    unsigned long long gen;
+    int pid;
+    if (std::sscanf(e->d_name, ".tmp-%llu-%d", &gen, &pid) == 2 && pid > 0 &&
+        ::kill(pid, 0) != 0 && errno == ESRCH)
+      stale.push_back(dir + "/" + e->d_name);
+  }
+  ::closedir(d);
+  for (const std::string& t : stale) {
+    if (DIR* td = ::opendir(t.c_str())) {
+      while (dirent* f = ::readdir(td))
+        if (f->d_name[0] != '.') ::unlink((t + "/" + f->d_name).c_str());
+      ::closedir(td);
+    }
+    ::rmdir(t.c_str());
+  }
 }
 
 Status fsync_dir(const std::string& dir) {

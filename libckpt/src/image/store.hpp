@@ -15,6 +15,9 @@ std::string generation_dir(const std::string& dir, uint64_t generation);
 Result<std::vector<uint64_t>> list_generations(const std::string& dir);
 // Creates DIR (mode 0700) if it does not exist yet.
 Status ensure_dir(const std::string& dir);
+// Removes temporary directories left by writers that died (".tmp-GEN-PID"
+// whose PID no longer exists): they never became visible, but take space.
+void remove_stale_temps(const std::string& dir);
 // fsync of a directory, so a rename inside it is durable.
 Status fsync_dir(const std::string& dir);
 
