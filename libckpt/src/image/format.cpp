@@ -222,8 +222,8 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       if (!r.u32(&n) || n > r.left()) return false;
       t.xstate.resize(n);
       if (!r.bytes(t.xstate.data(), n)) return false;
-      if (!r.u64(&t.rseq_ptr) || !r.u32(&t.rseq_len) || !r.u32(&t.rseq_sig) || !r.u64(&t.sigmask))
-        return false;
+      if (!r.u64(&t.rseq_ptr) || !r.u32(&t.rseq_len) || !r.u32(&t.rseq_sig)) return false;
+      if (r.left() >= 8 && !r.u64(&t.sigmask)) return false;  // appended field: optional
       m->threads.push_back(std::move(t));
       return true;
     }

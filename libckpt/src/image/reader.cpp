@@ -77,8 +77,9 @@ Result<std::unique_ptr<SnapshotReader>> SnapshotReader::open(const std::string& 
     if (!decode_run(&addr.body[i * kRunRecordSize], &run))
       return corrupt(addr_path, "run record " + std::to_string(i) + " checksum mismatch");
     if (run.npages == 0 || run.npages > kMaxRunPages || run.vaddr % kPageSize != 0 ||
-        (!run.zero() && (run.content_offset % kPageSize != 0 ||
-                         run.content_offset + run.bytes() > r->content_bytes_)))
+        (!run.zero() &&
+         (run.content_offset % kPageSize != 0 || run.content_offset > r->content_bytes_ ||
+          run.bytes() > r->content_bytes_ - run.content_offset)))
       return corrupt(addr_path, "run record " + std::to_string(i) + " is out of range");
   }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "util/fd.hpp"
@@ -25,9 +26,15 @@ Result<std::vector<uint64_t>> list_generations(const std::string& dir) {
   if (!d) return sys_error("opening checkpoint directory " + dir);
   std::vector<uint64_t> gens;
   while (dirent* e = ::readdir(d)) {
-    unsigned long long g;
-    char tail;
-    if (std::sscanf(e->d_name, "gen-%llu%c", &g, &tail) == 1 && g > 0) gens.push_back(g);
+    // Only canonical names count: "gen-" and at least six digits, nothing else,
+    // exactly as generation_dir() spells them.
+    const char* digits = e->d_name + 4;
+    size_t n = std::strlen(digits);
+    if (std::strncmp(e->d_name, "gen-", 4) != 0 || n < 6 || n > 19 ||
+        std::strspn(digits, "0123456789") != n)
+      continue;
+    uint64_t g = std::strtoull(digits, nullptr, 10);
+    if (g > 0 && generation_dir(dir, g) == dir + "/" + e->d_name) gens.push_back(g);
   }
   ::closedir(d);
   std::sort(gens.begin(), gens.end());
@@ -44,16 +51,36 @@ Status ensure_dir(const std::string& dir) {
   return sys_error("creating checkpoint directory " + dir);
 }
 
+std::string temp_prefix_host() {
+  char host[256] = "localhost";
+  ::gethostname(host, sizeof host - 1);
+  std::string h = host;
+  for (char& c : h)
+    if (c == '/' || c == '-') c = '_';
+  return h;
+}
+
+std::string temp_dir_name(const std::string& dir, uint64_t generation) {
+  return dir + "/.tmp-" + std::to_string(generation) + "-" + temp_prefix_host() + "-" +
+         std::to_string(::getpid());
+}
+
 void remove_stale_temps(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return;
   std::vector<std::string> stale;
+  const std::string mine = temp_prefix_host();
   while (dirent* e = ::readdir(d)) {
-    unsigned long long gen;
-    int pid;
-    if (std::sscanf(e->d_name, ".tmp-%llu-%d", &gen, &pid) == 2 && pid > 0 &&
-        ::kill(pid, 0) != 0 && errno == ESRCH)
-      stale.push_back(dir + "/" + e->d_name);
+    // ".tmp-GEN-HOST-PID": only this host's writers can be judged dead here
+    // (the directory may be shared between nodes).
+    std::string name = e->d_name;
+    size_t dash = name.rfind('-');
+    if (name.rfind(".tmp-", 0) != 0 || dash == std::string::npos) continue;
+    size_t host_at = name.find('-', 5);
+    if (host_at == std::string::npos || host_at >= dash) continue;
+    if (name.substr(host_at + 1, dash - host_at - 1) != mine) continue;
+    int pid = std::atoi(name.c_str() + dash + 1);
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(dir + "/" + name);
   }
   ::closedir(d);
   for (const std::string& t : stale) {

@@ -15,8 +15,14 @@ std::string generation_dir(const std::string& dir, uint64_t generation);
 Result<std::vector<uint64_t>> list_generations(const std::string& dir);
 // Creates DIR (mode 0700) if it does not exist yet.
 Status ensure_dir(const std::string& dir);
-// Removes temporary directories left by writers that died (".tmp-GEN-PID"
-// whose PID no longer exists): they never became visible, but take space.
+// Where a writer of this process builds `generation` before the rename:
+// DIR/.tmp-GEN-HOST-PID.
+std::string temp_dir_name(const std::string& dir, uint64_t generation);
+// This host's name as used in temporary directory names.
+std::string temp_prefix_host();
+// Removes temporary directories left by this host's writers that died (PID
+// gone): they never became visible, but take space. Other hosts' temporaries
+// (a shared directory) are left alone.
 void remove_stale_temps(const std::string& dir);
 // fsync of a directory, so a rename inside it is durable.
 Status fsync_dir(const std::string& dir);

@@ -43,7 +43,7 @@ Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::create(
   w->generation_ = generation;
   w->chain_id_ = chain_id;
   w->final_dir_ = generation_dir(dir, generation);
-  w->tmp_dir_ = dir + "/.tmp-" + std::to_string(generation) + "-" + std::to_string(::getpid());
+  w->tmp_dir_ = temp_dir_name(dir, generation);
   if (::mkdir(w->tmp_dir_.c_str(), 0700) != 0)
     return sys_error("cannot write checkpoint into " + dir);
   std::string pages = w->tmp_dir_ + "/" + kPagesFile;
@@ -103,6 +103,11 @@ Status SnapshotWriter::flush_iov() {
 }
 
 Status SnapshotWriter::add_pages(uint64_t vaddr, const uint8_t* data, size_t npages) {
+  if (reinterpret_cast<uintptr_t>(data) % kPageSize != 0) {
+    // O_DIRECT needs page-aligned memory: go through the page cache instead.
+    int fl = ::fcntl(pages_fd_.get(), F_GETFL);
+    if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
+  }
   size_t i = 0;
   while (i < npages) {
     bool zero = is_zero_page(data + i * kPageSize);

@@ -24,6 +24,8 @@ class SnapshotWriter {
 
   // Appends the pages [vaddr, vaddr + npages * 4 KiB) whose bytes are at
   // `data`. All-zero pages become zero runs and cost no content bytes.
+  // Page-aligned `data` keeps O_DIRECT; unaligned data switches the file to
+  // buffered writes.
   Status add_pages(uint64_t vaddr, const uint8_t* data, size_t npages);
   // Writes the address and metadata files and commits the generation atomically.
   Status commit(const ImageMeta& meta);
