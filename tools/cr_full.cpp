@@ -11,11 +11,10 @@ int main(int argc, char** argv) {
   app.add_option("pid", opts.pid, "process to checkpoint")->required();
   app.add_flag("--kill", opts.kill_after, "end the process after a successful checkpoint");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
-  bool buffered = false;
-  app.add_flag("--buffered", buffered, "write through the page cache instead of O_DIRECT");
+  app.add_flag("--direct", opts.direct_io,
+               "write pages with O_DIRECT, bypassing the page cache (longer freeze)");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
 
-  opts.direct_io = !buffered;
   opts.progress = ckpt::cli::progress_line("checkpoint");
   auto r = ckpt::checkpoint_full(opts);
   ckpt::cli::progress_done();

@@ -19,7 +19,7 @@ struct CheckpointOptions {
   std::string dir;          // checkpoint directory (created if missing)
   pid_t pid = 0;            // the target
   bool kill_after = false;  // end the target after a successful checkpoint
-  bool direct_io = true;    // write page content with O_DIRECT where the filesystem allows
+  bool direct_io = false;   // write page content with O_DIRECT (bypass the page cache)
   ProgressFn progress;
 };
 

@@ -47,10 +47,11 @@ Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::create(
   if (::mkdir(w->tmp_dir_.c_str(), 0700) != 0)
     return sys_error("cannot write checkpoint into " + dir);
   std::string pages = w->tmp_dir_ + "/" + kPagesFile;
-  // Content goes to disk with O_DIRECT where the filesystem allows it: no page
-  // cache to allocate (measured faster, and a checkpoint does not double the
-  // node's memory use), and little left for fsync to do. Callers hand in
-  // page-aligned buffers; the page-sized header keeps offsets aligned.
+  // Optionally content goes to disk with O_DIRECT (where the filesystem
+  // allows it): no page cache to allocate, so a checkpoint does not double the
+  // node's memory use, at the price of a longer freeze (docs/performance.md).
+  // Callers hand in page-aligned buffers; the page-sized header keeps
+  // offsets aligned.
   int oflags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
   if (direct_io) w->pages_fd_.reset(::open(pages.c_str(), oflags | O_DIRECT, 0600));
   if (!w->pages_fd_.valid()) {

@@ -19,7 +19,7 @@ class SnapshotWriter {
  public:
   static Result<std::unique_ptr<SnapshotWriter>> create(const std::string& dir, uint64_t generation,
                                                         const std::array<uint8_t, 16>& chain_id,
-                                                        bool direct_io = true);
+                                                        bool direct_io = false);
   ~SnapshotWriter();
 
   // Appends the pages [vaddr, vaddr + npages * 4 KiB) whose bytes are at

@@ -247,6 +247,8 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   Status verify_status;
   std::thread verifier([&] {
     for (size_t b = 0; b < batches.size(); ++b) {
+      if (b + 1 < batches.size())  // overlap the disk with this batch's hashing
+        img_.prefetch(&runs[batches[b + 1].first], &runs[0] + batches[b + 1].last);
       Status st;
       for (size_t i = batches[b].first; i < batches[b].last && st.ok(); ++i)
         st = img_.verify_run(runs[i]);
