@@ -20,7 +20,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-CASES=(heap_pattern deep_stack file_map_private fpu_vector sleeper sleeper_sleep blocked_read
+CASES=(heap_pattern heap_pattern_static cxx_containers fortran_jacobi
+  deep_stack file_map_private fpu_vector sleeper sleeper_sleep blocked_read
   file_writer)
 usage() {
   echo "usage: $0 BIN_DIR CASE MODE" >&2
