@@ -1,0 +1,50 @@
+// One interface for every way of learning which pages a process wrote since
+// the previous checkpoint. Contract: no false negatives, ever. A backend
+// that cannot vouch for a range (new mapping, lost state, kernel refusal)
+// reports it in `unknown`, and the checkpoint then saves all of it.
+//
+// Life cycle, always with the target frozen:
+//   full checkpoint:    arm()            start tracking from this instant
+//   incremental:        collect()        what changed since arm()/collect(),
+//                                         and tracking restarts from now
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/result.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "image/model.hpp"
+#include "mem/range.hpp"
+
+namespace ckpt::dirty {
+
+struct DirtySet {
+  std::vector<mem::Range> written;  // pages written since the last arm/collect
+  std::vector<mem::Range> unknown;  // ranges the backend cannot vouch for: all dirty
+  bool everything = false;          // tracking was lost (exec, closed uffd...): full save
+  std::string reason;               // why `everything`, for the stats
+};
+
+// What a backend may keep between tool runs lives in the image's metadata.
+struct TrackerState {
+  int32_t target_fd = -1;  // e.g. the userfaultfd kept open inside the target
+};
+
+class Tracker {
+ public:
+  virtual ~Tracker() = default;
+  virtual const char* name() const = 0;
+  // Starts tracking every VMA in `vmas` (the layout just checkpointed).
+  virtual Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas,
+                     TrackerState* state) = 0;
+  // Pages written since the last arm/collect within `vmas` (the current
+  // layout), then re-arms. `prev` is the layout of the previous generation.
+  virtual Result<DirtySet> collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,
+                                   const std::vector<image::VmaRecord>& prev,
+                                   TrackerState* state) = 0;
+};
+
+}  // namespace ckpt::dirty
