@@ -155,6 +155,12 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     w.u64(t.sigmask);
     put_record(out, RecordType::kThread, w, nrecords);
   }
+  if (!m.complete.empty()) {
+    ByteWriter w;
+    w.u32(uint32_t(m.complete.size()));
+    for (const MemRange& r : m.complete) put_u64s(w, {r.start, r.end});
+    put_record(out, RecordType::kComplete, w, nrecords);
+  }
   for (const FileRecord& f : m.files) {
     ByteWriter w;
     w.i32(f.fd);
@@ -201,6 +207,14 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
         if (!r.u32(&a.signo) || !r.u64(&a.handler) || !r.u64(&a.flags) || !r.u64(&a.restorer) ||
             !r.u64(&a.mask))
           return false;
+      return true;
+    }
+    case RecordType::kComplete: {
+      uint32_t n;
+      if (!r.u32(&n) || n > r.left() / 16) return false;
+      m->complete.resize(n);
+      for (MemRange& c : m->complete)
+        if (!r.u64(&c.start) || !r.u64(&c.end) || c.start > c.end) return false;
       return true;
     }
     case RecordType::kVdso:

@@ -58,6 +58,7 @@ enum class RecordType : uint32_t {
   kThread = 6,
   kFile = 7,
   kSignals = 8,
+  kComplete = 9,
 };
 
 // Little-endian byte sink/source for record payloads.

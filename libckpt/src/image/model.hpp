@@ -102,6 +102,11 @@ struct VdsoRecord {
   uint64_t vdso_hash = 0;  // xxh3 of the vdso text: restore refuses a different kernel's vdso
 };
 
+// A span of addresses [start, end).
+struct MemRange {
+  uint64_t start = 0, end = 0;
+};
+
 struct ImageMeta {
   uint64_t generation = 0;
   uint64_t parent_generation = 0;  // 0: a full checkpoint
@@ -114,6 +119,10 @@ struct ImageMeta {
   std::vector<VmaRecord> vmas;
   std::vector<ThreadRecord> threads;
   std::vector<FileRecord> files;
+  // Incrementals: ranges this generation describes entirely (new or
+  // untracked mappings saved whole): pages it holds no run for are empty
+  // there. A full checkpoint describes everything.
+  std::vector<MemRange> complete;
 };
 
 // PageRun::flags bits.
