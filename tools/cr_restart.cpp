@@ -62,6 +62,8 @@ int main(int argc, char** argv) {
                            {"pages_read", s.pages_read},
                            {"pages_written", s.pages_written},
                            {"pages_zero", s.pages_zero},
+                           {"pages_skipped", s.pages_skipped},
+                           {"generations_read", s.generations_read},
                            {"bytes_read", s.bytes_read}});
   } else if (detach) {
     std::printf("%d\n", s.pid);

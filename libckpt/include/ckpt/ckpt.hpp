@@ -57,6 +57,8 @@ struct RestoreStats {
   uint64_t pages_read = 0;     // pages whose content was read from the image
   uint64_t pages_written = 0;  // pages written into the process
   uint64_t pages_zero = 0;
+  uint64_t pages_skipped = 0;     // superseded by a newer generation, or no longer mapped
+  uint64_t generations_read = 0;  // the chain: the generation and its ancestors
   uint64_t bytes_read = 0;
 };
 

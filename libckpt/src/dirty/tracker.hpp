@@ -38,8 +38,7 @@ class Tracker {
   virtual ~Tracker() = default;
   virtual const char* name() const = 0;
   // Starts tracking every VMA in `vmas` (the layout just checkpointed).
-  virtual Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas,
-                     TrackerState* state) = 0;
+  virtual Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state) = 0;
   // Pages written since the last arm/collect within `vmas` (the current
   // layout), then re-arms. `prev` is the layout of the previous generation.
   virtual Result<DirtySet> collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,

@@ -110,17 +110,6 @@ const uint8_t* SnapshotReader::content(const PageRun& run) const {
   return map_ + kPagesHeaderSize + run.content_offset;
 }
 
-void SnapshotReader::prefetch(const PageRun* first, const PageRun* last) const {
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (const PageRun* r = first; r != last; ++r) {
-    if (r->zero()) continue;
-    lo = std::min(lo, r->content_offset);
-    hi = std::max(hi, r->content_offset + r->bytes());
-  }
-  if (lo < hi)
-    ::madvise(const_cast<uint8_t*>(map_) + kPagesHeaderSize + lo, hi - lo, MADV_WILLNEED);
-}
-
 Status SnapshotReader::verify_run(const PageRun& run) const {
   if (run.zero()) return {};
   if (xxh3(content(run), run.bytes()) != run.content_hash) {

@@ -24,8 +24,6 @@ class SnapshotReader {
 
   // The content of a run, from a read-only mapping of pages.img (nullptr for zero runs).
   const uint8_t* content(const PageRun& run) const;
-  // Asks the kernel to start reading the content of runs [first, last) now.
-  void prefetch(const PageRun* first, const PageRun* last) const;
   // Checks a run's content checksum.
   Status verify_run(const PageRun& run) const;
   Status verify_all() const;

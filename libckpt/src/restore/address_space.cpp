@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -74,7 +75,7 @@ Status AddressSpaceBuilder::map_trampoline() {
   CKPT_ASSIGN(auto child_maps, proc::read_maps(pid_));
   std::vector<mem::Range> busy;
   for (const auto& m : child_maps) busy.push_back({m.start, m.end - m.start});
-  for (const VmaRecord& v : img_.meta().vmas) busy.push_back({v.start, v.size()});
+  for (const VmaRecord& v : meta_.vmas) busy.push_back({v.start, v.size()});
   tramp_ = find_gap(busy, kTrampolineLen);
   CKPT_ASSIGN(long got, sys("mapping the restore trampoline", SYS_mmap, tramp_, kTrampolineLen,
                             PROT_READ | PROT_WRITE | PROT_EXEC,
@@ -104,7 +105,7 @@ Status AddressSpaceBuilder::move_vdso() {
     if (is_special_name(m.path)) have[m.path] = {m.start, m.end - m.start};
 
   std::map<std::string, mem::Range> want;
-  for (const VmaRecord& v : img_.meta().vmas)
+  for (const VmaRecord& v : meta_.vmas)
     if (v.is_special()) want[v.name] = {v.start, v.size()};
 
   if (want.empty()) {  // the checkpointed process had no vdso: drop ours
@@ -122,7 +123,7 @@ Status AddressSpaceBuilder::move_vdso() {
       return make_error(ENOTSUP, refuse + name + " is new): cannot restore on this kernel");
   // Same vdso code, or a checkpointed instruction pointer inside it could land mid-instruction.
   const mem::Range& vd = have["[vdso]"];
-  if (xxh3(reinterpret_cast<const void*>(vd.addr), vd.len) != img_.meta().vdso.vdso_hash)
+  if (xxh3(reinterpret_cast<const void*>(vd.addr), vd.len) != meta_.vdso.vdso_hash)
     return make_error(ENOTSUP, refuse + "vdso code differs): cannot restore on this kernel");
 
   // Move through a scratch area so a target never overlaps a current location.
@@ -132,7 +133,7 @@ Status AddressSpaceBuilder::move_vdso() {
     busy.push_back(r);
     total += r.len;
   }
-  for (const VmaRecord& v : img_.meta().vmas) busy.push_back({v.start, v.size()});
+  for (const VmaRecord& v : meta_.vmas) busy.push_back({v.start, v.size()});
   uint64_t scratch = find_gap(busy, total);
   for (auto& [name, r] : have) {
     CKPT_TRY(sys("moving the vdso", SYS_mremap, r.addr, r.len, r.len, MREMAP_MAYMOVE | MREMAP_FIXED,
@@ -147,17 +148,22 @@ Status AddressSpaceBuilder::move_vdso() {
 }
 
 Status AddressSpaceBuilder::map_vmas() {
-  const auto& vmas = img_.meta().vmas;
+  const auto& vmas = meta_.vmas;
   // Which VMAs receive content (so must be writable while it is copied in).
   std::vector<bool> gets_content(vmas.size(), false);
   {
+    // The newest generation's pages were taken from this very layout.
     size_t vi = 0;
-    for (const image::PageRun& run : img_.runs()) {
+    for (const image::PageRun& run : chain_.links.front()->runs()) {
       while (vi < vmas.size() && vmas[vi].end <= run.vaddr) ++vi;
       if (vi == vmas.size() || run.vaddr < vmas[vi].start ||
           run.vaddr + run.bytes() > vmas[vi].end || vmas[vi].is_special())
         return make_error(EBADMSG, "image has pages at " + hex(run.vaddr) +
                                        " outside its mappings (corrupt metadata)");
+    }
+    vi = 0;
+    for (const image::PlanSlice& sl : plan_.slices) {
+      while (vmas[vi].end <= sl.vaddr) ++vi;
       gets_content[vi] = true;
     }
   }
@@ -205,23 +211,23 @@ Status AddressSpaceBuilder::map_vmas() {
 
 namespace {
 
-// Content is copied in batches of runs: one iovec pair per run, at most 1024
-// (the iovec limit) and about 16 MiB per process_vm_writev.
+// Content is copied in batches of plan slices: one iovec pair per slice, at
+// most 1024 (the iovec limit) and about 16 MiB per process_vm_writev.
 struct WriteBatch {
-  size_t first = 0, last = 0;  // runs [first, last)
+  size_t first = 0, last = 0;  // slices [first, last)
 };
 
-std::vector<WriteBatch> make_write_batches(const std::vector<image::PageRun>& runs) {
+std::vector<WriteBatch> make_write_batches(const std::vector<image::PlanSlice>& slices) {
   constexpr uint64_t kBatchBytes = 16 << 20;
   std::vector<WriteBatch> out;
   uint64_t bytes = 0;
-  for (size_t i = 0; i < runs.size(); ++i) {
+  for (size_t i = 0; i < slices.size(); ++i) {
     if (out.empty() || i - out.back().first == 1024 || bytes >= kBatchBytes) {
       out.push_back({i, i});
       bytes = 0;
     }
     out.back().last = i + 1;
-    bytes += runs[i].bytes();
+    bytes += uint64_t(slices[i].npages) * kPageSize;
   }
   return out;
 }
@@ -229,29 +235,37 @@ std::vector<WriteBatch> make_write_batches(const std::vector<image::PageRun>& ru
 }  // namespace
 
 Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStats* stats) {
-  const auto& vmas = img_.meta().vmas;
-  const auto& runs = img_.runs();
-  // Zero runs need writing only over file pages (anonymous memory starts zeroed).
+  const auto& vmas = meta_.vmas;
+  const auto& slices = plan_.slices;
+  // Zero slices need writing only over file pages (anonymous memory starts zeroed).
   static const size_t kZeroLen = image::kMaxRunPages * kPageSize;
   void* zeros = ::mmap(nullptr, kZeroLen, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (zeros == MAP_FAILED) return sys_error("mmap");
+  auto content = [&](const image::PlanSlice& sl) {
+    return chain_.links[sl.link]->content(*sl.run) + uint64_t(sl.first_page) * kPageSize;
+  };
 
-  // A second thread checks the checksums of the next batch while this one
-  // copies the current batch: no byte reaches the process before its run's
-  // checksum matched, and the two passes overlap.
-  const std::vector<WriteBatch> batches = make_write_batches(runs);
+  // A second thread checks the checksums of the runs the next batch reads
+  // while this one copies the current batch: no byte reaches the process
+  // before its whole run's checksum matched, and the two passes overlap.
+  const std::vector<WriteBatch> batches = make_write_batches(slices);
   std::mutex mu;
   std::condition_variable cv;
   size_t verified = 0;  // batches [0, verified) are good
   bool stop = false;
   Status verify_status;
   std::thread verifier([&] {
+    std::set<const image::PageRun*> done;  // a run may feed several batches
     for (size_t b = 0; b < batches.size(); ++b) {
       if (b + 1 < batches.size())  // overlap the disk with this batch's hashing
-        img_.prefetch(&runs[batches[b + 1].first], &runs[0] + batches[b + 1].last);
+        for (size_t i = batches[b + 1].first; i < batches[b + 1].last; ++i)
+          if (!slices[i].zero())
+            ::madvise(const_cast<uint8_t*>(content(slices[i])),
+                      uint64_t(slices[i].npages) * kPageSize, MADV_WILLNEED);
       Status st;
       for (size_t i = batches[b].first; i < batches[b].last && st.ok(); ++i)
-        st = img_.verify_run(runs[i]);
+        if (done.insert(slices[i].run).second)
+          st = chain_.links[slices[i].link]->verify_run(*slices[i].run);
       std::lock_guard<std::mutex> l(mu);
       if (!st.ok()) verify_status = st;
       if (!st.ok() || stop) break;
@@ -265,8 +279,9 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
 
   Status st;
   std::vector<iovec> local, remote;
-  const uint64_t total = img_.content_bytes();
-  uint64_t done = 0;
+  uint64_t total = 0, done = 0;
+  for (const image::PlanSlice& sl : slices)
+    if (!sl.zero()) total += uint64_t(sl.npages) * kPageSize;
   size_t vi = 0;
   for (size_t b = 0; b < batches.size() && st.ok(); ++b) {
     {
@@ -281,22 +296,23 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     remote.clear();
     ssize_t want = 0;
     for (size_t i = batches[b].first; i < batches[b].last; ++i) {
-      const image::PageRun& run = runs[i];
-      while (vmas[vi].end <= run.vaddr) ++vi;
+      const image::PlanSlice& sl = slices[i];
+      const uint64_t len = uint64_t(sl.npages) * kPageSize;
+      while (vmas[vi].end <= sl.vaddr) ++vi;
       const uint8_t* src;
-      if (run.zero()) {
-        stats->pages_zero += run.npages;
+      if (sl.zero()) {
+        stats->pages_zero += sl.npages;
         if (!vmas[vi].is_file()) continue;
         src = static_cast<const uint8_t*>(zeros);
       } else {
-        src = img_.content(run);
-        stats->bytes_read += run.bytes();
-        done += run.bytes();
+        src = content(sl);
+        stats->bytes_read += len;
+        done += len;
       }
-      stats->pages_written += run.npages;
-      local.push_back(iovec{const_cast<uint8_t*>(src), run.bytes()});
-      remote.push_back(iovec{reinterpret_cast<void*>(run.vaddr), run.bytes()});
-      want += ssize_t(run.bytes());
+      stats->pages_written += sl.npages;
+      local.push_back(iovec{const_cast<uint8_t*>(src), len});
+      remote.push_back(iovec{reinterpret_cast<void*>(sl.vaddr), len});
+      want += ssize_t(len);
     }
     if (local.empty()) continue;
     ssize_t n =
@@ -317,7 +333,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
 }
 
 Status AddressSpaceBuilder::restore_protections() {
-  const auto& vmas = img_.meta().vmas;
+  const auto& vmas = meta_.vmas;
   for (int i : extra_write_) {
     const VmaRecord& v = vmas[size_t(i)];
     CKPT_TRY(sys("restoring protection", SYS_mprotect, v.start, v.size(), v.prot));
@@ -329,7 +345,7 @@ Status AddressSpaceBuilder::restore_protections() {
 // while the old one is still mapped, and the old one (this very program) may
 // be the image's own executable too.
 Status AddressSpaceBuilder::set_mm_fields() {
-  const image::MmRecord& mm = img_.meta().mm;
+  const image::MmRecord& mm = meta_.mm;
   auto exe_path = put_data(mm.exe_path.c_str(), mm.exe_path.size() + 1);
   if (!exe_path.ok()) return exe_path.error();
   CKPT_ASSIGN(long exe_fd, sys(("opening executable " + mm.exe_path).c_str(), SYS_openat,

@@ -6,7 +6,8 @@
 //      kernel's vdso/vvar, which are moved to their checkpointed addresses;
 //   3. set the mm fields and executable (PR_SET_MM_MAP);
 //   4. map every VMA of the image (files re-mapped from their paths);
-//   5. write page content straight from the image (process_vm_writev),
+//   5. write page content straight from the images (process_vm_writev),
+//      each page once, from the newest generation that has it (the plan),
 //      checking each run's checksum first; then restore protections.
 // The trampoline stays until the caller's last call unmaps it.
 #pragma once
@@ -16,7 +17,7 @@
 #include <ckpt/ckpt.hpp>
 #include <memory>
 
-#include "image/reader.hpp"
+#include "image/chain.hpp"
 #include "proc/inject.hpp"
 
 namespace ckpt::restore {
@@ -29,8 +30,10 @@ struct MemoryStats {
 
 class AddressSpaceBuilder {
  public:
-  AddressSpaceBuilder(pid_t pid, const image::SnapshotReader& img, proc::RemoteSyscall& rs)
-      : pid_(pid), img_(img), rs_(rs) {}
+  // `plan` says which generation of `chain` each page comes from.
+  AddressSpaceBuilder(pid_t pid, const image::Chain& chain, const image::RestorePlan& plan,
+                      proc::RemoteSyscall& rs)
+      : pid_(pid), chain_(chain), meta_(chain.newest()), plan_(plan), rs_(rs) {}
 
   Status build(const ProgressFn& progress, MemoryStats* stats);
   // Start of the trampoline mapping and its length, for the final munmap.
@@ -51,7 +54,9 @@ class AddressSpaceBuilder {
                    uint64_t a4 = 0, uint64_t a5 = 0, uint64_t a6 = 0);
 
   pid_t pid_;
-  const image::SnapshotReader& img_;
+  const image::Chain& chain_;
+  const image::ImageMeta& meta_;
+  const image::RestorePlan& plan_;
   proc::RemoteSyscall& rs_;
   uint64_t tramp_ = 0;
   std::vector<int> extra_write_;  // indexes of VMAs mapped writable only for the content copy

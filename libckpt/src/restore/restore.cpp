@@ -20,30 +20,38 @@ namespace ckpt {
 
 namespace {
 
-Result<std::unique_ptr<image::SnapshotReader>> open_generation(const RestoreOptions& opts) {
+Result<image::Chain> open_generation(const RestoreOptions& opts) {
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + opts.dir);
   uint64_t gen = opts.generation ? opts.generation : gens.back();
   if (std::find(gens.begin(), gens.end(), gen) == gens.end())
     return make_error(ENOENT, "no generation " + std::to_string(gen) + " in " + opts.dir);
-  return image::SnapshotReader::open(image::generation_dir(opts.dir, gen));
+  return image::open_chain(opts.dir, gen);
+}
+
+image::RestorePlan make_plan(const image::Chain& chain) {
+  std::vector<const std::vector<image::PageRun>*> runs;
+  std::vector<std::vector<image::MemRange>> complete;
+  for (const auto& link : chain.links) {
+    runs.push_back(&link->runs());
+    complete.push_back(link->meta().complete);
+  }
+  return image::plan_reverse_scan(runs, complete, chain.newest().vmas);
 }
 
 Status check_restorable(const image::ImageMeta& meta) {
   if (meta.threads.size() != 1)
     return make_error(ENOTSUP, "image has " + std::to_string(meta.threads.size()) +
                                    " threads: only single-threaded restore is supported yet");
-  if (meta.parent_generation != 0)
-    return make_error(ENOTSUP, "incremental generations cannot be restored by this build");
   return {};
 }
 
 // Everything after the child exists; on error the caller kills the child.
-Status rebuild(pid_t pid, const image::SnapshotReader& img, const RestoreOptions& opts,
-               RestoreStats* stats) {
+Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& plan,
+               const RestoreOptions& opts, RestoreStats* stats) {
   CKPT_ASSIGN(user_regs_struct base, proc::get_regs(pid));
   proc::RemoteSyscall rs(pid, base, reinterpret_cast<uint64_t>(ckpt_inject_insn));
-  restore::AddressSpaceBuilder builder(pid, img, rs);
+  restore::AddressSpaceBuilder builder(pid, chain, plan, rs);
   restore::MemoryStats ms;
   CKPT_TRY(builder.build(opts.progress, &ms));
   stats->pages_written = ms.pages_written;
@@ -51,7 +59,7 @@ Status rebuild(pid_t pid, const image::SnapshotReader& img, const RestoreOptions
   stats->bytes_read = ms.bytes_read;
   stats->pages_read = ms.bytes_read / image::kPageSize;
 
-  const image::ThreadRecord& t = img.meta().threads[0];
+  const image::ThreadRecord& t = chain.newest().threads[0];
   if (t.rseq_len) {
     CKPT_ASSIGN(long r, rs.call(SYS_rseq, t.rseq_ptr, t.rseq_len, 0, t.rseq_sig));
     if (r != 0) return sys_error("registering rseq", int(-r));
@@ -74,14 +82,18 @@ Status rebuild(pid_t pid, const image::SnapshotReader& img, const RestoreOptions
 
 Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   const double t0 = now_seconds();
-  CKPT_ASSIGN(std::unique_ptr<image::SnapshotReader> img, open_generation(opts));
-  CKPT_TRY(check_restorable(img->meta()));
+  CKPT_ASSIGN(image::Chain chain, open_generation(opts));
+  const image::ImageMeta& meta = chain.newest();
+  CKPT_TRY(check_restorable(meta));
+  const image::RestorePlan plan = make_plan(chain);
   RestoreStats stats;
-  stats.generation = img->meta().generation;
-  stats.vmas = img->meta().vmas.size();
+  stats.generation = meta.generation;
+  stats.vmas = meta.vmas.size();
+  stats.generations_read = chain.links.size();
+  stats.pages_skipped = plan.pages_skipped;
 
-  CKPT_ASSIGN(pid_t pid, restore::spawn_stopped(img->meta(), opts.new_pid));
-  Status st = rebuild(pid, *img, opts, &stats);
+  CKPT_ASSIGN(pid_t pid, restore::spawn_stopped(meta, opts.new_pid));
+  Status st = rebuild(pid, chain, plan, opts, &stats);
   if (!st.ok()) {
     ::kill(pid, SIGKILL);
     int ws;
