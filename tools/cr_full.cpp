@@ -13,25 +13,14 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print statistics as JSON on stdout");
   app.add_flag("--direct", opts.direct_io,
                "write pages with O_DIRECT, bypassing the page cache (longer freeze)");
+  app.add_option("--tracker", opts.tracker, "dirty-page tracker for later incrementals")
+      ->check(CLI::IsMember({"auto", "kmod", "pagemap-scan", "soft-dirty", "hash"}));
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   opts.progress = ckpt::cli::progress_line("checkpoint");
   auto r = ckpt::checkpoint_full(opts);
   ckpt::cli::progress_done();
   if (!r.ok()) return ckpt::cli::fail("cr_full", r.error());
-  const ckpt::CheckpointStats& s = *r;
-  if (json) {
-    ckpt::cli::print_json({{"generation", s.generation},
-                           {"frozen_seconds", s.frozen_seconds},
-                           {"memory_seconds", s.memory_seconds},
-                           {"total_seconds", s.total_seconds},
-                           {"vmas", s.vmas},
-                           {"pages_scanned", s.pages_scanned},
-                           {"pages_skipped", s.pages_skipped},
-                           {"pages_written", s.pages_written},
-                           {"pages_zero", s.pages_zero},
-                           {"bytes_written", s.bytes_written},
-                           {"tracker", s.tracker}});
-  }
+  if (json) ckpt::cli::print_json(ckpt::cli::stats_json(*r));
   return 0;
 }

@@ -8,6 +8,9 @@
 #                  it, cr_restart: the restored program must exit 0;
 #   leave-running  start, wait for ready, cr_full: the original keeps running
 #                  and must exit 0 by itself;
+#   incremental    as restore, but after cr_full the program keeps running
+#                  through two cr_incr (0.3 s apart) before the kill, and the
+#                  restore reads the chain newest first;
 #   sabotage-FLOW  FLOW (one of the above) with TEST_SABOTAGE=1: the program
 #                  corrupts its own state, so it must exit 1 (proves the
 #                  self-check can fail).
@@ -49,7 +52,7 @@ if [[ $MODE == sabotage-* ]]; then
   EXPECT=1
   PROG_ENV=(TEST_SABOTAGE=1)
 fi
-case $FLOW in plain | restore | leave-running) ;; *) usage ;; esac
+case $FLOW in plain | restore | leave-running | incremental) ;; *) usage ;; esac
 [[ " ${CASES[*]} " == *" $CASE "* ]] || usage
 
 pass() {
@@ -65,7 +68,7 @@ fail() {
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-e2e-$CASE.XXXXXX")
 install_traps
 CKPT=$WORK/ckpt
-LOGS=("$WORK/prog.err" "$WORK/cr_full.err" "$WORK/cr_info.out" "$WORK/cr_restart.err")
+LOGS=("$WORK/prog.err" "$WORK/cr_full.err" "$WORK/cr_incr.err" "$WORK/cr_info.out" "$WORK/cr_restart.err")
 
 # The case table: program, its arguments after the ready file, and how it is fed.
 PROG=$CASE
@@ -93,6 +96,7 @@ esac
 [[ -x $PROG_DIR/$PROG ]] || fail "test program $PROG_DIR/$PROG not built"
 [[ $FLOW == plain || -x $BIN_DIR/cr_full ]] || fail "$BIN_DIR/cr_full not built"
 [[ $FLOW != restore || -x $BIN_DIR/cr_restart ]] || fail "$BIN_DIR/cr_restart not built"
+[[ $FLOW != incremental || -x $BIN_DIR/cr_incr ]] || fail "$BIN_DIR/cr_incr not built"
 
 # Starts the program in the background with no fds >= 3, sets PID (and FEED,
 # the write end of its stdin, for STDIN_PIPE cases).
@@ -208,8 +212,17 @@ case $FLOW in
     pass "checkpoint ${CKPT_TIME}s"
     ;;
 
-  restore)
+  restore | incremental)
     checkpoint
+    if [[ $FLOW == incremental ]]; then
+      for _ in 1 2; do
+        sleep 0.3
+        rc=0
+        timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_incr" --dir "$CKPT" "$PID" </dev/null \
+          >"$WORK/cr_incr.out" 2>"$WORK/cr_incr.err" || rc=$?
+        ((rc == 0)) || fail "cr_incr $(describe_status "$rc"): $(first_line "$WORK/cr_incr.err")"
+      done
+    fi
     # (Braces: bash would report the killed job on stderr.)
     { kill -9 "$PID" || true; } 2>/dev/null
     { wait_exit "$PID" 10; } 2>/dev/null || fail "original still there 10s after kill -9"

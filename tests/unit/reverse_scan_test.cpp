@@ -72,7 +72,9 @@ TEST(ReverseScan, ZeroRunsResolvePagesToo) {
   auto own = owners(plan);
   EXPECT_EQ(own[1], 0u);
   for (const PlanSlice& s : plan.slices) {
-    if (s.vaddr == P) EXPECT_TRUE(s.zero());
+    if (s.vaddr == P) {
+      EXPECT_TRUE(s.zero());
+    }
   }
 }
 

@@ -45,6 +45,22 @@ void progress_done() {
   g_line_drawn = false;
 }
 
+nlohmann::json stats_json(const CheckpointStats& s) {
+  return {{"generation", s.generation},
+          {"parent_generation", s.parent_generation},
+          {"kind", s.parent_generation ? "incremental" : "full"},
+          {"tracker", s.tracker},
+          {"frozen_seconds", s.frozen_seconds},
+          {"memory_seconds", s.memory_seconds},
+          {"total_seconds", s.total_seconds},
+          {"vmas", s.vmas},
+          {"pages_scanned", s.pages_scanned},
+          {"pages_skipped", s.pages_skipped},
+          {"pages_written", s.pages_written},
+          {"pages_zero", s.pages_zero},
+          {"bytes_written", s.bytes_written}};
+}
+
 void print_json(const nlohmann::json& j) {
   std::cout << j.dump() << std::endl;
 }

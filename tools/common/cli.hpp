@@ -17,6 +17,9 @@ int fail(const std::string& tool, const std::string& message);
 ProgressFn progress_line(const std::string& verb);
 void progress_done();
 
+// A checkpoint's statistics as the tools print them (CRIU's stats-dump is the model).
+nlohmann::json stats_json(const CheckpointStats& s);
+
 // Prints a JSON object on stdout, one line.
 void print_json(const nlohmann::json& j);
 

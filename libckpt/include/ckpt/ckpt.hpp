@@ -16,10 +16,11 @@ namespace ckpt {
 using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
 
 struct CheckpointOptions {
-  std::string dir;          // checkpoint directory (created if missing)
-  pid_t pid = 0;            // the target
-  bool kill_after = false;  // end the target after a successful checkpoint
-  bool direct_io = false;   // write page content with O_DIRECT (bypass the page cache)
+  std::string dir;               // checkpoint directory (created if missing)
+  pid_t pid = 0;                 // the target
+  bool kill_after = false;       // end the target after a successful checkpoint
+  bool direct_io = false;        // write page content with O_DIRECT (bypass the page cache)
+  std::string tracker = "auto";  // dirty-page tracker: auto | hash (others: see cr_check)
   ProgressFn progress;
 };
 
@@ -29,11 +30,12 @@ struct CheckpointStats {
   double memory_seconds = 0;  // reading memory and writing pages
   double total_seconds = 0;
   uint64_t vmas = 0;
-  uint64_t pages_scanned = 0;  // pages of the mappings considered
-  uint64_t pages_skipped = 0;  // never populated or identical to their file
-  uint64_t pages_written = 0;  // pages with content bytes
-  uint64_t pages_zero = 0;     // populated but all zero: stored as a flag
-  uint64_t bytes_written = 0;  // all three files
+  uint64_t pages_scanned = 0;      // pages of the mappings considered
+  uint64_t pages_skipped = 0;      // never populated or identical to their file
+  uint64_t pages_written = 0;      // pages with content bytes
+  uint64_t pages_zero = 0;         // populated but all zero: stored as a flag
+  uint64_t bytes_written = 0;      // all three files
+  uint64_t parent_generation = 0;  // 0: a full checkpoint
   std::string tracker = "none";
 };
 
@@ -41,6 +43,11 @@ struct CheckpointStats {
 // target keeps running (unless kill_after); on any error it is released
 // untouched and no new generation is visible.
 Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts);
+
+// Writes an incremental checkpoint on top of the newest generation in
+// opts.dir: only pages written since then, plus the complete metadata. Fails
+// clearly when opts.dir holds no checkpoint of this process.
+Result<CheckpointStats> checkpoint_incremental(const CheckpointOptions& opts);
 
 struct RestoreOptions {
   std::string dir;

@@ -1,11 +1,14 @@
-// cr_full: freeze, describe, copy memory, commit, release.
+// cr_full / cr_incr: freeze, describe, copy memory, release, commit.
 #include <sys/random.h>
 #include <sys/utsname.h>
 
 #include <ckpt/ckpt.hpp>
 
 #include "dump/collect.hpp"
+#include "dump/hash_filter.hpp"
 #include "dump/memory.hpp"
+#include "image/format.hpp"
+#include "image/reader.hpp"
 #include "image/store.hpp"
 #include "image/writer.hpp"
 #include "proc/freeze.hpp"
@@ -15,13 +18,14 @@ namespace ckpt {
 
 namespace {
 
-Status describe(pid_t pid, const proc::FrozenProcess& fp, image::ImageMeta* meta) {
+Status describe(pid_t pid, const proc::FrozenProcess& fp, const image::ImageMeta* previous,
+                image::ImageMeta* meta) {
   CKPT_TRY(dump::collect_process(pid, &meta->process));
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));
   CKPT_ASSIGN(meta->vmas, dump::collect_vmas(pid, maps));
   CKPT_TRY(dump::collect_mm(pid, meta->vmas, &meta->mm));
   CKPT_TRY(dump::collect_vdso(pid, meta->vmas, &meta->vdso));
-  CKPT_TRY(dump::collect_threads(fp, &meta->threads));
+  CKPT_TRY(dump::collect_threads(fp, previous, &meta->threads));
   CKPT_TRY(dump::collect_signals(fp, meta->threads[0], &meta->process));
   CKPT_TRY(dump::collect_files(pid, &meta->files));
   utsname u;
@@ -29,31 +33,48 @@ Status describe(pid_t pid, const proc::FrozenProcess& fp, image::ImageMeta* meta
   return {};
 }
 
-}  // namespace
+Status check_tracker(const std::string& t) {
+  if (t == "auto" || t == "hash") return {};
+  if (t == "kmod" || t == "pagemap-scan" || t == "soft-dirty")
+    return make_error(ENOTSUP, "tracker " + t + " is not available in this build yet (use hash)");
+  return make_error(EINVAL, "unknown tracker " + t);
+}
 
-Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
-  const double t0 = now_seconds();
+// The parts of a full and an incremental checkpoint that are the same.
+// `prev`: the generation an incremental builds on (nullptr: a full).
+// `hint`: for a full, the newest earlier generation in the directory, if any.
+Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::SnapshotReader* prev,
+                                   uint64_t generation, double t0,
+                                   const image::ImageMeta* hint = nullptr) {
   CheckpointStats stats;
-  CKPT_TRY(image::ensure_dir(opts.dir));
-  image::remove_stale_temps(opts.dir);
-  CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
-
+  CKPT_TRY(check_tracker(opts.tracker));
   const double t_frozen = now_seconds();
   CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
 
   image::ImageMeta meta;
-  meta.generation = gens.empty() ? 1 : gens.back() + 1;
-  if (::getrandom(meta.chain_id.data(), meta.chain_id.size(), 0) != ssize_t(meta.chain_id.size()))
+  meta.generation = generation;
+  if (prev) {
+    meta.parent_generation = prev->meta().generation;
+    meta.chain_id = prev->meta().chain_id;
+  } else if (::getrandom(meta.chain_id.data(), meta.chain_id.size(), 0) !=
+             ssize_t(meta.chain_id.size())) {
     return sys_error("getrandom");
+  }
   meta.created_unix_ns = unix_now_ns();
-  CKPT_TRY(describe(opts.pid, *fp, &meta));
+  CKPT_TRY(describe(opts.pid, *fp, prev ? &prev->meta() : hint, &meta));
 
   CKPT_ASSIGN(dump::MemoryPlan plan, dump::plan_memory(opts.pid, meta.vmas));
   CKPT_ASSIGN(auto writer, image::SnapshotWriter::create(opts.dir, meta.generation, meta.chain_id,
                                                          opts.direct_io));
+  static const std::vector<image::PageHash> kNone;
+  dump::HashFilter filter(prev ? prev->page_hashes() : kNone, *writer);
   const double t_mem = now_seconds();
-  CKPT_TRY(dump::dump_memory(opts.pid, plan, *writer, opts.progress));
+  CKPT_TRY(dump::dump_memory(
+      opts.pid, plan, [&](uint64_t va, const uint8_t* d, size_t n) { return filter.add(va, d, n); },
+      opts.progress));
+  filter.finish(meta.vmas, &meta.complete);
   stats.memory_seconds = now_seconds() - t_mem;
+
   // Memory is copied: a running target cannot change the image any more, so
   // it goes back to work while the files are made durable. With --kill it
   // stays stopped until the checkpoint is committed.
@@ -70,6 +91,8 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
   const double t_end = now_seconds();
 
   stats.generation = meta.generation;
+  stats.parent_generation = meta.parent_generation;
+  stats.tracker = "hash";
   stats.frozen_seconds = t_released - t_frozen;
   stats.total_seconds = t_end - t0;
   stats.vmas = meta.vmas.size();
@@ -79,6 +102,59 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
   stats.pages_written = writer->pages() - writer->zero_pages();
   stats.bytes_written = writer->bytes_total();
   return stats;
+}
+
+// Deletes the generations older than `keep_from`: the chain a new full
+// checkpoint superseded (only once that full is committed).
+void drop_older(const std::string& dir, uint64_t keep_from) {
+  auto gens = image::list_generations(dir);
+  if (!gens.ok()) return;
+  for (uint64_t g : *gens) {
+    if (g >= keep_from) break;
+    std::string d = image::generation_dir(dir, g);
+    for (const char* f : {image::kPagesFile, image::kAddrFile, image::kMetaFile})
+      ::unlink((d + "/" + f).c_str());
+    ::rmdir(d.c_str());
+  }
+}
+
+}  // namespace
+
+Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
+  const double t0 = now_seconds();
+  CKPT_TRY(image::ensure_dir(opts.dir));
+  image::remove_stale_temps(opts.dir);
+  CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
+  // An earlier generation of the same process says what a thread found in
+  // restart_syscall is waiting in.
+  std::unique_ptr<image::SnapshotReader> newest;
+  if (!gens.empty())
+    if (auto r = image::SnapshotReader::open(image::generation_dir(opts.dir, gens.back()));
+        r.ok() && (*r)->meta().process.pid == opts.pid)
+      newest = std::move(*r);
+  CKPT_ASSIGN(CheckpointStats stats, checkpoint(opts, nullptr, gens.empty() ? 1 : gens.back() + 1,
+                                                t0, newest ? &newest->meta() : nullptr));
+  drop_older(opts.dir, stats.generation);
+  return stats;
+}
+
+Result<CheckpointStats> checkpoint_incremental(const CheckpointOptions& opts) {
+  const double t0 = now_seconds();
+  auto gens = image::list_generations(opts.dir);
+  if (!gens.ok() || gens->empty())
+    return make_error(ENOENT, "no checkpoint chain in " + opts.dir +
+                                  ": an incremental needs a full checkpoint first (cr_full)");
+  image::remove_stale_temps(opts.dir);
+  CKPT_ASSIGN(auto prev,
+              image::SnapshotReader::open(image::generation_dir(opts.dir, gens->back())));
+  if (prev->meta().process.pid != opts.pid)
+    return make_error(EINVAL, opts.dir + " holds checkpoints of PID " +
+                                  std::to_string(prev->meta().process.pid) + ", not of " +
+                                  std::to_string(opts.pid));
+  if (prev->page_hashes().empty() && prev->runs().size() > 0)
+    return make_error(EINVAL, "generation " + std::to_string(gens->back()) +
+                                  " carries no page hashes: take a new full checkpoint");
+  return checkpoint(opts, prev.get(), gens->back() + 1, t0);
 }
 
 }  // namespace ckpt

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -151,7 +152,8 @@ Status collect_vdso(pid_t pid, const std::vector<VmaRecord>& vmas, image::VdsoRe
   return {};
 }
 
-Status collect_threads(const proc::FrozenProcess& fp, std::vector<image::ThreadRecord>* out) {
+Status collect_threads(const proc::FrozenProcess& fp, const image::ImageMeta* previous,
+                       std::vector<image::ThreadRecord>* out) {
   if (fp.threads().size() != 1)
     return make_error(ENOTSUP, "PID " + std::to_string(fp.pid()) + " has " +
                                    std::to_string(fp.threads().size()) +
@@ -161,6 +163,18 @@ Status collect_threads(const proc::FrozenProcess& fp, std::vector<image::ThreadR
     rec.tid = t.tid;
     rec.pending_signal = t.pending_signal;
     CKPT_ASSIGN(user_regs_struct regs, proc::get_regs(t.tid));
+    constexpr unsigned long long kRestartBlock = -516ull;  // -ERESTART_RESTARTBLOCK
+    if (regs.orig_rax == SYS_restart_syscall && previous) {
+      // Resumed after an earlier checkpoint through restart_syscall: record
+      // the call it continues, which a new process can re-execute.
+      for (const image::ThreadRecord& p : previous->threads)
+        if (p.tid == t.tid && p.restart_nr && p.restart_rip == regs.rip)
+          regs.orig_rax = p.restart_nr;
+    }
+    if (regs.rax == kRestartBlock && regs.orig_rax != SYS_restart_syscall) {
+      rec.restart_nr = regs.orig_rax;
+      rec.restart_rip = regs.rip;
+    }
     static_assert(sizeof(regs) == sizeof(rec.gpregs));
     std::memcpy(rec.gpregs.data(), &regs, sizeof regs);
     CKPT_ASSIGN(rec.xstate, proc::get_xstate(t.tid));

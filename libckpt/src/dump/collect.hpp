@@ -18,7 +18,10 @@ Result<std::vector<image::VmaRecord>> collect_vmas(pid_t pid,
                                                    const std::vector<proc::MapEntry>& maps);
 Status collect_mm(pid_t pid, const std::vector<image::VmaRecord>& vmas, image::MmRecord* out);
 Status collect_vdso(pid_t pid, const std::vector<image::VmaRecord>& vmas, image::VdsoRecord* out);
-Status collect_threads(const proc::FrozenProcess& fp, std::vector<image::ThreadRecord>* out);
+// `previous`: the newest earlier generation of this process, if any (it says
+// which call a thread found inside restart_syscall is really in).
+Status collect_threads(const proc::FrozenProcess& fp, const image::ImageMeta* previous,
+                       std::vector<image::ThreadRecord>* out);
 // Signal dispositions (may run injected calls in the leader; see proc/signals.hpp).
 Status collect_signals(const proc::FrozenProcess& fp, const image::ThreadRecord& leader,
                        image::ProcessRecord* out);

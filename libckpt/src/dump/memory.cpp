@@ -83,7 +83,7 @@ Result<MemoryPlan> plan_memory(pid_t pid, const std::vector<image::VmaRecord>& v
   return plan;
 }
 
-Status dump_memory(pid_t pid, const MemoryPlan& plan, image::SnapshotWriter& writer,
+Status dump_memory(pid_t pid, const MemoryPlan& plan, const PageSink& sink,
                    const ProgressFn& progress) {
   std::vector<Batch> batches = make_batches(plan.ranges);
   if (batches.empty()) return {};
@@ -127,7 +127,7 @@ Status dump_memory(pid_t pid, const MemoryPlan& plan, image::SnapshotWriter& wri
       const Batch& batch = batches[size_t(batch_of_buf[i])];
       const uint8_t* p = bufs[i];
       for (const mem::Range& r : batch.ranges) {
-        write_status = writer.add_pages(r.addr, p, r.len / image::kPageSize);
+        write_status = sink(r.addr, p, r.len / image::kPageSize);
         if (!write_status.ok()) break;
         p += r.len;
       }

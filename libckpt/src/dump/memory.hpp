@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <ckpt/ckpt.hpp>
+#include <functional>
 #include <vector>
 
 #include "image/model.hpp"
@@ -23,8 +24,11 @@ struct MemoryPlan {
 // Selects populated anonymous pages and COW copies of private file pages.
 Result<MemoryPlan> plan_memory(pid_t pid, const std::vector<image::VmaRecord>& vmas);
 
-// Reads the planned ranges and hands them to the writer.
-Status dump_memory(pid_t pid, const MemoryPlan& plan, image::SnapshotWriter& writer,
+// Receives the pages read, in ascending address order.
+using PageSink = std::function<Status(uint64_t vaddr, const uint8_t* data, size_t npages)>;
+
+// Reads the planned ranges and hands them to `sink` (on the calling thread).
+Status dump_memory(pid_t pid, const MemoryPlan& plan, const PageSink& sink,
                    const ProgressFn& progress);
 
 }  // namespace ckpt::dump

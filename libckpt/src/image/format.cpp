@@ -153,6 +153,8 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     w.u32(t.rseq_len);
     w.u32(t.rseq_sig);
     w.u64(t.sigmask);
+    w.u64(t.restart_nr);
+    w.u64(t.restart_rip);
     put_record(out, RecordType::kThread, w, nrecords);
   }
   if (!m.complete.empty()) {
@@ -237,7 +239,9 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       t.xstate.resize(n);
       if (!r.bytes(t.xstate.data(), n)) return false;
       if (!r.u64(&t.rseq_ptr) || !r.u32(&t.rseq_len) || !r.u32(&t.rseq_sig)) return false;
-      if (r.left() >= 8 && !r.u64(&t.sigmask)) return false;  // appended field: optional
+      // Appended fields: optional for readers of older images.
+      if (r.left() >= 8 && !r.u64(&t.sigmask)) return false;
+      if (r.left() >= 16 && (!r.u64(&t.restart_nr) || !r.u64(&t.restart_rip))) return false;
       m->threads.push_back(std::move(t));
       return true;
     }
@@ -290,6 +294,28 @@ bool decode_meta(const uint8_t* p, size_t n, uint64_t nrecords, ImageMeta* out, 
     return false;
   }
   *out = std::move(m);
+  return true;
+}
+
+void encode_page_hashes(const std::vector<PageHash>& t, std::vector<uint8_t>& out) {
+  ByteWriter w;
+  w.u64(t.size());
+  for (const PageHash& p : t) put_u64s(w, {p.vaddr, p.hash});
+  uint64_t h = xxh3(w.data().data(), w.data().size());
+  w.u64(h);
+  out.insert(out.end(), w.data().begin(), w.data().end());
+}
+
+bool decode_page_hashes(const uint8_t* in, size_t n, std::vector<PageHash>* out) {
+  uint64_t count;
+  if (n < 16) return false;
+  std::memcpy(&count, in, 8);
+  if (count > (n - 16) / 16 || 16 + count * 16 != n) return false;
+  uint64_t stored;
+  std::memcpy(&stored, in + n - 8, 8);
+  if (xxh3(in, n - 8) != stored) return false;
+  out->resize(count);
+  std::memcpy(out->data(), in + 8, count * 16);
   return true;
 }
 

@@ -26,6 +26,9 @@ constexpr uint32_t kSmallHeaderSize = 64;
 constexpr uint32_t kRunRecordSize = 40;
 constexpr uint32_t kMaxRunPages = 256;  // 1 MiB: the checksum granularity
 
+// addr.img header flag: a page-hash table follows the run records.
+constexpr uint64_t kAddrHasPageHashes = 1;
+
 constexpr const char* kPagesFile = "pages.img";
 constexpr const char* kAddrFile = "addr.img";
 constexpr const char* kMetaFile = "meta.img";
@@ -115,6 +118,11 @@ class ByteReader {
 // the record count; decode_meta parses a verified stream.
 std::vector<uint8_t> encode_meta(const ImageMeta& meta, uint64_t* nrecords);
 bool decode_meta(const uint8_t* p, size_t n, uint64_t nrecords, ImageMeta* out, std::string* err);
+
+// The page-hash table of addr.img: u64 n, n x (u64 vaddr, u64 hash), u64
+// xxh3 of everything before it. Appended to `out`; decode reads all of `in`.
+void encode_page_hashes(const std::vector<PageHash>& t, std::vector<uint8_t>& out);
+bool decode_page_hashes(const uint8_t* in, size_t n, std::vector<PageHash>* out);
 
 // Address-file records.
 void encode_run(const PageRun& r, uint8_t out[kRunRecordSize]);

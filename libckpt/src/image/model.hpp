@@ -61,6 +61,12 @@ struct ThreadRecord {
   uint32_t rseq_len = 0;
   uint32_t rseq_sig = 0;
   uint64_t sigmask = 0;  // blocked signals (bit N-1 for signal N)
+  // When the thread was frozen in a call the kernel continues through
+  // restart_syscall (a relative sleep, poll...): that call's number and
+  // instruction pointer, so the next checkpoint, which may find the thread
+  // inside restart_syscall, knows what it is really waiting in.
+  uint64_t restart_nr = 0;
+  uint64_t restart_rip = 0;
 };
 
 // A signal disposition as the kernel stores it (struct kernel_sigaction).
@@ -141,6 +147,13 @@ struct PageRun {
 
   uint64_t bytes() const { return uint64_t(npages) * kPageSize; }
   bool zero() const { return flags & kRunZero; }
+};
+
+// The content hash of one page of the process's state at a generation (the
+// hash tracker's memory: a page whose hash changed was written).
+struct PageHash {
+  uint64_t vaddr = 0;
+  uint64_t hash = 0;
 };
 
 }  // namespace ckpt::image

@@ -59,8 +59,16 @@ Result<std::unique_ptr<SnapshotReader>> SnapshotReader::open(const std::string& 
     return corrupt(meta_path, err);
 
   CKPT_ASSIGN(Loaded addr, load(addr_path, kAddrMagic, true));
-  if (addr.body.size() != addr.header.count * kRunRecordSize)
+  const size_t runs_bytes = addr.header.count * kRunRecordSize;
+  if (addr.header.count > addr.body.size() / kRunRecordSize ||
+      (addr.header.flags & kAddrHasPageHashes ? addr.body.size() < runs_bytes
+                                              : addr.body.size() != runs_bytes))
     return corrupt(addr_path, "size does not match its run count (truncated?)");
+  if (addr.header.flags & ~kAddrHasPageHashes) return corrupt(addr_path, "unknown header flags");
+  if ((addr.header.flags & kAddrHasPageHashes) &&
+      !decode_page_hashes(addr.body.data() + runs_bytes, addr.body.size() - runs_bytes,
+                          &r->page_hashes_))
+    return corrupt(addr_path, "page-hash table is damaged or truncated");
   CKPT_ASSIGN(Loaded pages, load(pages_path, kPagesMagic, false));
   if (pages.size != kPagesHeaderSize + pages.header.count)
     return corrupt(pages_path, "size does not match its header (truncated?)");

@@ -19,6 +19,8 @@ class SnapshotReader {
 
   const ImageMeta& meta() const { return meta_; }
   const std::vector<PageRun>& runs() const { return runs_; }
+  // Every page's hash at this generation (empty unless the hash tracker wrote it).
+  const std::vector<PageHash>& page_hashes() const { return page_hashes_; }
   uint64_t content_bytes() const { return content_bytes_; }
   const std::string& path() const { return dir_; }
 
@@ -33,6 +35,7 @@ class SnapshotReader {
   std::string dir_;
   ImageMeta meta_;
   std::vector<PageRun> runs_;
+  std::vector<PageHash> page_hashes_;
   uint64_t content_bytes_ = 0;
   const uint8_t* map_ = nullptr;
   size_t map_len_ = 0;

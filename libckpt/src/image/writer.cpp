@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "image/format.hpp"
@@ -158,12 +159,17 @@ Status SnapshotWriter::commit(const ImageMeta& meta) {
   h.magic = kAddrMagic;
   h.header_size = kSmallHeaderSize;
   h.count = runs_.size();
+  if (!page_hashes_.empty()) {
+    h.flags = kAddrHasPageHashes;
+    encode_page_hashes(page_hashes_, addr);
+  }
   CKPT_TRY(write_small_file(tmp_dir_ + "/" + kAddrFile, encode_header(h), addr));
 
   uint64_t nrec = 0;
   std::vector<uint8_t> body = encode_meta(meta, &nrec);
   h.magic = kMetaMagic;
   h.count = nrec;
+  h.flags = 0;
   CKPT_TRY(write_small_file(tmp_dir_ + "/" + kMetaFile, encode_header(h), body));
 
   bytes_total_ = ph.size() + content_bytes_ + kSmallHeaderSize * 2 + addr.size() + body.size();

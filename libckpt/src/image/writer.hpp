@@ -27,6 +27,8 @@ class SnapshotWriter {
   // Page-aligned `data` keeps O_DIRECT; unaligned data switches the file to
   // buffered writes.
   Status add_pages(uint64_t vaddr, const uint8_t* data, size_t npages);
+  // A table of every page's hash, stored in addr.img (for the hash tracker).
+  void set_page_hashes(std::vector<PageHash> hashes) { page_hashes_ = std::move(hashes); }
   // Writes the address and metadata files and commits the generation atomically.
   Status commit(const ImageMeta& meta);
 
@@ -47,6 +49,7 @@ class SnapshotWriter {
   std::array<uint8_t, 16> chain_id_{};
   UniqueFd pages_fd_;
   std::vector<PageRun> runs_;
+  std::vector<PageHash> page_hashes_;
   std::vector<iovec> iov_;
   uint64_t content_bytes_ = 0, zero_pages_ = 0, pages_ = 0, bytes_total_ = 0;
   bool committed_ = false;

@@ -153,15 +153,15 @@ Status AddressSpaceBuilder::map_vmas() {
   std::vector<bool> gets_content(vmas.size(), false);
   {
     // The newest generation's pages were taken from this very layout.
-    size_t vi = 0;
     for (const image::PageRun& run : chain_.links.front()->runs()) {
-      while (vi < vmas.size() && vmas[vi].end <= run.vaddr) ++vi;
-      if (vi == vmas.size() || run.vaddr < vmas[vi].start ||
-          run.vaddr + run.bytes() > vmas[vi].end || vmas[vi].is_special())
+      auto v = std::upper_bound(vmas.begin(), vmas.end(), run.vaddr,
+                                [](uint64_t a, const VmaRecord& r) { return a < r.end; });
+      if (v == vmas.end() || run.vaddr < v->start || run.vaddr + run.bytes() > v->end ||
+          v->is_special())
         return make_error(EBADMSG, "image has pages at " + hex(run.vaddr) +
                                        " outside its mappings (corrupt metadata)");
     }
-    vi = 0;
+    size_t vi = 0;
     for (const image::PlanSlice& sl : plan_.slices) {
       while (vmas[vi].end <= sl.vaddr) ++vi;
       gets_content[vi] = true;

@@ -1,0 +1,26 @@
+// cr_incr --dir DIR [--tracker T] [--kill] [--json] PID: incremental checkpoint.
+#include "common/cli.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Write an incremental checkpoint: only the pages the process wrote since the\n"
+      "newest checkpoint in DIR, plus its complete current state. The process keeps\n"
+      "running (unless --kill); on failure it is left exactly as it was."};
+  ckpt::CheckpointOptions opts;
+  bool json = false;
+  app.add_option("--dir", opts.dir, "checkpoint directory holding the chain")->required();
+  app.add_option("pid", opts.pid, "process to checkpoint")->required();
+  app.add_flag("--kill", opts.kill_after, "end the process after a successful checkpoint");
+  app.add_flag("--json", json, "print statistics as JSON on stdout");
+  app.add_flag("--direct", opts.direct_io, "write pages with O_DIRECT, bypassing the page cache");
+  app.add_option("--tracker", opts.tracker, "dirty-page tracker (cr_check lists them)")
+      ->check(CLI::IsMember({"auto", "kmod", "pagemap-scan", "soft-dirty", "hash"}));
+  if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
+
+  opts.progress = ckpt::cli::progress_line("incremental");
+  auto r = ckpt::checkpoint_incremental(opts);
+  ckpt::cli::progress_done();
+  if (!r.ok()) return ckpt::cli::fail("cr_incr", r.error());
+  if (json) ckpt::cli::print_json(ckpt::cli::stats_json(*r));
+  return 0;
+}
