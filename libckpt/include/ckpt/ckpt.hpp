@@ -73,4 +73,18 @@ struct RestoreStats {
 // Every checksum is verified before the process runs. The caller reaps it.
 Result<RestoreStats> restore_process(const RestoreOptions& opts);
 
+struct CompactStats {
+  uint64_t generation = 0;  // the synthetic full
+  uint64_t generations_folded = 0;
+  uint64_t pages_written = 0;
+  uint64_t pages_skipped = 0;  // superseded or no longer mapped
+  uint64_t bytes_written = 0;
+  double seconds = 0;
+};
+
+// Folds the newest chain in `dir` into one new full generation (offline; no
+// process is touched), then deletes the chain it replaces. Atomic: until the
+// new generation is committed the old chain is untouched and restorable.
+Result<CompactStats> compact_chain(const std::string& dir);
+
 }  // namespace ckpt

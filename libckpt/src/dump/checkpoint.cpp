@@ -104,20 +104,6 @@ Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::S
   return stats;
 }
 
-// Deletes the generations older than `keep_from`: the chain a new full
-// checkpoint superseded (only once that full is committed).
-void drop_older(const std::string& dir, uint64_t keep_from) {
-  auto gens = image::list_generations(dir);
-  if (!gens.ok()) return;
-  for (uint64_t g : *gens) {
-    if (g >= keep_from) break;
-    std::string d = image::generation_dir(dir, g);
-    for (const char* f : {image::kPagesFile, image::kAddrFile, image::kMetaFile})
-      ::unlink((d + "/" + f).c_str());
-    ::rmdir(d.c_str());
-  }
-}
-
 }  // namespace
 
 Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
@@ -134,7 +120,7 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
       newest = std::move(*r);
   CKPT_ASSIGN(CheckpointStats stats, checkpoint(opts, nullptr, gens.empty() ? 1 : gens.back() + 1,
                                                 t0, newest ? &newest->meta() : nullptr));
-  drop_older(opts.dir, stats.generation);
+  image::remove_generations_before(opts.dir, stats.generation);
   return stats;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "image/format.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::image {
@@ -90,6 +91,17 @@ void remove_stale_temps(const std::string& dir) {
       ::closedir(td);
     }
     ::rmdir(t.c_str());
+  }
+}
+
+void remove_generations_before(const std::string& dir, uint64_t generation) {
+  auto gens = list_generations(dir);
+  if (!gens.ok()) return;
+  for (uint64_t g : *gens) {
+    if (g >= generation) break;
+    std::string d = generation_dir(dir, g);
+    for (const char* f : {kPagesFile, kAddrFile, kMetaFile}) ::unlink((d + "/" + f).c_str());
+    ::rmdir(d.c_str());
   }
 }
 

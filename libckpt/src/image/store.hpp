@@ -24,6 +24,9 @@ std::string temp_prefix_host();
 // gone): they never became visible, but take space. Other hosts' temporaries
 // (a shared directory) are left alone.
 void remove_stale_temps(const std::string& dir);
+// Deletes the generations older than `generation`: the chain a new full
+// checkpoint superseded (called only once that full is committed).
+void remove_generations_before(const std::string& dir, uint64_t generation);
 // fsync of a directory, so a rename inside it is durable.
 Status fsync_dir(const std::string& dir);
 

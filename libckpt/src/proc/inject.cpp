@@ -3,10 +3,13 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 
 #include <string>
+#include <vector>
 
+#include "proc/maps.hpp"
 #include "proc/regs.hpp"
 
 asm(R"(
@@ -21,6 +24,20 @@ ckpt_inject_insn:
 )");
 
 namespace ckpt::proc {
+
+Result<uint64_t> find_syscall_insn(pid_t pid) {
+  CKPT_ASSIGN(auto maps, read_maps(pid));
+  for (const MapEntry& m : maps) {
+    if (m.path != "[vdso]") continue;
+    std::vector<uint8_t> text(m.end - m.start);
+    iovec l{text.data(), text.size()}, r{reinterpret_cast<void*>(m.start), text.size()};
+    if (::process_vm_readv(pid, &l, 1, &r, 1, 0) != ssize_t(text.size()))
+      return sys_error("reading the target's vdso");
+    for (size_t i = 0; i + 1 < text.size(); ++i)
+      if (text[i] == 0x0f && text[i + 1] == 0x05) return m.start + i;
+  }
+  return make_error(ENOTSUP, "no syscall instruction found in the target's vdso");
+}
 
 user_regs_struct RemoteSyscall::prepare(long nr, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,
                                         uint64_t a5, uint64_t a6) const {

@@ -16,6 +16,12 @@ extern "C" char ckpt_inject_insn[];
 
 namespace ckpt::proc {
 
+// A "syscall" instruction in the target's vdso (every x86-64 vdso has one in
+// its fallback paths), for injecting calls into a process that does not
+// share our text. Nothing follows it that we control, so calls made from it
+// use RemoteSyscall::call_to_exit (stop at the system call's exit).
+Result<uint64_t> find_syscall_insn(pid_t pid);
+
 constexpr size_t kInjectInsnLen = 3;  // 0f 05 cc
 constexpr uint8_t kInjectInsnBytes[kInjectInsnLen] = {0x0f, 0x05, 0xcc};
 

@@ -9,7 +9,6 @@
 #include <string>
 
 #include "proc/inject.hpp"
-#include "proc/maps.hpp"
 #include "proc/regs.hpp"
 #include "restore/syscall_restart.hpp"
 #include "util/fd.hpp"
@@ -22,23 +21,6 @@ uint64_t status_mask(const std::string& status, const char* key) {
   size_t at = status.find(key);
   if (at == std::string::npos) return 0;
   return std::strtoull(status.c_str() + at + std::strlen(key), nullptr, 16);
-}
-
-// A "syscall" instruction in the target's vdso (every x86-64 vdso has one in
-// its fallback paths). Nothing follows it that we control, so injected calls
-// stop at the system call's exit (PTRACE_SYSCALL) rather than at an int3.
-Result<uint64_t> find_syscall_insn(pid_t pid) {
-  CKPT_ASSIGN(auto maps, read_maps(pid));
-  for (const MapEntry& m : maps) {
-    if (m.path != "[vdso]") continue;
-    std::vector<uint8_t> text(m.end - m.start);
-    iovec l{text.data(), text.size()}, r{reinterpret_cast<void*>(m.start), text.size()};
-    if (::process_vm_readv(pid, &l, 1, &r, 1, 0) != ssize_t(text.size()))
-      return sys_error("reading the target's vdso");
-    for (size_t i = 0; i + 1 < text.size(); ++i)
-      if (text[i] == 0x0f && text[i + 1] == 0x05) return m.start + i;
-  }
-  return make_error(ENOTSUP, "no syscall instruction found in the target's vdso");
 }
 
 }  // namespace

@@ -1,0 +1,558 @@
+#include "dirty/pagemap_scan.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string>
+
+#include "proc/inject.hpp"
+#include "proc/maps.hpp"
+#include "proc/regs.hpp"
+#include "restore/syscall_restart.hpp"
+#include "util/fd.hpp"
+
+namespace ckpt::dirty {
+
+using image::VmaRecord;
+using mem::Range;
+
+namespace {
+
+constexpr uint64_t kPage = image::kPageSize;
+constexpr uint64_t kFeatures = kabi::kUffdFeatureWpAsync | kabi::kUffdFeatureWpUnpopulated;
+
+// One PAGEMAP_SCAN selection. `protect`: write-protect what matched
+// (PM_SCAN_WP_MATCHING). Every scan sets PM_SCAN_CHECK_WPASYNC, so a range
+// not registered with an async write-protect userfaultfd fails with EPERM.
+struct Query {
+  uint64_t inverted, mask, anyof;
+  bool protect;
+};
+// Written pages. Exactly this mask/return mask takes the kernel's fast path.
+constexpr Query kWritten{0, kabi::kPageIsWritten, 0, true};
+// File VMAs: written page-cache pages ...
+constexpr Query kWrittenFilePages{0, kabi::kPageIsWritten | kabi::kPageIsFile, 0, true};
+// ... and empty entries (never faulted in, or a private copy dropped) ...
+constexpr Query kEmptyEntries{kabi::kPageIsPresent | kabi::kPageIsSwapped,
+                              kabi::kPageIsWritten | kabi::kPageIsPresent | kabi::kPageIsSwapped, 0,
+                              true};
+// ... but private (COW) copies are reported, never protected (see the header).
+constexpr Query kPrivateCopies{kabi::kPageIsFile, kabi::kPageIsWritten | kabi::kPageIsFile,
+                               kabi::kPageIsPresent | kabi::kPageIsSwapped, false};
+
+enum class Kind {
+  kSkip,     // not reported: the file or the kernel holds the content
+  kUnknown,  // always `unknown`
+  kAnon,     // private anonymous: tracked
+  kFile,     // private file mapping: tracked, COW copies always reported
+};
+
+Kind classify(const VmaRecord& v) {
+  if (v.is_special()) return Kind::kSkip;
+  if (v.flags & image::kVmaShared) return v.is_file() ? Kind::kSkip : Kind::kUnknown;
+  if (v.name.find("anon_hugepage") != std::string::npos) return Kind::kUnknown;
+  if (v.size() > kMaxTrackedBytes) return Kind::kUnknown;
+  return v.is_file() ? Kind::kFile : Kind::kAnon;
+}
+
+// Same kind of memory at the same place: a page of `a` that lay in `b` at the
+// previous checkpoint has a comparable history.
+bool same_kind(const VmaRecord& a, const VmaRecord& b) {
+  if (a.flags != b.flags || a.name != b.name) return false;
+  if (!a.is_file()) return true;
+  return a.dev == b.dev && a.ino == b.ino && a.file_size == b.file_size &&
+         a.mtime_ns == b.mtime_ns && a.pgoff - a.start == b.pgoff - b.start;
+}
+
+// Sorts and merges overlapping or touching ranges.
+void normalize(std::vector<Range>& v) {
+  std::sort(v.begin(), v.end(), [](const Range& a, const Range& b) { return a.addr < b.addr; });
+  std::vector<Range> out;
+  for (const Range& r : v) {
+    if (r.len == 0) continue;
+    if (!out.empty() && r.addr <= out.back().end())
+      out.back().len = std::max(out.back().end(), r.end()) - out.back().addr;
+    else
+      out.push_back(r);
+  }
+  v.swap(out);
+}
+
+// a - b, both normalized.
+std::vector<Range> subtract(const std::vector<Range>& a, const std::vector<Range>& b) {
+  std::vector<Range> out;
+  size_t j = 0;
+  for (Range r : a) {
+    uint64_t pos = r.addr;
+    while (j < b.size() && b[j].end() <= pos) ++j;
+    for (size_t k = j; k < b.size() && b[k].addr < r.end(); ++k) {
+      if (b[k].addr > pos) out.push_back(Range{pos, b[k].addr - pos});
+      pos = std::max(pos, b[k].end());
+    }
+    if (pos < r.end()) out.push_back(Range{pos, r.end() - pos});
+  }
+  return out;
+}
+
+// The part of [start, end) that no VMA of the same kind covered in `prev`.
+std::vector<Range> uncovered(const VmaRecord& v, const std::vector<VmaRecord>& prev) {
+  std::vector<Range> covered;
+  for (const VmaRecord& p : prev)
+    if (p.end > v.start && p.start < v.end && same_kind(v, p))
+      covered.push_back(
+          Range{std::max(p.start, v.start), std::min(p.end, v.end) - std::max(p.start, v.start)});
+  normalize(covered);
+  return subtract({Range{v.start, v.size()}}, covered);
+}
+
+// The kernel VMAs (pieces of them) inside `v`. One PAGEMAP_SCAN never spans
+// two VMAs: when a later VMA of the range is not registered, the kernel has
+// already re-protected the earlier ones when it fails with EPERM, and their
+// written pages would be lost.
+std::vector<Range> kernel_pieces(const std::vector<proc::MapEntry>& maps, const VmaRecord& v) {
+  std::vector<Range> out;
+  auto it = std::lower_bound(maps.begin(), maps.end(), v.start,
+                             [](const proc::MapEntry& m, uint64_t a) { return m.end <= a; });
+  for (; it != maps.end() && it->start < v.end; ++it) {
+    uint64_t s = std::max(it->start, v.start), e = std::min(it->end, v.end);
+    if (s < e) out.push_back(Range{s, e - s});
+  }
+  return out;
+}
+
+class Scanner {
+ public:
+  Scanner(int pagemap, std::vector<kabi::page_region>& buf) : fd_(pagemap), buf_(buf) {}
+
+  // Appends the pages of [start, end) matching `q`; 0 or a negative errno
+  // (-EPERM: not registered with an async write-protect userfaultfd). After
+  // a failure part of the range may already be re-protected: callers then
+  // report all of it.
+  int scan(uint64_t start, uint64_t end, const Query& q, std::vector<Range>* out) {
+    uint64_t pos = start;
+    while (pos < end) {
+      kabi::pm_scan_arg a{};
+      a.size = sizeof a;
+      a.flags = kabi::kScanCheckWpAsync | (q.protect ? kabi::kScanWpMatching : 0);
+      a.start = pos;
+      a.end = end;
+      a.vec = reinterpret_cast<uint64_t>(buf_.data());
+      a.vec_len = buf_.size();
+      a.category_inverted = q.inverted;
+      a.category_mask = q.mask;
+      a.category_anyof_mask = q.anyof;
+      a.return_mask = kabi::kPageIsWritten;
+      long n = ::ioctl(fd_, kabi::kPagemapScan, &a);
+      if (n < 0) return -errno;
+      for (long i = 0; i < n && out; ++i)
+        mem::append_range(*out, buf_[i].start, buf_[i].end - buf_[i].start);
+      // The walk_end quirk: past 512 regions walk_end may stop short of where
+      // the walk got to. A buffer that did not fill means the walk finished;
+      // otherwise resume after both walk_end and the last region returned.
+      if (size_t(n) < buf_.size()) break;
+      uint64_t next = std::max<uint64_t>(a.walk_end, buf_[n - 1].end);
+      if (next <= pos) return -EIO;  // no progress: never loop forever
+      pos = next;
+    }
+    return 0;
+  }
+
+  // 0 when the VMA holding `addr` is registered with an async write-protect
+  // userfaultfd, -EPERM when not. Looks at one page and changes nothing.
+  int registered(uint64_t addr) {
+    kabi::page_region r;
+    kabi::pm_scan_arg a{};
+    a.size = sizeof a;
+    a.flags = kabi::kScanCheckWpAsync;
+    a.start = addr;
+    a.end = addr + kPage;
+    a.vec = reinterpret_cast<uint64_t>(&r);
+    a.vec_len = 1;
+    a.category_mask = kabi::kPageIsWritten;
+    a.return_mask = kabi::kPageIsWritten;
+    return ::ioctl(fd_, kabi::kPagemapScan, &a) < 0 ? -errno : 0;
+  }
+
+  // Protects a VMA piece; appends what was written since the last time.
+  int protect(Kind kind, Range r, std::vector<Range>* written) {
+    if (kind == Kind::kAnon) return scan(r.addr, r.end(), kWritten, written);
+    for (const Query* q : {&kWrittenFilePages, &kEmptyEntries, &kPrivateCopies}) {
+      if (!q->protect && !written) continue;
+      if (int e = scan(r.addr, r.end(), *q, written)) return e;
+    }
+    return 0;
+  }
+
+ private:
+  int fd_;
+  std::vector<kabi::page_region>& buf_;
+};
+
+int register_wp(int uffd, Range r) {
+  uffdio_register reg{};
+  reg.range.start = r.addr;
+  reg.range.len = r.len;
+  reg.mode = UFFDIO_REGISTER_MODE_WP;
+  return ::ioctl(uffd, UFFDIO_REGISTER, &reg) == 0 ? 0 : -errno;
+}
+
+std::string proc_path(pid_t pid, const std::string& what) {
+  return "/proc/" + std::to_string(pid) + "/" + what;
+}
+
+Result<UniqueFd> open_pagemap(pid_t pid) {
+  UniqueFd pm(::open(proc_path(pid, "pagemap").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!pm.valid()) return sys_error("opening " + proc_path(pid, "pagemap"));
+  return pm;
+}
+
+// Whether the target's `fd` is a userfaultfd we set up (UFFDIO_API done with
+// our features, as its fdinfo shows); the reason when it is not.
+Status check_target_uffd(pid_t pid, int fd) {
+  const std::string what = "fd " + std::to_string(fd);
+  char link[256];
+  ssize_t n = ::readlink(proc_path(pid, "fd/" + std::to_string(fd)).c_str(), link, sizeof link - 1);
+  if (n < 0)
+    return errno == ENOENT ? make_error(ENOENT, "the tracker's userfaultfd (" + what +
+                                                    ") is gone from the target (closed, or exec)")
+                           : sys_error("inspecting the target's " + what);
+  if (std::string(link, size_t(n)) != "anon_inode:[userfaultfd]")
+    return make_error(ENOENT, "the target's " + what + " is no longer the tracker's userfaultfd");
+  CKPT_ASSIGN(std::string info, read_file(proc_path(pid, "fdinfo/" + std::to_string(fd))));
+  size_t at = info.find("API:");
+  uint64_t api = 0, features = 0;
+  if (at == std::string::npos ||
+      std::sscanf(info.c_str() + at, "API: %" SCNx64 ":%" SCNx64, &api, &features) != 2 ||
+      (features & kFeatures) != kFeatures)
+    return make_error(ENOENT,
+                      "the target's " + what + " is a userfaultfd the tracker did not set up");
+  return {};
+}
+
+// A copy of the target's `fd` in this process.
+Result<UniqueFd> grab_target_fd(pid_t pid, int fd) {
+  UniqueFd pidfd(int(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd.valid()) return sys_error("pidfd_open " + std::to_string(pid));
+  UniqueFd copy(int(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
+  if (!copy.valid()) return sys_error("pidfd_getfd of the target's fd " + std::to_string(fd));
+  return copy;
+}
+
+// kTrackerFd if free in the target, else the next free number below its
+// RLIMIT_NOFILE, else the highest free one below kTrackerFd. Never an fd in
+// use: the target's own descriptors are not ours to replace.
+Result<int> choose_target_fd(pid_t pid) {
+  std::set<int> used;
+  DIR* d = ::opendir(proc_path(pid, "fd").c_str());
+  if (!d) return sys_error("listing " + proc_path(pid, "fd"));
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') used.insert(std::atoi(e->d_name));
+  ::closedir(d);
+  long limit = kTrackerFd + 1;
+  CKPT_ASSIGN(std::string limits, read_file(proc_path(pid, "limits")));
+  size_t at = limits.find("Max open files");
+  if (at != std::string::npos) limit = std::strtol(limits.c_str() + at + 14, nullptr, 10);
+  for (long n = kTrackerFd; n < limit; ++n)
+    if (!used.count(int(n))) return int(n);
+  for (long n = std::min<long>(limit, kTrackerFd) - 1; n >= 3; --n)
+    if (!used.count(int(n))) return int(n);
+  return make_error(EMFILE, "no free file descriptor in the target for the tracker");
+}
+
+// Runs `body` as system calls injected into the stopped leader, then gives the
+// thread back the registers it was stopped with, adjusted exactly as the
+// kernel would have restarted a system call it was blocked in.
+Status with_injection(pid_t pid, const std::function<Status(proc::RemoteSyscall&)>& body) {
+  CKPT_ASSIGN(uint64_t insn, proc::find_syscall_insn(pid));
+  auto captured = proc::get_regs(pid);
+  if (!captured.ok()) return captured.error().context("the target must be frozen");
+  proc::RemoteSyscall rs(pid, *captured, insn);
+  Status st = body(rs);
+  Status back = proc::set_regs(pid, restore::live_resume_registers(*captured));
+  if (!st.ok()) return st;
+  return back;
+}
+
+// Makes the target create a close-on-exec userfaultfd and put it at `number`
+// (dup3 replaces a stale one there). Returns the number.
+Result<int> create_target_uffd(pid_t pid, int number) {
+  Status st = with_injection(pid, [&](proc::RemoteSyscall& rs) -> Status {
+    CKPT_ASSIGN(long fd, rs.call_to_exit(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+    // vm.unprivileged_userfaultfd = 0: an unprivileged target may still
+    // create one that ignores kernel-mode faults, which WP_ASYNC never sees.
+    if (fd == -EPERM) {
+      CKPT_ASSIGN(
+          fd, rs.call_to_exit(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | kabi::kUffdUserModeOnly));
+    }
+    if (fd < 0) return sys_error("userfaultfd() in the target", int(-fd));
+    if (fd == number) return {};
+    CKPT_ASSIGN(long moved, rs.call_to_exit(SYS_dup3, uint64_t(fd), uint64_t(number), O_CLOEXEC));
+    CKPT_ASSIGN(long closed, rs.call_to_exit(SYS_close, uint64_t(fd)));
+    (void)closed;
+    if (moved < 0) return sys_error("dup3() in the target", int(-moved));
+    return {};
+  });
+  if (!st.ok()) return st.error();
+  return number;
+}
+
+void close_target_fd(pid_t pid, int fd) {
+  (void)with_injection(pid, [&](proc::RemoteSyscall& rs) -> Status {
+    CKPT_ASSIGN(long r, rs.call_to_exit(SYS_close, uint64_t(fd)));
+    (void)r;
+    return {};
+  });
+}
+
+}  // namespace
+
+PagemapScanTracker::PagemapScanTracker(Options opts) : opts_(opts) {
+  regions_.resize(std::max<size_t>(opts_.scan_regions, 1));
+}
+
+FeatureCheck PagemapScanTracker::probe() {
+  FeatureCheck c{"pagemap-scan", false, ""};
+  UniqueFd pm(::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+  if (!pm.valid()) return c.detail = "cannot open /proc/self/pagemap", c;
+  UniqueFd uffd(int(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK)));
+  if (!uffd.valid() && errno == EPERM)
+    uffd.reset(int(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | kabi::kUffdUserModeOnly)));
+  if (!uffd.valid()) return c.detail = std::string("userfaultfd: ") + std::strerror(errno), c;
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = kFeatures;
+  if (::ioctl(uffd.get(), UFFDIO_API, &api) != 0 || (api.features & kFeatures) != kFeatures)
+    return c.detail = "userfaultfd lacks asynchronous write-protect (WP_ASYNC, Linux 6.7+)", c;
+
+  // Self-test on 4 MiB of our own memory: a write, a zapped page, and a
+  // zapped 2 MiB range (a THP if we get one) whose page table goes away.
+  constexpr uint64_t kHuge = 2 << 20;
+  void* raw =
+      ::mmap(nullptr, 3 * kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return c.detail = "self-test: mmap failed", c;
+  char* mem = reinterpret_cast<char*>((reinterpret_cast<uint64_t>(raw) + kHuge - 1) & ~(kHuge - 1));
+  struct Unmap {
+    void* p;
+    ~Unmap() { ::munmap(p, 3 * kHuge); }
+  } unmap{raw};
+  (void)::madvise(mem, 2 * kHuge, MADV_HUGEPAGE);
+  std::memset(mem, 1, 2 * kHuge);
+  (void)::madvise(mem + kHuge, kHuge, 25 /* MADV_COLLAPSE: best effort */);
+  std::vector<kabi::page_region> buf(64);
+  Scanner sc(pm.get(), buf);
+  Range all{reinterpret_cast<uint64_t>(mem), 2 * kHuge};
+  if (register_wp(uffd.get(), all) != 0)
+    return c.detail = std::string("self-test: UFFDIO_REGISTER: ") + std::strerror(errno), c;
+  if (int e = sc.scan(all.addr, all.end(), kWritten, nullptr))
+    return c.detail = e == -ENOTTY || e == -EINVAL
+                          ? "kernel has no PAGEMAP_SCAN (needs Linux 6.7+)"
+                          : std::string("self-test: PAGEMAP_SCAN: ") + std::strerror(-e),
+           c;
+  mem[3 * kPage] = 2;
+  ::madvise(mem + kPage, kPage, MADV_DONTNEED);
+  ::madvise(mem + kHuge, kHuge, MADV_DONTNEED);
+  std::vector<Range> got;
+  if (int e = sc.scan(all.addr, all.end(), kWritten, &got))
+    return c.detail = std::string("self-test: PAGEMAP_SCAN: ") + std::strerror(-e), c;
+  std::vector<Range> need{
+      {all.addr + kPage, kPage}, {all.addr + 3 * kPage, kPage}, {all.addr + kHuge, kHuge}};
+  normalize(got);
+  if (!subtract(need, got).empty())
+    return c.detail =
+               "kernel does not report pages zapped by MADV_DONTNEED as written "
+               "(needs the PAGEMAP_SCAN hole fix)",
+           c;
+  c.ok = true;
+  c.detail = "PAGEMAP_SCAN and userfaultfd WP_ASYNC available; zapped pages read as written";
+  return c;
+}
+
+Status PagemapScanTracker::available() {
+  if (!probed_) probed_ = probe();
+  if (!probed_->ok) return make_error(ENOTSUP, "pagemap-scan tracker: " + probed_->detail);
+  return {};
+}
+
+Status PagemapScanTracker::track(pid_t pid, int uffd, const std::vector<VmaRecord>& vmas,
+                                 bool reused, bool* foreign) {
+  CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));
+  CKPT_ASSIGN(auto maps, proc::read_maps(pid));
+  Scanner sc(pm.get(), regions_);
+  std::vector<std::pair<Kind, Range>> pieces;
+  bool any_registered = false;
+  for (const VmaRecord& v : vmas) {
+    Kind kind = classify(v);
+    if (kind != Kind::kAnon && kind != Kind::kFile) continue;
+    for (Range r : kernel_pieces(maps, v)) {
+      pieces.push_back({kind, r});
+      any_registered = any_registered || (reused && sc.registered(r.addr) == 0);
+    }
+  }
+  // See collect(): a kept userfaultfd that tracks none of these VMAs belongs
+  // to another process; registering through it would act on that process.
+  if (reused && !pieces.empty() && !any_registered) {
+    *foreign = true;
+    return {};
+  }
+  for (const auto& [kind, r] : pieces) {
+    // A VMA that cannot be registered (owned by another userfaultfd,
+    // unsupported) is found unregistered by collect() and reported unknown.
+    if (register_wp(uffd, r) != 0) continue;
+    if (sc.protect(kind, r, nullptr) == -EPERM) {
+      *foreign = true;  // registered through this fd, yet not in this process
+      return {};
+    }
+  }
+  return {};
+}
+
+Status PagemapScanTracker::arm_fresh(pid_t pid, const std::vector<VmaRecord>& vmas,
+                                     TrackerState* state, int replace_fd) {
+  state->target_fd = -1;
+  int number = replace_fd;
+  if (number < 0) {
+    CKPT_ASSIGN(number, choose_target_fd(pid));
+  }
+  CKPT_ASSIGN(int fd, create_target_uffd(pid, number));
+  auto uffd = grab_target_fd(pid, fd);
+  Status st = uffd.ok() ? Status{} : Status{uffd.error()};
+  if (st.ok()) {
+    // Once per userfaultfd: a second UFFDIO_API fails with EINVAL.
+    uffdio_api api{};
+    api.api = UFFD_API;
+    api.features = kFeatures;
+    if (::ioctl(uffd->get(), UFFDIO_API, &api) != 0)
+      st = sys_error("UFFDIO_API on the target's userfaultfd");
+    else if ((api.features & kFeatures) != kFeatures)
+      st = make_error(ENOTSUP, "the target's userfaultfd lacks WP_ASYNC");
+  }
+  if (!st.ok()) {
+    close_target_fd(pid, fd);  // leave nothing half set up behind
+    return st;
+  }
+  state->target_fd = fd;
+  bool foreign = false;
+  CKPT_TRY(track(pid, uffd->get(), vmas, false, &foreign));
+  if (foreign) return make_error(EIO, "a fresh userfaultfd does not track the target's memory");
+  return {};
+}
+
+Status PagemapScanTracker::arm(pid_t pid, const std::vector<VmaRecord>& vmas, TrackerState* state) {
+  CKPT_TRY(available());
+  if (state->target_fd >= 0 && check_target_uffd(pid, state->target_fd).ok()) {
+    // Already tracking (a new full checkpoint of a tracked process): keep the
+    // userfaultfd, whose UFFDIO_API is done, and restart from this instant.
+    CKPT_ASSIGN(UniqueFd uffd, grab_target_fd(pid, state->target_fd));
+    bool foreign = false;
+    CKPT_TRY(track(pid, uffd.get(), vmas, true, &foreign));
+    if (!foreign) return {};
+    uffd.reset();  // our copy must not keep the stale context alive
+    return arm_fresh(pid, vmas, state, state->target_fd);
+  }
+  return arm_fresh(pid, vmas, state, -1);
+}
+
+Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRecord>& vmas,
+                                             const std::vector<VmaRecord>& prev,
+                                             TrackerState* state) {
+  CKPT_TRY(available());
+  // Tracking is lost: everything is dirty this time; track from now on.
+  auto lost = [&](const std::string& why, int replace_fd) -> Result<DirtySet> {
+    DirtySet all;
+    all.everything = true;
+    all.reason = why;
+    Status st = arm_fresh(pid, vmas, state, replace_fd);
+    if (!st.ok()) all.reason += "; arming again failed: " + st.error().message;
+    return all;
+  };
+  if (state->target_fd < 0) return lost("tracking was not armed for this process", -1);
+  if (Status ok = check_target_uffd(pid, state->target_fd); !ok.ok())
+    return lost(ok.error().message + ": tracking lost", -1);
+  CKPT_ASSIGN(UniqueFd uffd, grab_target_fd(pid, state->target_fd));
+  CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));
+  CKPT_ASSIGN(auto maps, proc::read_maps(pid));
+  Scanner sc(pm.get(), regions_);
+
+  struct Piece {
+    Kind kind;
+    Range r;
+    bool registered;
+  };
+  std::vector<Piece> pieces;
+  DirtySet out;
+  bool any_registered = false;
+  for (const VmaRecord& v : vmas) {
+    Kind kind = classify(v);
+    if (kind == Kind::kSkip) continue;
+    if (kind == Kind::kUnknown) {
+      out.unknown.push_back(Range{v.start, v.size()});
+      continue;
+    }
+    for (Range r : uncovered(v, prev)) out.unknown.push_back(r);
+    for (Range r : kernel_pieces(maps, v)) {
+      int e = sc.registered(r.addr);
+      if (e != 0 && e != -EPERM) {
+        out.unknown.push_back(r);
+        continue;
+      }
+      pieces.push_back({kind, r, e == 0});
+      any_registered |= e == 0;
+    }
+  }
+  // No VMA registered at all: this userfaultfd is not the one tracking this
+  // process (e.g. inherited across fork, where the child's VMAs lose their
+  // registration). Decided before registering anything through it, since
+  // registration acts on the memory of the process that created it.
+  if (!pieces.empty() && !any_registered) {
+    int stale = state->target_fd;
+    uffd.reset();
+    return lost("the userfaultfd at fd " + std::to_string(stale) +
+                    " does not track this process (inherited across fork?)",
+                stale);
+  }
+
+  bool foreign = false;
+  for (const Piece& p : pieces) {
+    // Re-registering our own VMA is a no-op; it fails for a VMA owned by
+    // another userfaultfd, whose owner may re-protect pages behind our back.
+    if (register_wp(uffd.get(), p.r) != 0) {
+      out.unknown.push_back(p.r);
+      continue;
+    }
+    std::vector<Range> written;
+    int e = sc.protect(p.kind, p.r, &written);
+    if (!p.registered) {
+      // New, moved or replaced: no history. Protected now, reported whole.
+      foreign |= e == -EPERM;
+      out.unknown.push_back(p.r);
+    } else if (e != 0) {
+      out.unknown.push_back(p.r);
+    } else {
+      out.written.insert(out.written.end(), written.begin(), written.end());
+    }
+  }
+  if (foreign) {
+    int stale = state->target_fd;
+    uffd.reset();
+    return lost(
+        "the userfaultfd at fd " + std::to_string(stale) + " does not track this process's memory",
+        stale);
+  }
+  normalize(out.unknown);
+  normalize(out.written);
+  out.written = subtract(out.written, out.unknown);
+  return out;
+}
+
+}  // namespace ckpt::dirty

@@ -1,0 +1,103 @@
+// The pagemap-scan tracker: PAGEMAP_SCAN on /proc/PID/pagemap plus an
+// asynchronous write-protect userfaultfd (UFFD_FEATURE_WP_ASYNC, Linux 6.7+)
+// that belongs to the target. Writes to protected pages are resolved in the
+// kernel (no signal, no round trip to us) and leave the page "written";
+// one PAGEMAP_SCAN per VMA then lists the written pages and protects them
+// again.
+//
+// The userfaultfd lives inside the target so that tracking survives between
+// tool runs: arm() makes the target create it with an injected system call,
+// moves it to kTrackerFd (close-on-exec; the next free number above it when
+// taken) and records the number in TrackerState::target_fd. Later runs reach
+// it with pidfd_getfd. Tracking ends by itself when the target execs or
+// closes that fd; collect() then reports `everything` and arms afresh.
+//
+// Which VMAs are tracked, and how:
+// - private anonymous memory ([heap], [stack], anonymous, PROT_NONE
+//   reservations included: a reservation zapped with MADV_DONTNEED and
+//   re-enabled later must not come back with stale data): registered and
+//   scanned for written pages. Zapped pages (MADV_DONTNEED, MADV_FREE after
+//   reclaim, brk shrink + regrow) read as written.
+// - private file mappings: registered, but their private (COW) copies are
+//   never write-protected and are reported on every collect. A protected COW
+//   page dropped with MADV_DONTNEED reverts to the file's page and the
+//   kernel keeps it protected (a uffd-wp marker), so it would read as
+//   unwritten although its content changed. Unprotected, its drop leaves an
+//   empty entry, which reads as written. Page-cache pages and empty entries
+//   are protected as usual, so reading a file page never makes it dirty.
+// - shared anonymous memory: reported `unknown` on every collect (another
+//   process may write it through its own page tables, which we do not see).
+// - shared file mappings, [vdso], [vvar]*: not reported (the file holds the
+//   content; the vdso comes from the kernel).
+// - hugetlb and VMAs larger than kMaxTrackedBytes: `unknown` every time (an
+//   empty hugetlb entry reads as unwritten; protecting a huge sparse range
+//   would allocate page tables for all of it: 2 MiB per GiB).
+//
+// Layout changes: a VMA the userfaultfd does not cover (new, moved by
+// mremap, replaced by MAP_FIXED or munmap+mmap) makes PAGEMAP_SCAN fail with
+// EPERM; it is registered, protected and reported `unknown` as a whole.
+// Every collect also re-registers each VMA (a no-op for ours), which fails
+// for a VMA owned by another userfaultfd: that VMA is `unknown` and left
+// alone. Parts of a VMA that no VMA of the same kind (flags, name, same
+// file at the same offset) covered in `prev` are `unknown`: a grown heap or
+// stack keeps its registration, but its new part had no page to compare.
+//
+// Caller contract: pages in `written` or `unknown` that are not populated,
+// or that are no longer private copies of a file mapping, changed too (to
+// zero, or back to the file's content): the checkpoint must record them so
+// older generations do not supply stale data for them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/check.hpp>
+#include <optional>
+#include <vector>
+
+#include "dirty/kernel_abi.hpp"
+#include "dirty/tracker.hpp"
+
+namespace ckpt::dirty {
+
+// Where the tracker's userfaultfd lives in the target (unless taken).
+constexpr int kTrackerFd = 1000;
+// Larger private VMAs are reported `unknown` rather than tracked.
+constexpr uint64_t kMaxTrackedBytes = 64ull << 30;
+
+class PagemapScanTracker : public Tracker {
+ public:
+  struct Options {
+    // page_region slots per PAGEMAP_SCAN call; scans resume when they fill.
+    size_t scan_regions = 16384;
+  };
+
+  PagemapScanTracker() : PagemapScanTracker(Options{}) {}
+  explicit PagemapScanTracker(Options opts);
+
+  // Whether this kernel can track: PAGEMAP_SCAN, a userfaultfd with
+  // WP_ASYNC, and a self-test that zapped pages (one page, and a whole 2 MiB
+  // page-table range) read as written; kernels before the hole fix did not.
+  static FeatureCheck probe();
+
+  const char* name() const override { return "pagemap-scan"; }
+  Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state) override;
+  Result<DirtySet> collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,
+                           const std::vector<image::VmaRecord>& prev, TrackerState* state) override;
+
+ private:
+  Status available();
+  // `replace_fd` >= 0: the target's stale userfaultfd number to take over.
+  Status arm_fresh(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state,
+                   int replace_fd);
+  // Registers and protects `vmas`; sets *foreign when the userfaultfd turns
+  // out not to serve this process's memory (an fd inherited across fork).
+  // `reused`: a userfaultfd kept from before, checked before registering.
+  Status track(pid_t pid, int uffd, const std::vector<image::VmaRecord>& vmas, bool reused,
+               bool* foreign);
+
+  Options opts_;
+  std::optional<FeatureCheck> probed_;
+  std::vector<kabi::page_region> regions_;  // PAGEMAP_SCAN output buffer, reused
+};
+
+}  // namespace ckpt::dirty

@@ -1,0 +1,739 @@
+// The pagemap-scan tracker against a real target: a forked child that maps
+// memory and then executes commands sent over a pipe (writes, layout
+// changes, blocking system calls). Every round checks the contract: no false
+// negatives, and for plain writes exactly the written pages.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dirty/pagemap_scan.hpp"
+#include "proc/freeze.hpp"
+#include "proc/maps.hpp"
+#include "util/fd.hpp"
+
+namespace ckpt::dirty {
+namespace {
+
+using image::VmaRecord;
+using mem::Range;
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kRegionPages = 2048;  // 8 MiB of anonymous memory, all populated
+constexpr uint64_t kFilePages = 64;      // a private file mapping
+
+// ---------------------------------------------------------------- the target
+
+enum Op : uint32_t {
+  kWrite,         // n addresses follow: increment one byte at each
+  kMremap,        // move [a, a+b) to a new address, returned
+  kFixedReplace,  // mmap MAP_FIXED anonymous over [a, a+b)
+  kUnmapMap,      // munmap [a, a+b), then mmap the same range again
+  kDontneed,      // madvise(MADV_DONTNEED) [a, a+b)
+  kBrk,           // grow the heap by a bytes; returns the old break
+  kReadInto,      // read() b bytes from the data pipe to address a
+  kClose,         // close(a)
+  kDupNull,       // open /dev/null at fd a
+  kSleep,         // nanosleep a ms; returns (result, elapsed ms)
+  kHuge,          // MADV_HUGEPAGE + MADV_COLLAPSE on [a, a+b)
+  kFork,          // fork a grandchild that serves the second command pipe
+  kExit,
+};
+
+struct Cmd {
+  uint32_t op = 0, n = 0;
+  uint64_t a = 0, b = 0;
+};
+struct Ack {
+  int64_t result = 0;
+  uint64_t a = 0, b = 0;
+};
+
+struct Pipes {
+  int cmd[2], ack[2], data[2];
+  void open() {
+    ASSERT_EQ(::pipe(cmd), 0);
+    ASSERT_EQ(::pipe(ack), 0);
+    ASSERT_EQ(::pipe(data), 0);
+  }
+  void close_all() {
+    for (int* p : {cmd, ack, data}) ::close(p[0]), ::close(p[1]);
+  }
+};
+
+bool read_full(int fd, void* buf, size_t len) {
+  auto* p = static_cast<char*>(buf);
+  while (len > 0) {
+    ssize_t n = ::read(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= size_t(n);
+  }
+  return true;
+}
+
+bool write_full(int fd, const void* buf, size_t len) {
+  auto* p = static_cast<const char*>(buf);
+  while (len > 0) {
+    ssize_t n = ::write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= size_t(n);
+  }
+  return true;
+}
+
+int64_t now_ms() {
+  timespec t;
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return int64_t(t.tv_sec) * 1000 + t.tv_nsec / 1000000;
+}
+
+// The target's main loop (runs in the child; never returns).
+[[noreturn]] void serve(const Pipes& p, const Pipes* grandchild) {
+  std::vector<uint64_t> addrs;
+  for (;;) {
+    Cmd c;
+    if (!read_full(p.cmd[0], &c, sizeof c)) ::_exit(0);
+    Ack ack;
+    switch (c.op) {
+      case kWrite:
+        addrs.resize(c.n);
+        if (!read_full(p.cmd[0], addrs.data(), c.n * 8)) ::_exit(2);
+        for (uint64_t a : addrs) {
+          volatile char* c = reinterpret_cast<volatile char*>(a);
+          *c = char(*c + 1);
+        }
+        break;
+      case kMremap: {
+        // Moved for certain: onto a reserved range elsewhere.
+        void* dst = ::mmap(nullptr, c.b, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void* to =
+            ::mremap(reinterpret_cast<void*>(c.a), c.b, c.b, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
+        ack.result = to == MAP_FAILED ? -errno : 0;
+        ack.a = reinterpret_cast<uint64_t>(to);
+        break;
+      }
+      case kFixedReplace:
+        ack.result = ::mmap(reinterpret_cast<void*>(c.a), c.b, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED
+                         ? -errno
+                         : 0;
+        break;
+      case kUnmapMap:
+        ::munmap(reinterpret_cast<void*>(c.a), c.b);
+        ack.result = ::mmap(reinterpret_cast<void*>(c.a), c.b, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1,
+                            0) == reinterpret_cast<void*>(c.a)
+                         ? 0
+                         : -1;
+        break;
+      case kDontneed:
+        ack.result = ::madvise(reinterpret_cast<void*>(c.a), c.b, MADV_DONTNEED);
+        break;
+      case kBrk:
+        ack.a = reinterpret_cast<uint64_t>(::sbrk(intptr_t(c.a)));
+        break;
+      case kReadInto:
+        ack.result = read_full(p.data[0], reinterpret_cast<void*>(c.a), c.b) ? 0 : -1;
+        break;
+      case kClose:
+        ack.result = ::close(int(c.a));
+        break;
+      case kDupNull: {
+        int fd = ::open("/dev/null", O_RDONLY);
+        ack.result = ::dup2(fd, int(c.a));
+        ::close(fd);
+        break;
+      }
+      case kSleep: {
+        int64_t t0 = now_ms();
+        timespec ts{time_t(c.a / 1000), long(c.a % 1000) * 1000000};
+        ack.result = ::nanosleep(&ts, nullptr) == 0 ? 0 : -errno;
+        ack.a = uint64_t(now_ms() - t0);
+        break;
+      }
+      case kHuge:
+        ::madvise(reinterpret_cast<void*>(c.a), c.b, MADV_HUGEPAGE);
+        ack.result = ::madvise(reinterpret_cast<void*>(c.a), c.b, 25 /* MADV_COLLAPSE */);
+        break;
+      case kFork: {
+        pid_t g = ::fork();
+        if (g == 0) serve(*grandchild, nullptr);
+        ack.a = uint64_t(g);
+        break;
+      }
+      case kExit:
+        ::_exit(0);
+    }
+    if (!write_full(p.ack[1], &ack, sizeof ack)) ::_exit(3);
+  }
+}
+
+class Target {
+ public:
+  // Forks the target: kRegionPages of populated anonymous memory, and a
+  // private mapping of `file` (half its pages read, none written).
+  explicit Target(const std::string& file) {
+    pipes_.open();
+    grand_.open();
+    UniqueFd f(::open(file.c_str(), O_RDONLY)), f_rw(::open(file.c_str(), O_RDWR));
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      auto* region =
+          static_cast<char*>(::mmap(nullptr, kRegionPages * kPage, PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+      std::memset(region, 1, kRegionPages * kPage);
+      auto* map = static_cast<char*>(
+          ::mmap(nullptr, kFilePages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE, f.get(), 0));
+      for (uint64_t i = 0; i < kFilePages / 2; ++i) (void)*(volatile char*)(map + i * kPage);
+      auto* shared_anon = static_cast<char*>(
+          ::mmap(nullptr, 16 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+      auto* shared_file = static_cast<char*>(
+          ::mmap(nullptr, 16 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, f_rw.get(), 0));
+      shared_anon[0] = shared_file[0] = 1;
+      Ack hello[2] = {
+          {0, reinterpret_cast<uint64_t>(region), reinterpret_cast<uint64_t>(map)},
+          {0, reinterpret_cast<uint64_t>(shared_anon), reinterpret_cast<uint64_t>(shared_file)}};
+      write_full(pipes_.ack[1], hello, sizeof hello);
+      serve(pipes_, &grand_);
+    }
+    Ack hello[2];
+    read_full(pipes_.ack[0], hello, sizeof hello);
+    region_ = hello[0].a;
+    file_map_ = hello[0].b;
+    shared_anon_ = hello[1].a;
+    shared_file_ = hello[1].b;
+  }
+
+  ~Target() {
+    for (pid_t g : grandchildren_) ::kill(g, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    int st;
+    ::waitpid(pid_, &st, 0);
+    pipes_.close_all();
+    grand_.close_all();
+  }
+
+  pid_t pid() const { return pid_; }
+  uint64_t region() const { return region_; }
+  uint64_t page(uint64_t i) const { return region_ + i * kPage; }
+  uint64_t file_map() const { return file_map_; }
+  uint64_t shared_anon() const { return shared_anon_; }  // 16 pages
+  uint64_t shared_file() const { return shared_file_; }  // 16 pages
+
+  void send(Cmd c, const std::vector<uint64_t>& addrs = {}, bool grandchild = false) {
+    const Pipes& p = grandchild ? grand_ : pipes_;
+    c.n = uint32_t(addrs.size());
+    ASSERT_TRUE(write_full(p.cmd[1], &c, sizeof c));
+    ASSERT_TRUE(write_full(p.cmd[1], addrs.data(), addrs.size() * 8));
+  }
+  Ack ack(bool grandchild = false) {
+    Ack a;
+    EXPECT_TRUE(read_full((grandchild ? grand_ : pipes_).ack[0], &a, sizeof a));
+    return a;
+  }
+  Ack run(Cmd c, const std::vector<uint64_t>& addrs = {}, bool grandchild = false) {
+    send(c, addrs, grandchild);
+    return ack(grandchild);
+  }
+  void feed(const std::string& bytes) {
+    ASSERT_TRUE(write_full(pipes_.data[1], bytes.data(), bytes.size()));
+  }
+  pid_t fork_grandchild() {
+    pid_t g = pid_t(run(Cmd{kFork}).a);
+    grandchildren_.push_back(g);
+    return g;
+  }
+  void stop_grandchild(pid_t g) {
+    ::kill(g, SIGKILL);
+    grandchildren_.erase(std::find(grandchildren_.begin(), grandchildren_.end(), g));
+  }
+
+ private:
+  pid_t pid_ = -1;
+  Pipes pipes_{}, grand_{};
+  uint64_t region_ = 0, file_map_ = 0, shared_anon_ = 0, shared_file_ = 0;
+  std::vector<pid_t> grandchildren_;
+};
+
+// ------------------------------------------------------ layout and checking
+
+// The layout as the checkpoint records it (dump::collect_vmas, simplified).
+std::vector<VmaRecord> layout(pid_t pid) {
+  std::vector<VmaRecord> out;
+  auto maps = proc::read_maps(pid);
+  EXPECT_TRUE(maps.ok());
+  if (!maps.ok()) return out;
+  for (const proc::MapEntry& m : *maps) {
+    if (m.path == "[vsyscall]") continue;
+    VmaRecord v;
+    v.start = m.start;
+    v.end = m.end;
+    v.prot = (m.r ? PROT_READ : 0) | (m.w ? PROT_WRITE : 0) | (m.x ? PROT_EXEC : 0);
+    v.flags = m.shared ? uint32_t(image::kVmaShared) : 0u;
+    v.name = m.path;
+    if (m.path == "[vvar]" || m.path == "[vvar_vclock]") {
+      v.flags |= image::kVmaVvar;
+    } else if (m.path == "[vdso]") {
+      v.flags |= image::kVmaVdso;
+    } else if (m.path == "[heap]") {
+      v.flags |= image::kVmaHeap;
+    } else if (m.path == "[stack]") {
+      v.flags |= image::kVmaGrowsDown;
+    } else if (m.inode != 0 && m.path.rfind("/dev/zero", 0) != 0) {
+      struct stat st {};
+      ::stat(m.path.c_str(), &st);
+      v.flags |= image::kVmaFile;
+      v.pgoff = m.offset;
+      v.dev = st.st_dev;
+      v.ino = st.st_ino;
+      v.file_size = uint64_t(st.st_size);
+      v.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+// Pages of `rs` inside `area`.
+std::set<uint64_t> pages_in(const std::vector<Range>& rs, Range area) {
+  std::set<uint64_t> out;
+  for (const Range& r : rs)
+    for (uint64_t a = std::max(r.addr, area.addr); a < std::min(r.end(), area.end()); a += kPage)
+      out.insert(a);
+  return out;
+}
+
+std::set<uint64_t> pages_in(const std::vector<Range>& rs, const std::vector<Range>& areas) {
+  std::set<uint64_t> out;
+  for (const Range& a : areas) out.merge(pages_in(rs, a));
+  return out;
+}
+
+std::set<uint64_t> span(uint64_t addr, uint64_t len) {
+  std::set<uint64_t> out;
+  for (uint64_t a = addr; a < addr + len; a += kPage) out.insert(a);
+  return out;
+}
+
+// Sorted, merged, page-aligned, and `written` and `unknown` disjoint.
+void expect_well_formed(const DirtySet& d) {
+  for (const auto* rs : {&d.written, &d.unknown})
+    for (size_t i = 0; i < rs->size(); ++i) {
+      const Range& r = (*rs)[i];
+      EXPECT_EQ(r.addr % kPage, 0u);
+      EXPECT_EQ(r.len % kPage, 0u);
+      EXPECT_GT(r.len, 0u);
+      if (i > 0) {
+        EXPECT_LT((*rs)[i - 1].end(), r.addr) << "not sorted and merged";
+      }
+    }
+  for (const Range& w : d.written)
+    for (const Range& u : d.unknown)
+      EXPECT_FALSE(w.addr < u.end() && u.addr < w.end()) << "written and unknown overlap";
+}
+
+std::string show(const std::set<uint64_t>& pages, uint64_t base) {
+  std::string s;
+  int n = 0;
+  for (uint64_t p : pages) {
+    if (n++ == 12) return s + " ...";
+    s += " " + std::to_string((int64_t(p) - int64_t(base)) / int64_t(kPage));
+  }
+  return s;
+}
+
+// ------------------------------------------------------------- the fixture
+
+class PagemapScan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FeatureCheck c = PagemapScanTracker::probe();
+    if (!c.ok) {
+      GTEST_SKIP() << c.detail;
+    }
+    char name[] = "/tmp/pagemap_scan_test.XXXXXX";
+    int fd = ::mkstemp(name);
+    ASSERT_GE(fd, 0);
+    file_ = name;
+    std::string content(kFilePages * kPage, 'f');
+    ASSERT_TRUE(write_full(fd, content.data(), content.size()));
+    ::close(fd);
+    target_ = std::make_unique<Target>(file_);
+  }
+  void TearDown() override {
+    target_.reset();
+    if (!file_.empty()) ::unlink(file_.c_str());
+  }
+
+  // Freezes `pid`, arms, lets it go.
+  void arm(pid_t pid, PagemapScanTracker& t) {
+    auto fp = proc::FrozenProcess::freeze(pid);
+    ASSERT_TRUE(fp.ok()) << fp.error().message;
+    prev_ = layout(pid);
+    Status st = t.arm(pid, prev_, &state_);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    ASSERT_TRUE((*fp)->release().ok());
+  }
+
+  // Freezes `pid`, collects, lets it go.
+  DirtySet collect(pid_t pid, PagemapScanTracker& t) {
+    auto fp = proc::FrozenProcess::freeze(pid);
+    EXPECT_TRUE(fp.ok()) << fp.error().message;
+    if (!fp.ok()) return {};
+    std::vector<VmaRecord> now = layout(pid);
+    auto d = t.collect(pid, now, prev_, &state_);
+    EXPECT_TRUE(d.ok()) << d.error().message;
+    prev_ = now;
+    EXPECT_TRUE((*fp)->release().ok());
+    if (!d.ok()) return {};
+    expect_well_formed(*d);
+    return *d;
+  }
+
+  // Writes `pages` of the region in the target.
+  void write_pages(const std::set<uint64_t>& addrs, bool grandchild = false) {
+    target_->run(Cmd{kWrite}, std::vector<uint64_t>(addrs.begin(), addrs.end()), grandchild);
+  }
+
+  std::set<uint64_t> random_pages(std::mt19937& rng, size_t n, uint64_t first = 0,
+                                  uint64_t count = kRegionPages) {
+    std::set<uint64_t> out;
+    while (out.size() < n) out.insert(target_->page(first + rng() % count));
+    return out;
+  }
+
+  // Plain writes: exactly the written pages within `areas`, nothing unknown.
+  void expect_exact(const DirtySet& d, const std::set<uint64_t>& truth,
+                    const std::vector<Range>& areas) {
+    EXPECT_FALSE(d.everything) << d.reason;
+    std::set<uint64_t> got = pages_in(d.written, areas);
+    std::set<uint64_t> missing, extra;
+    std::set_difference(truth.begin(), truth.end(), got.begin(), got.end(),
+                        std::inserter(missing, missing.end()));
+    std::set_difference(got.begin(), got.end(), truth.begin(), truth.end(),
+                        std::inserter(extra, extra.end()));
+    EXPECT_TRUE(missing.empty()) << missing.size() << " written pages not reported:"
+                                 << show(missing, target_->region());
+    EXPECT_TRUE(extra.empty()) << extra.size() << " pages reported but not written:"
+                               << show(extra, target_->region());
+    EXPECT_TRUE(pages_in(d.unknown, areas).empty());
+  }
+
+  // No false negatives: every page in `truth` is written or unknown.
+  void expect_covers(const DirtySet& d, const std::set<uint64_t>& truth) {
+    if (d.everything) return;
+    std::set<uint64_t> missing;
+    for (uint64_t p : truth) {
+      auto in = [&](const std::vector<Range>& rs) {
+        return std::any_of(rs.begin(), rs.end(),
+                           [&](const Range& r) { return r.addr <= p && p < r.end(); });
+      };
+      if (!in(d.written) && !in(d.unknown)) missing.insert(p);
+    }
+    EXPECT_TRUE(missing.empty()) << missing.size() << " changed pages not reported:"
+                                 << show(missing, target_->region());
+  }
+
+  Range region() const { return Range{target_->region(), kRegionPages * kPage}; }
+
+  std::string file_;
+  std::unique_ptr<Target> target_;
+  TrackerState state_;
+  std::vector<VmaRecord> prev_;
+};
+
+// --------------------------------------------------------------- the tests
+
+TEST_F(PagemapScan, ExactAcrossRoundsAndToolRuns) {
+  PagemapScanTracker t;
+  arm(target_->pid(), t);
+  EXPECT_EQ(state_.target_fd, kTrackerFd);
+  std::mt19937 rng(1);
+  for (size_t n : {0, 1, 37, 300, 5, 1000}) {
+    SCOPED_TRACE("round writing " + std::to_string(n) + " pages");
+    auto truth = random_pages(rng, n);
+    write_pages(truth);
+    // A new tracker object each round: what a new tool run starts from.
+    PagemapScanTracker fresh;
+    DirtySet d = collect(target_->pid(), fresh);
+    expect_exact(d, truth, {region()});
+    // Shared anonymous memory: never vouched for. Shared file mappings: the
+    // file holds their content, nothing to report.
+    Range shared_anon{target_->shared_anon(), 16 * kPage};
+    Range shared_file{target_->shared_file(), 16 * kPage};
+    EXPECT_EQ(pages_in(d.unknown, shared_anon), span(shared_anon.addr, shared_anon.len));
+    EXPECT_TRUE(pages_in(d.written, shared_file).empty());
+    EXPECT_TRUE(pages_in(d.unknown, shared_file).empty());
+  }
+}
+
+TEST_F(PagemapScan, TrackerFdIsCloseOnExecAndAvoidsTakenNumbers) {
+  target_->run(Cmd{kDupNull, 0, uint64_t(kTrackerFd)});
+  PagemapScanTracker t;
+  arm(target_->pid(), t);
+  EXPECT_EQ(state_.target_fd, kTrackerFd + 1);
+  std::string base = "/proc/" + std::to_string(target_->pid());
+  char link[64] = {};
+  ASSERT_GT(::readlink((base + "/fd/" + std::to_string(kTrackerFd)).c_str(), link, 63), 0);
+  EXPECT_STREQ(link, "/dev/null");
+  std::memset(link, 0, sizeof link);
+  ASSERT_GT(::readlink((base + "/fd/" + std::to_string(state_.target_fd)).c_str(), link, 63), 0);
+  EXPECT_STREQ(link, "anon_inode:[userfaultfd]");
+  auto info = read_file(base + "/fdinfo/" + std::to_string(state_.target_fd));
+  ASSERT_TRUE(info.ok());
+  unsigned flags = 0;
+  ASSERT_EQ(std::sscanf(info->c_str() + info->find("flags:"), "flags: %o", &flags), 1);
+  EXPECT_TRUE(flags & O_CLOEXEC);
+}
+
+TEST_F(PagemapScan, ArmingAgainKeepsTheUserfaultfd) {
+  PagemapScanTracker t;
+  arm(target_->pid(), t);
+  int fd = state_.target_fd;
+  write_pages({target_->page(3)});
+  arm(target_->pid(), t);  // a new full checkpoint: UFFDIO_API must not run twice
+  EXPECT_EQ(state_.target_fd, fd);
+  std::set<uint64_t> truth{target_->page(7), target_->page(8)};
+  write_pages(truth);
+  expect_exact(collect(target_->pid(), t), truth, {region()});
+}
+
+// More regions than the kernel's 512-entry bounce buffer, and scans that
+// fill the caller's buffer and must resume (the walk_end quirk).
+TEST_F(PagemapScan, ManyScatteredRegions) {
+  PagemapScanTracker t;
+  arm(target_->pid(), t);
+  for (size_t slots : {16384, 64, 511, 512, 513}) {
+    SCOPED_TRACE("buffer of " + std::to_string(slots) + " regions");
+    std::set<uint64_t> truth;
+    for (uint64_t i = slots % 2; i < kRegionPages; i += 2) truth.insert(target_->page(i));
+    write_pages(truth);
+    PagemapScanTracker small(PagemapScanTracker::Options{slots});
+    DirtySet d = collect(target_->pid(), small);
+    EXPECT_GE(d.written.size(), 1000u);
+    expect_exact(d, truth, {region()});
+  }
+}
+
+TEST_F(PagemapScan, LayoutChangesAreReported) {
+  PagemapScanTracker t;
+  arm(target_->pid(), t);
+  const uint64_t p = kPage;
+  // Everything at once, between two checkpoints.
+  uint64_t moved = target_->run(Cmd{kMremap, 0, target_->page(100), 64 * p}).a;
+  ASSERT_NE(moved, uint64_t(-1));
+  EXPECT_EQ(target_->run(Cmd{kFixedReplace, 0, target_->page(300), 32 * p}).result, 0);
+  EXPECT_EQ(target_->run(Cmd{kUnmapMap, 0, target_->page(400), 32 * p}).result, 0);
+  EXPECT_EQ(target_->run(Cmd{kDontneed, 0, target_->page(600), 40 * p}).result, 0);
+  EXPECT_EQ(target_->run(Cmd{kDontneed, 0, target_->page(1024), 512 * p}).result, 0);
+  target_->feed(std::string(2 * p, 'r'));
+  EXPECT_EQ(target_->run(Cmd{kReadInto, 0, target_->page(700) + 100, 2 * p}).result, 0);
+  uint64_t brk0 = target_->run(Cmd{kBrk, 0, 16 * p}).a;
+  std::set<uint64_t> heap_writes{(brk0 + 5 * p) & ~(p - 1), (brk0 + 12 * p) & ~(p - 1)};
+  write_pages(heap_writes);
+  std::set<uint64_t> plain{target_->page(10), target_->page(2000)};
+  write_pages(plain);
+
+  DirtySet d = collect(target_->pid(), t);
+  EXPECT_FALSE(d.everything) << d.reason;
+  expect_covers(d, span(moved, 64 * p));
+  expect_covers(d, span(target_->page(300), 32 * p));
+  expect_covers(d, span(target_->page(400), 32 * p));
+  expect_covers(d, heap_writes);
+  // Zapped pages and kernel-side writes are reported written by the kernel.
+  std::set<uint64_t> zapped = span(target_->page(600), 40 * p);
+  zapped.merge(span(target_->page(1024), 512 * p));
+  std::set<uint64_t> read_into = span(target_->page(700), 3 * p);
+  std::set<uint64_t> truth = plain;
+  truth.insert(zapped.begin(), zapped.end());
+  truth.insert(read_into.begin(), read_into.end());
+  // The region's surviving parts: exact (the hole left by mremap is gone).
+  std::vector<Range> surviving{{target_->page(0), 100 * p},
+                               {target_->page(164), 136 * p},
+                               {target_->page(332), 68 * p},
+                               {target_->page(432), (kRegionPages - 432) * p}};
+  expect_exact(d, truth, surviving);
+
+  // Tracking goes on, new and moved mappings included: exact again.
+  std::set<uint64_t> next{target_->page(5), target_->page(310), target_->page(420),
+                          target_->page(620), moved + 3 * p};
+  write_pages(next);
+  std::vector<Range> all = surviving;
+  all.push_back({target_->page(300), 32 * p});
+  all.push_back({target_->page(400), 32 * p});
+  all.push_back({moved, 64 * p});
+  expect_exact(collect(target_->pid(), t), next, all);
+}
+
+// Transparent huge pages are protected per PMD; writes and a whole-PMD
+// MADV_DONTNEED (which leaves no page table behind) stay exact.
+TEST_F(PagemapScan, HugePages) {
+  const uint64_t huge = 2 << 20;
+  uint64_t aligned = (target_->region() + huge - 1) & ~(huge - 1);
+  bool collapsed = target_->run(Cmd{kHuge, 0, aligned, 2 * huge}).result == 0;
+  auto rollup = read_file("/proc/" + std::to_string(target_->pid()) + "/smaps_rollup");
+  ASSERT_TRUE(rollup.ok());
+  size_t at = rollup->find("AnonHugePages:");
+  long thp_kb = at == std::string::npos ? 0 : std::strtol(rollup->c_str() + at + 14, nullptr, 10);
+  if (collapsed) {
+    EXPECT_GE(thp_kb, 4096) << "MADV_COLLAPSE succeeded but no THP mapped";
+  }
+  RecordProperty("thp_kb", std::to_string(thp_kb));
+
+  PagemapScanTracker t;
+  arm(target_->pid(), t);
+  std::set<uint64_t> truth{aligned + 7 * kPage, aligned + 300 * kPage, aligned + huge + 5 * kPage,
+                           target_->page(1)};
+  write_pages(truth);
+  expect_exact(collect(target_->pid(), t), truth, {region()});
+
+  EXPECT_EQ(target_->run(Cmd{kDontneed, 0, aligned + huge, huge}).result, 0);
+  truth = span(aligned + huge, huge);
+  truth.insert(aligned + 9 * kPage);
+  write_pages({aligned + 9 * kPage});
+  expect_exact(collect(target_->pid(), t), truth, {region()});
+
+  truth = {aligned + 10 * kPage, aligned + huge + 10 * kPage};
+  write_pages(truth);
+  expect_exact(collect(target_->pid(), t), truth, {region()});
+}
+
+TEST_F(PagemapScan, PrivateFileCopies) {
+  PagemapScanTracker t;
+  arm(target_->pid(), t);
+  uint64_t f = target_->file_map();
+  Range file{f, kFilePages * kPage};
+  write_pages({f + 2 * kPage, f + 5 * kPage, f + 40 * kPage});
+  DirtySet d = collect(target_->pid(), t);
+  expect_covers(d, {f + 2 * kPage, f + 5 * kPage, f + 40 * kPage});
+  // A private copy dropped by MADV_DONTNEED reverts to the file's content:
+  // reported, like the copies themselves. Reading file pages is not a write.
+  EXPECT_EQ(target_->run(Cmd{kDontneed, 0, f + 2 * kPage, kPage}).result, 0);
+  write_pages({f + 50 * kPage});
+  d = collect(target_->pid(), t);
+  expect_covers(d, {f + 2 * kPage, f + 50 * kPage});
+  std::set<uint64_t> got = pages_in(d.written, file);
+  got.merge(pages_in(d.unknown, file));
+  EXPECT_EQ(got,
+            (std::set<uint64_t>{f + 2 * kPage, f + 5 * kPage, f + 40 * kPage, f + 50 * kPage}));
+  // Dropped again after being reported: still reported.
+  EXPECT_EQ(target_->run(Cmd{kDontneed, 0, f + 5 * kPage, kPage}).result, 0);
+  expect_covers(collect(target_->pid(), t), {f + 5 * kPage});
+}
+
+// Waits until `pid` sleeps in one of the system calls `nrs` (/proc/PID/syscall).
+bool blocked_in(pid_t pid, std::initializer_list<long> nrs) {
+  for (int i = 0; i < 400; ++i) {
+    auto s = read_file("/proc/" + std::to_string(pid) + "/syscall");
+    if (s.ok() && !s->empty() && std::isdigit((unsigned char)(*s)[0])) {
+      long nr = std::strtol(s->c_str(), nullptr, 10);
+      if (std::find(nrs.begin(), nrs.end(), nr) != nrs.end()) return true;
+    }
+    ::usleep(5000);
+  }
+  return false;
+}
+
+// The target is stopped inside a blocking system call while we inject ours;
+// it must finish that call as if nothing happened.
+TEST_F(PagemapScan, BlockedSystemCallsFinish) {
+  PagemapScanTracker t;
+  target_->send(Cmd{kSleep, 0, 400});
+  ASSERT_TRUE(blocked_in(target_->pid(), {SYS_nanosleep, SYS_clock_nanosleep}));
+  arm(target_->pid(), t);  // injects userfaultfd/dup3/close during nanosleep
+  Ack a = target_->ack();
+  EXPECT_EQ(a.result, 0);
+  EXPECT_GE(a.a, 400u);
+  EXPECT_LT(a.a, 2000u);
+
+  target_->send(Cmd{kReadInto, 0, target_->page(9), 5});
+  ASSERT_TRUE(blocked_in(target_->pid(), {SYS_read}));
+  collect(target_->pid(), t);  // blocked in read() on an empty pipe
+  target_->feed("hello");
+  EXPECT_EQ(target_->ack().result, 0);
+  std::set<uint64_t> truth{target_->page(9)};
+  expect_exact(collect(target_->pid(), t), truth, {region()});
+
+  // Collect that has to re-arm (injects again) while the target sleeps.
+  target_->run(Cmd{kClose, 0, uint64_t(state_.target_fd)});
+  target_->send(Cmd{kSleep, 0, 300});
+  ASSERT_TRUE(blocked_in(target_->pid(), {SYS_nanosleep, SYS_clock_nanosleep}));
+  EXPECT_TRUE(collect(target_->pid(), t).everything);
+  a = target_->ack();
+  EXPECT_EQ(a.result, 0);
+  EXPECT_GE(a.a, 300u);
+}
+
+TEST_F(PagemapScan, ClosedUserfaultfdMeansEverything) {
+  PagemapScanTracker t;
+  arm(target_->pid(), t);
+  int fd = state_.target_fd;
+  write_pages({target_->page(1)});
+  EXPECT_EQ(target_->run(Cmd{kClose, 0, uint64_t(fd)}).result, 0);
+  DirtySet d = collect(target_->pid(), t);
+  EXPECT_TRUE(d.everything);
+  EXPECT_NE(d.reason.find("gone"), std::string::npos) << d.reason;
+  EXPECT_EQ(state_.target_fd, fd);  // armed afresh at the same (free again) number
+  std::set<uint64_t> truth{target_->page(2), target_->page(3)};
+  write_pages(truth);
+  expect_exact(collect(target_->pid(), t), truth, {region()});
+
+  // Not armed at all: everything, and armed from then on.
+  state_ = TrackerState{};
+  EXPECT_TRUE(collect(target_->pid(), t).everything);
+}
+
+// A child inherits the tracker's fd across fork, but not the registration:
+// collect on it must not trust that fd (it acts on the parent's memory).
+TEST_F(PagemapScan, InheritedUserfaultfdIsNotTrusted) {
+  PagemapScanTracker t;
+  arm(target_->pid(), t);
+  TrackerState parent = state_;
+  std::vector<VmaRecord> parent_prev = prev_;
+  pid_t g = target_->fork_grandchild();
+  prev_ = layout(g);
+  DirtySet d = collect(g, t);
+  EXPECT_TRUE(d.everything);
+  EXPECT_NE(d.reason.find("does not track"), std::string::npos) << d.reason;
+  EXPECT_EQ(state_.target_fd, parent.target_fd);  // its stale copy replaced in place
+  std::set<uint64_t> truth{target_->page(11)};
+  write_pages(truth, /*grandchild=*/true);
+  expect_exact(collect(g, t), truth, {region()});
+  target_->stop_grandchild(g);
+
+  // The parent's tracking is untouched by all this.
+  state_ = parent;
+  prev_ = parent_prev;
+  truth = {target_->page(12), target_->page(13)};
+  write_pages(truth);
+  expect_exact(collect(target_->pid(), t), truth, {region()});
+}
+
+TEST(PagemapScanProbe, ReportsWhy) {
+  FeatureCheck c = PagemapScanTracker::probe();
+  EXPECT_EQ(c.name, "pagemap-scan");
+  EXPECT_FALSE(c.detail.empty());
+}
+
+}  // namespace
+}  // namespace ckpt::dirty
