@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
                            {"pages_zero", s.pages_zero},
                            {"pages_skipped", s.pages_skipped},
                            {"generations_read", s.generations_read},
+                           {"tracking", s.tracking},
                            {"bytes_read", s.bytes_read}});
   } else if (detach) {
     std::printf("%d\n", s.pid);

@@ -50,6 +50,7 @@ nlohmann::json stats_json(const CheckpointStats& s) {
           {"parent_generation", s.parent_generation},
           {"kind", s.parent_generation ? "incremental" : "full"},
           {"tracker", s.tracker},
+          {"tracker_reset", s.tracker_reset},
           {"frozen_seconds", s.frozen_seconds},
           {"memory_seconds", s.memory_seconds},
           {"total_seconds", s.total_seconds},

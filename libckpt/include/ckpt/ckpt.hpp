@@ -20,7 +20,7 @@ struct CheckpointOptions {
   pid_t pid = 0;                 // the target
   bool kill_after = false;       // end the target after a successful checkpoint
   bool direct_io = false;        // write page content with O_DIRECT (bypass the page cache)
-  std::string tracker = "auto";  // dirty-page tracker: auto | hash (others: see cr_check)
+  std::string tracker = "auto";  // auto | pagemap-scan | hash (kmod, soft-dirty: not yet)
   ProgressFn progress;
 };
 
@@ -37,6 +37,7 @@ struct CheckpointStats {
   uint64_t bytes_written = 0;      // all three files
   uint64_t parent_generation = 0;  // 0: a full checkpoint
   std::string tracker = "none";
+  std::string tracker_reset;  // non-empty: tracking was lost, everything saved (why)
 };
 
 // Writes a full checkpoint of `pid` as a new generation in opts.dir. The
@@ -66,6 +67,7 @@ struct RestoreStats {
   uint64_t pages_zero = 0;
   uint64_t pages_skipped = 0;     // superseded by a newer generation, or no longer mapped
   uint64_t generations_read = 0;  // the chain: the generation and its ancestors
+  std::string tracking;           // "armed": later incrementals continue this chain
   uint64_t bytes_read = 0;
 };
 

@@ -2,8 +2,10 @@
 #include <sys/random.h>
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <ckpt/ckpt.hpp>
 
+#include "dirty/pagemap_scan.hpp"
 #include "dump/collect.hpp"
 #include "dump/hash_filter.hpp"
 #include "dump/memory.hpp"
@@ -27,17 +29,38 @@ Status describe(pid_t pid, const proc::FrozenProcess& fp, const image::ImageMeta
   CKPT_TRY(dump::collect_vdso(pid, meta->vmas, &meta->vdso));
   CKPT_TRY(dump::collect_threads(fp, previous, &meta->threads));
   CKPT_TRY(dump::collect_signals(fp, meta->threads[0], &meta->process));
-  CKPT_TRY(dump::collect_files(pid, &meta->files));
+  int tracker_fd = previous && previous->tracker_fd >= 0 ? previous->tracker_fd : dirty::kTrackerFd;
+  CKPT_TRY(dump::collect_files(pid, tracker_fd, &meta->files));
   utsname u;
   if (::uname(&u) == 0) meta->kernel_release = u.release;
   return {};
 }
 
-Status check_tracker(const std::string& t) {
-  if (t == "auto" || t == "hash") return {};
-  if (t == "kmod" || t == "pagemap-scan" || t == "soft-dirty")
-    return make_error(ENOTSUP, "tracker " + t + " is not available in this build yet (use hash)");
-  return make_error(EINVAL, "unknown tracker " + t);
+// The tracker of a new chain: `auto` is the best one this kernel supports.
+Result<std::string> choose_tracker(const std::string& want) {
+  if (want == "hash") return want;
+  if (want == "auto" || want == "pagemap-scan") {
+    FeatureCheck pms = dirty::PagemapScanTracker::probe();
+    if (pms.ok) return std::string("pagemap-scan");
+    if (want == "auto") return std::string("hash");
+    return make_error(ENOTSUP, "tracker pagemap-scan unusable here: " + pms.detail);
+  }
+  if (want == "kmod" || want == "soft-dirty")
+    return make_error(ENOTSUP, "tracker " + want + " is not available in this build yet");
+  return make_error(EINVAL, "unknown tracker " + want);
+}
+
+std::vector<mem::Range> merge(std::vector<mem::Range> a, const std::vector<mem::Range>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  std::sort(a.begin(), a.end(), [](auto& x, auto& y) { return x.addr < y.addr; });
+  std::vector<mem::Range> out;
+  for (const mem::Range& r : a) {
+    if (!out.empty() && r.addr <= out.back().end())
+      out.back().len = std::max(out.back().end(), r.end()) - out.back().addr;
+    else
+      out.push_back(r);
+  }
+  return out;
 }
 
 // The parts of a full and an incremental checkpoint that are the same.
@@ -47,12 +70,24 @@ Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::S
                                    uint64_t generation, double t0,
                                    const image::ImageMeta* hint = nullptr) {
   CheckpointStats stats;
-  CKPT_TRY(check_tracker(opts.tracker));
+  std::string tracker;
+  if (prev) {
+    tracker = prev->meta().tracker.empty() ? "hash" : prev->meta().tracker;
+    if (opts.tracker != "auto" && opts.tracker != tracker)
+      return make_error(EINVAL, "this chain uses the " + tracker +
+                                    " tracker; start a new chain with cr_full --tracker " +
+                                    opts.tracker);
+  } else {
+    CKPT_ASSIGN(tracker, choose_tracker(opts.tracker));
+  }
+  const bool hashing = tracker == "hash";
+
   const double t_frozen = now_seconds();
   CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
 
   image::ImageMeta meta;
   meta.generation = generation;
+  meta.tracker = tracker;
   if (prev) {
     meta.parent_generation = prev->meta().generation;
     meta.chain_id = prev->meta().chain_id;
@@ -61,18 +96,46 @@ Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::S
     return sys_error("getrandom");
   }
   meta.created_unix_ns = unix_now_ns();
+  // Registers are captured here, before any tracker injects calls.
   CKPT_TRY(describe(opts.pid, *fp, prev ? &prev->meta() : hint, &meta));
 
-  CKPT_ASSIGN(dump::MemoryPlan plan, dump::plan_memory(opts.pid, meta.vmas));
+  dirty::PagemapScanTracker pms;
+  dirty::TrackerState tstate;
+  tstate.target_fd = prev ? prev->meta().tracker_fd : (hint ? hint->tracker_fd : -1);
+  dump::MemoryPlan plan;
+  if (prev && !hashing) {
+    CKPT_ASSIGN(dirty::DirtySet ds, pms.collect(opts.pid, meta.vmas, prev->meta().vmas, &tstate));
+    std::vector<mem::Range> dirty;
+    if (ds.everything) {
+      stats.tracker_reset = ds.reason.empty() ? "tracking lost" : ds.reason;
+      for (const image::VmaRecord& v : meta.vmas) dirty.push_back({v.start, v.size()});
+    }
+    dirty = merge(merge(dirty, ds.written), ds.unknown);
+    CKPT_ASSIGN(plan, dump::plan_dirty_memory(opts.pid, meta.vmas, dirty, &meta.complete));
+  } else {
+    CKPT_ASSIGN(plan, dump::plan_memory(opts.pid, meta.vmas));
+  }
+
   CKPT_ASSIGN(auto writer, image::SnapshotWriter::create(opts.dir, meta.generation, meta.chain_id,
                                                          opts.direct_io));
   static const std::vector<image::PageHash> kNone;
-  dump::HashFilter filter(prev ? prev->page_hashes() : kNone, *writer);
+  dump::HashFilter filter(prev && hashing ? prev->page_hashes() : kNone, *writer);
   const double t_mem = now_seconds();
-  CKPT_TRY(dump::dump_memory(
-      opts.pid, plan, [&](uint64_t va, const uint8_t* d, size_t n) { return filter.add(va, d, n); },
-      opts.progress));
-  filter.finish(meta.vmas, &meta.complete);
+  if (hashing) {
+    CKPT_TRY(dump::dump_memory(
+        opts.pid, plan,
+        [&](uint64_t va, const uint8_t* d, size_t n) { return filter.add(va, d, n); },
+        opts.progress));
+    filter.finish(meta.vmas, &meta.complete);
+  } else {
+    CKPT_TRY(dump::dump_memory(
+        opts.pid, plan,
+        [&](uint64_t va, const uint8_t* d, size_t n) { return writer->add_pages(va, d, n); },
+        opts.progress));
+    // A full starts tracking now; an incremental's collect() already re-armed.
+    if (!prev && !opts.kill_after) CKPT_TRY(pms.arm(opts.pid, meta.vmas, &tstate));
+    meta.tracker_fd = tstate.target_fd;
+  }
   stats.memory_seconds = now_seconds() - t_mem;
 
   // Memory is copied: a running target cannot change the image any more, so
@@ -92,7 +155,7 @@ Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::S
 
   stats.generation = meta.generation;
   stats.parent_generation = meta.parent_generation;
-  stats.tracker = "hash";
+  stats.tracker = tracker;
   stats.frozen_seconds = t_released - t_frozen;
   stats.total_seconds = t_end - t0;
   stats.vmas = meta.vmas.size();
@@ -137,7 +200,8 @@ Result<CheckpointStats> checkpoint_incremental(const CheckpointOptions& opts) {
     return make_error(EINVAL, opts.dir + " holds checkpoints of PID " +
                                   std::to_string(prev->meta().process.pid) + ", not of " +
                                   std::to_string(opts.pid));
-  if (prev->page_hashes().empty() && prev->runs().size() > 0)
+  if ((prev->meta().tracker.empty() || prev->meta().tracker == "hash") &&
+      prev->page_hashes().empty() && !prev->runs().empty())
     return make_error(EINVAL, "generation " + std::to_string(gens->back()) +
                                   " carries no page hashes: take a new full checkpoint");
   return checkpoint(opts, prev.get(), gens->back() + 1, t0);

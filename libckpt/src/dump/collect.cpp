@@ -198,7 +198,7 @@ Status collect_signals(const proc::FrozenProcess& fp, const image::ThreadRecord&
   return {};
 }
 
-Status collect_files(pid_t pid, std::vector<image::FileRecord>* out) {
+Status collect_files(pid_t pid, int tracker_fd, std::vector<image::FileRecord>* out) {
   std::string fd_dir = proc_path(pid, "fd");
   DIR* d = ::opendir(fd_dir.c_str());
   if (!d) return sys_error("listing " + fd_dir);
@@ -212,6 +212,7 @@ Status collect_files(pid_t pid, std::vector<image::FileRecord>* out) {
     std::string link = fd_dir + "/" + std::to_string(fd);
     auto target = read_link(link);
     if (!target.ok()) continue;  // closed meanwhile
+    if (fd == tracker_fd && *target == "anon_inode:[userfaultfd]") continue;
     CKPT_ASSIGN(std::string info, read_file(proc_path(pid, "fdinfo/") + std::to_string(fd)));
     image::FileRecord f;
     f.fd = fd;

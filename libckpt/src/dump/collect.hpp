@@ -26,6 +26,8 @@ Status collect_threads(const proc::FrozenProcess& fp, const image::ImageMeta* pr
 Status collect_signals(const proc::FrozenProcess& fp, const image::ThreadRecord& leader,
                        image::ProcessRecord* out);
 // Open file descriptors; refuses kinds that cannot be restored yet, naming the fd.
-Status collect_files(pid_t pid, std::vector<image::FileRecord>* out);
+// `tracker_fd`: the dirty tracker's own userfaultfd in the process, which is
+// not the program's and is not saved.
+Status collect_files(pid_t pid, int tracker_fd, std::vector<image::FileRecord>* out);
 
 }  // namespace ckpt::dump

@@ -83,6 +83,34 @@ Result<MemoryPlan> plan_memory(pid_t pid, const std::vector<image::VmaRecord>& v
   return plan;
 }
 
+Result<MemoryPlan> plan_dirty_memory(pid_t pid, const std::vector<image::VmaRecord>& vmas,
+                                     const std::vector<mem::Range>& dirty,
+                                     std::vector<image::MemRange>* complete) {
+  CKPT_ASSIGN(mem::Pagemap pm, mem::Pagemap::open(pid));
+  MemoryPlan plan;
+  size_t d = 0;
+  for (const image::VmaRecord& v : vmas) {
+    if (v.is_special()) continue;
+    if (v.is_file() && (v.flags & image::kVmaShared)) continue;
+    plan.pages_scanned += v.size() / image::kPageSize;
+    auto sel = v.is_file() ? mem::PageSelect::kPrivateCopies : mem::PageSelect::kPopulated;
+    while (d < dirty.size() && dirty[d].end() <= v.start) ++d;
+    for (size_t i = d; i < dirty.size() && dirty[i].addr < v.end; ++i) {
+      uint64_t s = std::max(dirty[i].addr, v.start), e = std::min(dirty[i].end(), v.end);
+      size_t first = plan.ranges.size();
+      CKPT_TRY(pm.select(s, e, sel, plan.ranges));
+      // The dirty pages not selected hold nothing now.
+      uint64_t at = s;
+      for (size_t k = first; k < plan.ranges.size(); ++k) {
+        if (plan.ranges[k].addr > at) complete->push_back({at, plan.ranges[k].addr});
+        at = plan.ranges[k].end();
+      }
+      if (at < e) complete->push_back({at, e});
+    }
+  }
+  return plan;
+}
+
 Status dump_memory(pid_t pid, const MemoryPlan& plan, const PageSink& sink,
                    const ProgressFn& progress) {
   std::vector<Batch> batches = make_batches(plan.ranges);

@@ -27,6 +27,14 @@ Result<MemoryPlan> plan_memory(pid_t pid, const std::vector<image::VmaRecord>& v
 // Receives the pages read, in ascending address order.
 using PageSink = std::function<Status(uint64_t vaddr, const uint8_t* data, size_t npages)>;
 
+// For a tracked incremental: of `dirty` (sorted, merged), the pages worth
+// saving; dirty pages that hold nothing any more (zapped, or no longer a
+// private copy of their file page) become `complete` ranges, restored as
+// freshly mapped.
+Result<MemoryPlan> plan_dirty_memory(pid_t pid, const std::vector<image::VmaRecord>& vmas,
+                                     const std::vector<mem::Range>& dirty,
+                                     std::vector<image::MemRange>* complete);
+
 // Reads the planned ranges and hands them to `sink` (on the calling thread).
 Status dump_memory(pid_t pid, const MemoryPlan& plan, const PageSink& sink,
                    const ProgressFn& progress);

@@ -163,6 +163,12 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     for (const MemRange& r : m.complete) put_u64s(w, {r.start, r.end});
     put_record(out, RecordType::kComplete, w, nrecords);
   }
+  if (!m.tracker.empty()) {
+    ByteWriter w;
+    w.str(m.tracker);
+    w.i32(m.tracker_fd);
+    put_record(out, RecordType::kTracker, w, nrecords);
+  }
   for (const FileRecord& f : m.files) {
     ByteWriter w;
     w.i32(f.fd);
@@ -219,6 +225,8 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
         if (!r.u64(&c.start) || !r.u64(&c.end) || c.start > c.end) return false;
       return true;
     }
+    case RecordType::kTracker:
+      return r.str(&m->tracker) && r.i32(&m->tracker_fd);
     case RecordType::kVdso:
       return r.u64(&m->vdso.vdso_size) && r.u64(&m->vdso.vdso_hash);
     case RecordType::kVma: {

@@ -62,6 +62,7 @@ enum class RecordType : uint32_t {
   kFile = 7,
   kSignals = 8,
   kComplete = 9,
+  kTracker = 10,
 };
 
 // Little-endian byte sink/source for record payloads.

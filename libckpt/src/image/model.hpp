@@ -129,6 +129,10 @@ struct ImageMeta {
   // untracked mappings saved whole): pages it holds no run for are empty
   // there. A full checkpoint describes everything.
   std::vector<MemRange> complete;
+  // The dirty-page tracker of the chain, and what it keeps in the process
+  // between checkpoints (pagemap-scan: its userfaultfd's number there).
+  std::string tracker;
+  int32_t tracker_fd = -1;
 };
 
 // PageRun::flags bits.

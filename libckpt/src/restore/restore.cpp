@@ -7,6 +7,7 @@
 #include <ckpt/ckpt.hpp>
 #include <cstring>
 
+#include "dirty/pagemap_scan.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
 #include "proc/inject.hpp"
@@ -47,19 +48,36 @@ Status check_restorable(const image::ImageMeta& meta) {
 }
 
 // Everything after the child exists; on error the caller kills the child.
+struct RebuildOptions {
+  const RestoreOptions& user;
+  bool generation_is_newest;
+};
+
 Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& plan,
-               const RestoreOptions& opts, RestoreStats* stats) {
+               const RebuildOptions& opts, RestoreStats* stats) {
   CKPT_ASSIGN(user_regs_struct base, proc::get_regs(pid));
   proc::RemoteSyscall rs(pid, base, reinterpret_cast<uint64_t>(ckpt_inject_insn));
   restore::AddressSpaceBuilder builder(pid, chain, plan, rs);
   restore::MemoryStats ms;
-  CKPT_TRY(builder.build(opts.progress, &ms));
+  CKPT_TRY(builder.build(opts.user.progress, &ms));
   stats->pages_written = ms.pages_written;
   stats->pages_zero = ms.pages_zero;
   stats->bytes_read = ms.bytes_read;
   stats->pages_read = ms.bytes_read / image::kPageSize;
 
-  const image::ThreadRecord& t = chain.newest().threads[0];
+  const image::ImageMeta& meta = chain.newest();
+  const image::ThreadRecord& t = meta.threads[0];
+  // Restoring the newest generation of a tracked chain: start tracking now,
+  // before the process runs, so the next cr_incr saves only what it writes.
+  // (An older generation is another timeline: the next cr_incr then finds no
+  // tracker and saves everything.)
+  if (meta.tracker == "pagemap-scan" && opts.generation_is_newest) {
+    dirty::PagemapScanTracker tracker;
+    dirty::TrackerState state;
+    state.target_fd = meta.tracker_fd;
+    CKPT_TRY(tracker.arm(pid, meta.vmas, &state));
+    stats->tracking = state.target_fd == meta.tracker_fd ? "armed" : "armed at another fd";
+  }
   if (t.rseq_len) {
     CKPT_ASSIGN(long r, rs.call(SYS_rseq, t.rseq_ptr, t.rseq_len, 0, t.rseq_sig));
     if (r != 0) return sys_error("registering rseq", int(-r));
@@ -93,7 +111,9 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   stats.pages_skipped = plan.pages_skipped;
 
   CKPT_ASSIGN(pid_t pid, restore::spawn_stopped(meta, opts.new_pid));
-  Status st = rebuild(pid, chain, plan, opts, &stats);
+  CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
+  RebuildOptions ro{opts, !gens.empty() && gens.back() == meta.generation};
+  Status st = rebuild(pid, chain, plan, ro, &stats);
   if (!st.ok()) {
     ::kill(pid, SIGKILL);
     int ws;
