@@ -11,6 +11,10 @@
 #   incremental    as restore, but after cr_full the program keeps running
 #                  through two cr_incr (0.3 s apart) before the kill, and the
 #                  restore reads the chain newest first;
+#   incremental-after-restore
+#                  full + incremental, kill, restore (detached), one more
+#                  incremental of the restored process, kill, restore: the
+#                  chain continues across a restore;
 #   sabotage-FLOW  FLOW (one of the above) with TEST_SABOTAGE=1: the program
 #                  corrupts its own state, so it must exit 1 (proves the
 #                  self-check can fail).
@@ -52,7 +56,7 @@ if [[ $MODE == sabotage-* ]]; then
   EXPECT=1
   PROG_ENV=(TEST_SABOTAGE=1)
 fi
-case $FLOW in plain | restore | leave-running | incremental) ;; *) usage ;; esac
+case $FLOW in plain | restore | leave-running | incremental | incremental-after-restore) ;; *) usage ;; esac
 [[ " ${CASES[*]} " == *" $CASE "* ]] || usage
 
 pass() {
@@ -96,7 +100,15 @@ esac
 [[ -x $PROG_DIR/$PROG ]] || fail "test program $PROG_DIR/$PROG not built"
 [[ $FLOW == plain || -x $BIN_DIR/cr_full ]] || fail "$BIN_DIR/cr_full not built"
 [[ $FLOW != restore || -x $BIN_DIR/cr_restart ]] || fail "$BIN_DIR/cr_restart not built"
-[[ $FLOW != incremental || -x $BIN_DIR/cr_incr ]] || fail "$BIN_DIR/cr_incr not built"
+[[ $FLOW != incremental* || -x $BIN_DIR/cr_incr ]] || fail "$BIN_DIR/cr_incr not built"
+
+# Runs cr_incr on $PID (must succeed).
+incremental() {
+  local rc=0
+  timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_incr" --dir "$CKPT" "$PID" </dev/null \
+    >"$WORK/cr_incr.out" 2>"$WORK/cr_incr.err" || rc=$?
+  ((rc == 0)) || fail "cr_incr $(describe_status "$rc"): $(first_line "$WORK/cr_incr.err")"
+}
 
 # Starts the program in the background with no fds >= 3, sets PID (and FEED,
 # the write end of its stdin, for STDIN_PIPE cases).
@@ -212,21 +224,37 @@ case $FLOW in
     pass "checkpoint ${CKPT_TIME}s"
     ;;
 
-  restore | incremental)
+  restore | incremental | incremental-after-restore)
     checkpoint
-    if [[ $FLOW == incremental ]]; then
-      for _ in 1 2; do
+    if [[ $FLOW == incremental* ]]; then
+      rounds=2
+      [[ $FLOW == incremental ]] || rounds=1
+      for ((i = 0; i < rounds; i++)); do
         sleep 0.3
-        rc=0
-        timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_incr" --dir "$CKPT" "$PID" </dev/null \
-          >"$WORK/cr_incr.out" 2>"$WORK/cr_incr.err" || rc=$?
-        ((rc == 0)) || fail "cr_incr $(describe_status "$rc"): $(first_line "$WORK/cr_incr.err")"
+        incremental
       done
     fi
-    # (Braces: bash would report the killed job on stderr.)
-    { kill -9 "$PID" || true; } 2>/dev/null
-    { wait_exit "$PID" 10; } 2>/dev/null || fail "original still there 10s after kill -9"
-    [[ ! -e /proc/$PID ]] || fail "pid $PID still in use after the original was reaped"
+    if [[ $FLOW == incremental-after-restore ]]; then
+      { kill -9 "$PID" || true; } 2>/dev/null
+      { wait_exit "$PID" 10; } 2>/dev/null || fail "original still there 10s after kill -9"
+      rc=0
+      timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_restart" --dir "$CKPT" --detach </dev/null \
+        >"$WORK/cr_restart.out" 2>"$WORK/cr_restart.err" || rc=$?
+      ((rc == 0)) || fail "cr_restart --detach $(describe_status "$rc"): $(first_line "$WORK/cr_restart.err")"
+      [[ $(cat "$WORK/cr_restart.out") == "$PID" ]] || fail "restored under another PID"
+      sleep 0.3
+      incremental
+      # The restored process is not our child: wait for its PID to be free.
+      { kill -9 "$PID" || true; } 2>/dev/null
+      for ((i = 0; i < 100; i++)); do [[ $(proc_state "$PID") == - ]] && break; sleep 0.05; done
+      PID_NOT_CHILD=1
+    fi
+    if [[ -z ${PID_NOT_CHILD:-} ]]; then
+      # (Braces: bash would report the killed job on stderr.)
+      { kill -9 "$PID" || true; } 2>/dev/null
+      { wait_exit "$PID" 10; } 2>/dev/null || fail "original still there 10s after kill -9"
+      [[ ! -e /proc/$PID ]] || fail "pid $PID still in use after the original was reaped"
+    fi
     if ((STDIN_PIPE)); then exec {FEED}>&-; fi
 
     # The restored process gets cr_restart's stdio for the stdio that was a

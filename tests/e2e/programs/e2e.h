@@ -100,7 +100,7 @@ static inline uint64_t e2e_mix(uint64_t x) {
 }
 
 // Fills `out` with the open fds of this process (excluding the directory
-// stream used to list them); returns how many.
+// stream used to list them and libckpt's tracker fd); returns how many.
 static inline int e2e_list_fds(char (*out)[300], int max) {
   DIR* d = opendir("/proc/self/fd");
   if (!d) e2e_fail("opendir /proc/self/fd: %s", strerror(errno));
@@ -115,6 +115,10 @@ static inline int e2e_list_fds(char (*out)[300], int max) {
     ssize_t len = readlink(link, target, sizeof target - 1);
     if (len < 0) continue;
     target[len] = '\0';
+    // libckpt's pagemap-scan tracker keeps its userfaultfd open in the
+    // tracked process at a documented high fd (1000, close-on-exec) between
+    // checkpoints: not the program's own.
+    if (fd >= 1000 && strcmp(target, "anon_inode:[userfaultfd]") == 0) continue;
     // "pipe:[1234]" -> "pipe:", "socket:[..]" -> "socket:".
     char* bracket = strstr(target, ":[");
     if (bracket && target[0] != '/') bracket[1] = '\0';
