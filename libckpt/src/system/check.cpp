@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "dirty/kernel_abi.hpp"
+#include "dirty/pagemap_scan.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt {
@@ -22,40 +23,6 @@ bool has_cap(int cap) {
   __user_cap_data_struct d[2]{};
   if (::syscall(SYS_capget, &h, d) != 0) return false;
   return d[cap / 32].effective & (1u << (cap % 32));
-}
-
-// PAGEMAP_SCAN on our own pagemap, and a userfaultfd with async write-protect.
-FeatureCheck probe_pagemap_scan() {
-  FeatureCheck c{"pagemap-scan", false, ""};
-  UniqueFd pm(::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
-  if (!pm.valid()) return c.detail = "cannot open /proc/self/pagemap", c;
-  static char probe_page[4096] __attribute__((aligned(4096)));
-  probe_page[0] = 1;
-  kabi::page_region regions[4];
-  kabi::pm_scan_arg arg{};
-  arg.size = sizeof arg;
-  arg.start = reinterpret_cast<uint64_t>(probe_page);
-  arg.end = arg.start + sizeof probe_page;
-  arg.vec = reinterpret_cast<uint64_t>(regions);
-  arg.vec_len = 4;
-  arg.category_anyof_mask = kabi::kPageIsPresent;
-  arg.return_mask = kabi::kPageIsPresent;
-  if (::ioctl(pm.get(), kabi::kPagemapScan, &arg) < 0)
-    return c.detail = "kernel has no PAGEMAP_SCAN (needs Linux 6.7+)", c;
-
-  int uffd = int(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
-  if (uffd < 0 && errno == EPERM)
-    uffd = int(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | kabi::kUffdUserModeOnly));
-  if (uffd < 0) return c.detail = std::string("userfaultfd: ") + std::strerror(errno), c;
-  UniqueFd ufd(uffd);
-  uffdio_api api{};
-  api.api = UFFD_API;
-  api.features = kabi::kUffdFeatureWpAsync | kabi::kUffdFeatureWpUnpopulated;
-  if (::ioctl(ufd.get(), UFFDIO_API, &api) != 0 || !(api.features & kabi::kUffdFeatureWpAsync))
-    return c.detail = "userfaultfd lacks asynchronous write-protect (WP_ASYNC)", c;
-  c.ok = true;
-  c.detail = "PAGEMAP_SCAN and userfaultfd WP_ASYNC available";
-  return c;
 }
 
 // Soft-dirty: clear_refs "4", write a page, look for pagemap bit 55.
@@ -115,7 +82,7 @@ std::vector<FeatureCheck> check_system() {
   out.push_back({"ptrace", true, scope});
 
   out.push_back(probe_kmod());
-  out.push_back(probe_pagemap_scan());
+  out.push_back(dirty::PagemapScanTracker::probe());
   out.push_back(probe_soft_dirty());
   out.push_back({"hash", true, "xxh3 of every page: works on any kernel"});
   return out;
