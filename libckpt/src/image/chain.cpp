@@ -76,7 +76,8 @@ class IntervalSet {
 
 RestorePlan plan_reverse_scan(const std::vector<const std::vector<PageRun>*>& links,
                               const std::vector<std::vector<MemRange>>& complete,
-                              const std::vector<VmaRecord>& vmas) {
+                              const std::vector<const std::vector<VmaRecord>*>& layouts) {
+  const std::vector<VmaRecord>& vmas = *layouts.at(0);
   // Where content may go: every mapping but the kernel's special ones.
   std::vector<MemRange> targets;
   for (const VmaRecord& v : vmas)
@@ -114,6 +115,19 @@ RestorePlan plan_reverse_scan(const std::vector<const std::vector<PageRun>*>& li
     }
     if (li < complete.size())
       for (const MemRange& c : complete[li]) resolved.add(c.start, c.end);
+    if (li < layouts.size()) {
+      // Unmapped at generation li: nothing older may show through there.
+      std::vector<MemRange> mapped;
+      for (const VmaRecord& v : *layouts[li]) mapped.push_back({v.start, v.end});
+      std::sort(mapped.begin(), mapped.end(),
+                [](const MemRange& a, const MemRange& b) { return a.start < b.start; });
+      uint64_t at = 0;
+      for (const MemRange& m : mapped) {
+        if (m.start > at) resolved.add(at, m.start);
+        at = std::max(at, m.end);
+      }
+      resolved.add(at, ~uint64_t(0) & ~(kPageSize - 1));
+    }
   }
   std::sort(plan.slices.begin(), plan.slices.end(),
             [](const PlanSlice& x, const PlanSlice& y) { return x.vaddr < y.vaddr; });

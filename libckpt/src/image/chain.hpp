@@ -41,9 +41,12 @@ struct RestorePlan {
 
 // Builds the reverse-scan plan. `links` newest first; `complete[i]` are the
 // ranges generation i describes entirely (pages it does not hold there are
-// empty, so older generations are not consulted); `vmas` the restored layout.
+// empty, so older generations are not consulted); `layouts[i]` generation
+// i's mappings, layouts[0] the restored layout. Whatever generation i did not
+// have mapped is resolved once i is scanned: content there in the restored
+// state was created after i, so it is in a newer generation or fresh.
 RestorePlan plan_reverse_scan(const std::vector<const std::vector<PageRun>*>& links,
                               const std::vector<std::vector<MemRange>>& complete,
-                              const std::vector<VmaRecord>& vmas);
+                              const std::vector<const std::vector<VmaRecord>*>& layouts);
 
 }  // namespace ckpt::image

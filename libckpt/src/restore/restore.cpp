@@ -33,11 +33,13 @@ Result<image::Chain> open_generation(const RestoreOptions& opts) {
 image::RestorePlan make_plan(const image::Chain& chain) {
   std::vector<const std::vector<image::PageRun>*> runs;
   std::vector<std::vector<image::MemRange>> complete;
+  std::vector<const std::vector<image::VmaRecord>*> layouts;
   for (const auto& link : chain.links) {
     runs.push_back(&link->runs());
     complete.push_back(link->meta().complete);
+    layouts.push_back(&link->meta().vmas);
   }
-  return image::plan_reverse_scan(runs, complete, chain.newest().vmas);
+  return image::plan_reverse_scan(runs, complete, layouts);
 }
 
 Status check_restorable(const image::ImageMeta& meta) {
