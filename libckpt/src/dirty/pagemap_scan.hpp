@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "dirty/kernel_abi.hpp"
+#include "dirty/layout.hpp"
 #include "dirty/tracker.hpp"
 
 namespace ckpt::dirty {
@@ -62,7 +63,6 @@ namespace ckpt::dirty {
 // Where the tracker's userfaultfd lives in the target (unless taken).
 constexpr int kTrackerFd = 1000;
 // Larger private VMAs are reported `unknown` rather than tracked.
-constexpr uint64_t kMaxTrackedBytes = 64ull << 30;
 
 class PagemapScanTracker : public Tracker {
  public:

@@ -46,4 +46,8 @@ class Tracker {
                                    TrackerState* state) = 0;
 };
 
+// The kernel-assisted tracker called `name` ("pagemap-scan", "soft-dirty");
+// nullptr for "hash", which is not a Tracker but a filter over a full read.
+std::unique_ptr<Tracker> make_tracker(const std::string& name);
+
 }  // namespace ckpt::dirty

@@ -6,6 +6,7 @@
 #include <ckpt/ckpt.hpp>
 
 #include "dirty/pagemap_scan.hpp"
+#include "dirty/soft_dirty.hpp"
 #include "dump/collect.hpp"
 #include "dump/hash_filter.hpp"
 #include "dump/memory.hpp"
@@ -39,15 +40,18 @@ Status describe(pid_t pid, const proc::FrozenProcess& fp, const image::ImageMeta
 // The tracker of a new chain: `auto` is the best one this kernel supports.
 Result<std::string> choose_tracker(const std::string& want) {
   if (want == "hash") return want;
-  if (want == "auto" || want == "pagemap-scan") {
-    FeatureCheck pms = dirty::PagemapScanTracker::probe();
-    if (pms.ok) return std::string("pagemap-scan");
-    if (want == "auto") return std::string("hash");
-    return make_error(ENOTSUP, "tracker pagemap-scan unusable here: " + pms.detail);
+  if (want == "kmod") return make_error(ENOTSUP, "tracker kmod is not available in this build yet");
+  if (want != "auto" && want != "pagemap-scan" && want != "soft-dirty")
+    return make_error(EINVAL, "unknown tracker " + want);
+  for (const char* t : {"pagemap-scan", "soft-dirty"}) {
+    if (want != "auto" && want != t) continue;
+    FeatureCheck c = std::string(t) == "pagemap-scan" ? dirty::PagemapScanTracker::probe()
+                                                      : dirty::SoftDirtyTracker::probe();
+    if (c.ok) return std::string(t);
+    if (want != "auto")
+      return make_error(ENOTSUP, "tracker " + want + " unusable here: " + c.detail);
   }
-  if (want == "kmod" || want == "soft-dirty")
-    return make_error(ENOTSUP, "tracker " + want + " is not available in this build yet");
-  return make_error(EINVAL, "unknown tracker " + want);
+  return std::string("hash");
 }
 
 std::vector<mem::Range> merge(std::vector<mem::Range> a, const std::vector<mem::Range>& b) {
@@ -99,12 +103,13 @@ Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::S
   // Registers are captured here, before any tracker injects calls.
   CKPT_TRY(describe(opts.pid, *fp, prev ? &prev->meta() : hint, &meta));
 
-  dirty::PagemapScanTracker pms;
+  std::unique_ptr<dirty::Tracker> tracker_impl = dirty::make_tracker(tracker);
   dirty::TrackerState tstate;
   tstate.target_fd = prev ? prev->meta().tracker_fd : (hint ? hint->tracker_fd : -1);
   dump::MemoryPlan plan;
   if (prev && !hashing) {
-    CKPT_ASSIGN(dirty::DirtySet ds, pms.collect(opts.pid, meta.vmas, prev->meta().vmas, &tstate));
+    CKPT_ASSIGN(dirty::DirtySet ds,
+                tracker_impl->collect(opts.pid, meta.vmas, prev->meta().vmas, &tstate));
     std::vector<mem::Range> dirty;
     if (ds.everything) {
       stats.tracker_reset = ds.reason.empty() ? "tracking lost" : ds.reason;
@@ -133,7 +138,7 @@ Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::S
         [&](uint64_t va, const uint8_t* d, size_t n) { return writer->add_pages(va, d, n); },
         opts.progress));
     // A full starts tracking now; an incremental's collect() already re-armed.
-    if (!prev && !opts.kill_after) CKPT_TRY(pms.arm(opts.pid, meta.vmas, &tstate));
+    if (!prev && !opts.kill_after) CKPT_TRY(tracker_impl->arm(opts.pid, meta.vmas, &tstate));
     meta.tracker_fd = tstate.target_fd;
   }
   stats.memory_seconds = now_seconds() - t_mem;

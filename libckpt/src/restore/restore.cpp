@@ -7,7 +7,7 @@
 #include <ckpt/ckpt.hpp>
 #include <cstring>
 
-#include "dirty/pagemap_scan.hpp"
+#include "dirty/tracker.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
 #include "proc/inject.hpp"
@@ -73,11 +73,10 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
   // before the process runs, so the next cr_incr saves only what it writes.
   // (An older generation is another timeline: the next cr_incr then finds no
   // tracker and saves everything.)
-  if (meta.tracker == "pagemap-scan" && opts.generation_is_newest) {
-    dirty::PagemapScanTracker tracker;
+  if (auto tracker = dirty::make_tracker(meta.tracker); tracker && opts.generation_is_newest) {
     dirty::TrackerState state;
     state.target_fd = meta.tracker_fd;
-    CKPT_TRY(tracker.arm(pid, meta.vmas, &state));
+    CKPT_TRY(tracker->arm(pid, meta.vmas, &state));
     stats->tracking = state.target_fd == meta.tracker_fd ? "armed" : "armed at another fd";
   }
   if (t.rseq_len) {

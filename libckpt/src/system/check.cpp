@@ -12,6 +12,7 @@
 
 #include "dirty/kernel_abi.hpp"
 #include "dirty/pagemap_scan.hpp"
+#include "dirty/soft_dirty.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt {
@@ -23,30 +24,6 @@ bool has_cap(int cap) {
   __user_cap_data_struct d[2]{};
   if (::syscall(SYS_capget, &h, d) != 0) return false;
   return d[cap / 32].effective & (1u << (cap % 32));
-}
-
-// Soft-dirty: clear_refs "4", write a page, look for pagemap bit 55.
-FeatureCheck probe_soft_dirty() {
-  FeatureCheck c{"soft-dirty", false, ""};
-  UniqueFd cr(::open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC));
-  if (!cr.valid()) return c.detail = "cannot open /proc/self/clear_refs", c;
-  if (::write(cr.get(), "4", 1) != 1)
-    return c.detail = "kernel built without CONFIG_MEM_SOFT_DIRTY (clear_refs 4 refused)", c;
-  void* p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return c.detail = "mmap failed", c;
-  static_cast<volatile char*>(p)[0] = 1;
-  UniqueFd pm(::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
-  uint64_t e = 0;
-  bool got =
-      pm.valid() && ::pread(pm.get(), &e, 8, off_t(reinterpret_cast<uint64_t>(p) / 4096 * 8)) == 8;
-  ::munmap(p, 4096);
-  if (!got) return c.detail = "cannot read /proc/self/pagemap", c;
-  if (!(e & kabi::kPmSoftDirty))
-    return c.detail = "no soft-dirty bit on written pages (kernel without CONFIG_MEM_SOFT_DIRTY)",
-           c;
-  c.ok = true;
-  c.detail = "clear_refs 4 and pagemap bit 55 work";
-  return c;
 }
 
 FeatureCheck probe_kmod() {
@@ -83,7 +60,7 @@ std::vector<FeatureCheck> check_system() {
 
   out.push_back(probe_kmod());
   out.push_back(dirty::PagemapScanTracker::probe());
-  out.push_back(probe_soft_dirty());
+  out.push_back(dirty::SoftDirtyTracker::probe());
   out.push_back({"hash", true, "xxh3 of every page: works on any kernel"});
   return out;
 }
