@@ -134,4 +134,16 @@ RestorePlan plan_reverse_scan(const std::vector<const std::vector<PageRun>*>& li
   return plan;
 }
 
+RestorePlan plan_chain(const Chain& chain) {
+  std::vector<const std::vector<PageRun>*> runs;
+  std::vector<std::vector<MemRange>> complete;
+  std::vector<const std::vector<VmaRecord>*> layouts;
+  for (const auto& link : chain.links) {
+    runs.push_back(&link->runs());
+    complete.push_back(link->meta().complete);
+    layouts.push_back(&link->meta().vmas);
+  }
+  return plan_reverse_scan(runs, complete, layouts);
+}
+
 }  // namespace ckpt::image

@@ -49,4 +49,7 @@ RestorePlan plan_reverse_scan(const std::vector<const std::vector<PageRun>*>& li
                               const std::vector<std::vector<MemRange>>& complete,
                               const std::vector<const std::vector<VmaRecord>*>& layouts);
 
+// The plan for restoring the newest generation of `chain`.
+RestorePlan plan_chain(const Chain& chain);
+
 }  // namespace ckpt::image

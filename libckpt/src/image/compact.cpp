@@ -27,15 +27,7 @@ Result<CompactStats> compact_chain(const std::string& dir) {
     return make_error(EINVAL, "generation " + std::to_string(gens.back()) +
                                   " is already a full checkpoint: nothing to compact");
 
-  std::vector<const std::vector<image::PageRun>*> runs;
-  std::vector<std::vector<image::MemRange>> complete;
-  std::vector<const std::vector<image::VmaRecord>*> layouts;
-  for (const auto& link : chain.links) {
-    runs.push_back(&link->runs());
-    complete.push_back(link->meta().complete);
-    layouts.push_back(&link->meta().vmas);
-  }
-  const image::RestorePlan plan = image::plan_reverse_scan(runs, complete, layouts);
+  const image::RestorePlan plan = image::plan_chain(chain);
 
   // The newest state's metadata, as a full checkpoint starting a new chain.
   image::ImageMeta meta = chain.newest();

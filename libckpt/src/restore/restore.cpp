@@ -30,18 +30,6 @@ Result<image::Chain> open_generation(const RestoreOptions& opts) {
   return image::open_chain(opts.dir, gen);
 }
 
-image::RestorePlan make_plan(const image::Chain& chain) {
-  std::vector<const std::vector<image::PageRun>*> runs;
-  std::vector<std::vector<image::MemRange>> complete;
-  std::vector<const std::vector<image::VmaRecord>*> layouts;
-  for (const auto& link : chain.links) {
-    runs.push_back(&link->runs());
-    complete.push_back(link->meta().complete);
-    layouts.push_back(&link->meta().vmas);
-  }
-  return image::plan_reverse_scan(runs, complete, layouts);
-}
-
 Status check_restorable(const image::ImageMeta& meta) {
   if (meta.threads.size() != 1)
     return make_error(ENOTSUP, "image has " + std::to_string(meta.threads.size()) +
@@ -104,7 +92,7 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   CKPT_ASSIGN(image::Chain chain, open_generation(opts));
   const image::ImageMeta& meta = chain.newest();
   CKPT_TRY(check_restorable(meta));
-  const image::RestorePlan plan = make_plan(chain);
+  const image::RestorePlan plan = image::plan_chain(chain);
   RestoreStats stats;
   stats.generation = meta.generation;
   stats.vmas = meta.vmas.size();
