@@ -11,6 +11,8 @@
 #   incremental    as restore, but after cr_full the program keeps running
 #                  through two cr_incr (0.3 s apart) before the kill, and the
 #                  restore reads the chain newest first;
+#   compact        as incremental, then the chain is folded by cr_compact
+#                  into one full generation, which is restored;
 #   incremental-after-restore
 #                  full + incremental, kill, restore (detached), one more
 #                  incremental of the restored process, kill, restore: the
@@ -56,7 +58,7 @@ if [[ $MODE == sabotage-* ]]; then
   EXPECT=1
   PROG_ENV=(TEST_SABOTAGE=1)
 fi
-case $FLOW in plain | restore | leave-running | incremental | incremental-after-restore) ;; *) usage ;; esac
+case $FLOW in plain | restore | leave-running | incremental | incremental-after-restore | compact) ;; *) usage ;; esac
 [[ " ${CASES[*]} " == *" $CASE "* ]] || usage
 
 pass() {
@@ -224,11 +226,11 @@ case $FLOW in
     pass "checkpoint ${CKPT_TIME}s"
     ;;
 
-  restore | incremental | incremental-after-restore)
+  restore | incremental | incremental-after-restore | compact)
     checkpoint
-    if [[ $FLOW == incremental* ]]; then
+    if [[ $FLOW == incremental* || $FLOW == compact ]]; then
       rounds=2
-      [[ $FLOW == incremental ]] || rounds=1
+      [[ $FLOW == incremental-after-restore ]] && rounds=1
       for ((i = 0; i < rounds; i++)); do
         sleep 0.3
         incremental
@@ -256,6 +258,14 @@ case $FLOW in
       [[ ! -e /proc/$PID ]] || fail "pid $PID still in use after the original was reaped"
     fi
     if ((STDIN_PIPE)); then exec {FEED}>&-; fi
+    if [[ $FLOW == compact ]]; then
+      rc=0
+      "$BIN_DIR/cr_compact" --dir "$CKPT" >/dev/null 2>"$WORK/cr_compact.err" || rc=$?
+      ((rc == 0)) || fail "cr_compact $(describe_status "$rc"): $(first_line "$WORK/cr_compact.err")"
+      gens=$(find "$CKPT" -maxdepth 1 -name 'gen-*' | wc -l)
+      ((gens == 1)) || fail "$gens generations left after cr_compact, expected one full"
+      "$BIN_DIR/cr_info" --dir "$CKPT" --verify | grep -q "(full)" || fail "cr_compact left no full generation"
+    fi
 
     # The restored process gets cr_restart's stdio for the stdio that was a
     # pipe; blocked_read's line arrives a second after the restore started,
