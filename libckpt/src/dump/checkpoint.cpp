@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <ckpt/check.hpp>
 #include <ckpt/ckpt.hpp>
 
 #include "dirty/pagemap_scan.hpp"
@@ -40,7 +41,10 @@ Status describe(pid_t pid, const proc::FrozenProcess& fp, const image::ImageMeta
 // The tracker of a new chain: `auto` is the best one this kernel supports.
 Result<std::string> choose_tracker(const std::string& want) {
   if (want == "hash") return want;
-  if (want == "kmod") return make_error(ENOTSUP, "tracker kmod is not available in this build yet");
+  if (want == "kmod") {
+    for (const FeatureCheck& c : check_system())
+      if (c.name == "kmod") return make_error(ENOTSUP, "tracker kmod unusable here: " + c.detail);
+  }
   if (want != "auto" && want != "pagemap-scan" && want != "soft-dirty")
     return make_error(EINVAL, "unknown tracker " + want);
   for (const char* t : {"pagemap-scan", "soft-dirty"}) {
