@@ -5,14 +5,9 @@
 #include "common/cli.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
+#include "util/text.hpp"
 
 namespace {
-
-std::string hex(uint64_t v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%" PRIx64, v);
-  return b;
-}
 
 nlohmann::json describe(const ckpt::image::SnapshotReader& r, bool maps) {
   const auto& m = r.meta();
@@ -38,8 +33,8 @@ nlohmann::json describe(const ckpt::image::SnapshotReader& r, bool maps) {
   if (maps) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& v : m.vmas)
-      list.push_back({{"start", hex(v.start)},
-                      {"end", hex(v.end)},
+      list.push_back({{"start", ckpt::hex(v.start, false)},
+                      {"end", ckpt::hex(v.end, false)},
                       {"prot", v.prot},
                       {"flags", v.flags},
                       {"name", v.name}});
@@ -48,11 +43,11 @@ nlohmann::json describe(const ckpt::image::SnapshotReader& r, bool maps) {
     for (const auto& t : m.threads) {
       // user_regs_struct word indexes: rax 10, rip 16, orig_rax 15, rsp 19.
       threads.push_back({{"tid", t.tid},
-                         {"rip", hex(t.gpregs[16])},
-                         {"rsp", hex(t.gpregs[19])},
+                         {"rip", ckpt::hex(t.gpregs[16], false)},
+                         {"rsp", ckpt::hex(t.gpregs[19], false)},
                          {"rax", int64_t(t.gpregs[10])},
                          {"orig_rax", int64_t(t.gpregs[15])},
-                         {"sigmask", hex(t.sigmask)},
+                         {"sigmask", ckpt::hex(t.sigmask, false)},
                          {"pending_signal", t.pending_signal},
                          {"xstate_bytes", t.xstate.size()}});
     }

@@ -1,6 +1,7 @@
 #include "dirty/pagemap_scan.hpp"
 
 #include "dirty/layout.hpp"
+#include "util/text.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -144,10 +145,6 @@ int register_wp(int uffd, Range r) {
   return ::ioctl(uffd, UFFDIO_REGISTER, &reg) == 0 ? 0 : -errno;
 }
 
-std::string proc_path(pid_t pid, const std::string& what) {
-  return "/proc/" + std::to_string(pid) + "/" + what;
-}
-
 Result<UniqueFd> open_pagemap(pid_t pid) {
   UniqueFd pm(::open(proc_path(pid, "pagemap").c_str(), O_RDONLY | O_CLOEXEC));
   if (!pm.valid()) return sys_error("opening " + proc_path(pid, "pagemap"));
@@ -210,21 +207,11 @@ Result<int> choose_target_fd(pid_t pid) {
 // Runs `body` as system calls injected into the stopped leader, then gives the
 // thread back the registers it was stopped with, adjusted exactly as the
 // kernel would have restarted a system call it was blocked in.
-Status with_injection(pid_t pid, const std::function<Status(proc::RemoteSyscall&)>& body) {
-  CKPT_ASSIGN(uint64_t insn, proc::find_syscall_insn(pid));
-  auto captured = proc::get_regs(pid);
-  if (!captured.ok()) return captured.error().context("the target must be frozen");
-  proc::RemoteSyscall rs(pid, *captured, insn);
-  Status st = body(rs);
-  Status back = proc::set_regs(pid, restore::live_resume_registers(*captured));
-  if (!st.ok()) return st;
-  return back;
-}
 
 // Makes the target create a close-on-exec userfaultfd and put it at `number`
 // (dup3 replaces a stale one there). Returns the number.
 Result<int> create_target_uffd(pid_t pid, int number) {
-  Status st = with_injection(pid, [&](proc::RemoteSyscall& rs) -> Status {
+  Status st = proc::with_injected_calls(pid, [&](proc::RemoteSyscall& rs) -> Status {
     CKPT_ASSIGN(long fd, rs.call_to_exit(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
     // vm.unprivileged_userfaultfd = 0: an unprivileged target may still
     // create one that ignores kernel-mode faults, which WP_ASYNC never sees.
@@ -245,7 +232,7 @@ Result<int> create_target_uffd(pid_t pid, int number) {
 }
 
 void close_target_fd(pid_t pid, int fd) {
-  (void)with_injection(pid, [&](proc::RemoteSyscall& rs) -> Status {
+  (void)proc::with_injected_calls(pid, [&](proc::RemoteSyscall& rs) -> Status {
     CKPT_ASSIGN(long r, rs.call_to_exit(SYS_close, uint64_t(fd)));
     (void)r;
     return {};

@@ -6,6 +6,7 @@
 #include <ckpt/check.hpp>
 #include <ckpt/ckpt.hpp>
 
+#include "dirty/layout.hpp"
 #include "dirty/pagemap_scan.hpp"
 #include "dirty/soft_dirty.hpp"
 #include "dump/collect.hpp"
@@ -58,19 +59,6 @@ Result<std::string> choose_tracker(const std::string& want) {
   return std::string("hash");
 }
 
-std::vector<mem::Range> merge(std::vector<mem::Range> a, const std::vector<mem::Range>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  std::sort(a.begin(), a.end(), [](auto& x, auto& y) { return x.addr < y.addr; });
-  std::vector<mem::Range> out;
-  for (const mem::Range& r : a) {
-    if (!out.empty() && r.addr <= out.back().end())
-      out.back().len = std::max(out.back().end(), r.end()) - out.back().addr;
-    else
-      out.push_back(r);
-  }
-  return out;
-}
-
 // The parts of a full and an incremental checkpoint that are the same.
 // `prev`: the generation an incremental builds on (nullptr: a full).
 // `hint`: for a full, the newest earlier generation in the directory, if any.
@@ -119,7 +107,9 @@ Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::S
       stats.tracker_reset = ds.reason.empty() ? "tracking lost" : ds.reason;
       for (const image::VmaRecord& v : meta.vmas) dirty.push_back({v.start, v.size()});
     }
-    dirty = merge(merge(dirty, ds.written), ds.unknown);
+    dirty.insert(dirty.end(), ds.written.begin(), ds.written.end());
+    dirty.insert(dirty.end(), ds.unknown.begin(), ds.unknown.end());
+    dirty::normalize(dirty);
     CKPT_ASSIGN(plan, dump::plan_dirty_memory(opts.pid, meta.vmas, dirty, &meta.complete));
   } else {
     CKPT_ASSIGN(plan, dump::plan_memory(opts.pid, meta.vmas));

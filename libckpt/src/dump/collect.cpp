@@ -17,16 +17,13 @@
 #include "proc/signals.hpp"
 #include "util/fd.hpp"
 #include "util/hash.hpp"
+#include "util/text.hpp"
 
 namespace ckpt::dump {
 
 using image::VmaRecord;
 
 namespace {
-
-std::string proc_path(pid_t pid, const std::string& what) {
-  return "/proc/" + std::to_string(pid) + "/" + what;
-}
 
 Result<std::string> read_link(const std::string& path) {
   char buf[4096];
@@ -42,12 +39,6 @@ int64_t mtime_ns(const struct stat& st) {
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string hex(uint64_t v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "0x%llx", (unsigned long long)v);
-  return b;
 }
 
 }  // namespace
@@ -91,8 +82,7 @@ Result<std::vector<VmaRecord>> collect_vmas(pid_t pid, const std::vector<proc::M
         return make_error(ENOTSUP, where + ": mapped file was deleted: not supported yet");
       if (m.path.empty() || m.path[0] != '/')
         return make_error(ENOTSUP, where + ": unsupported mapping");
-      std::string mf =
-          proc_path(pid, "map_files/") + hex(m.start).substr(2) + "-" + hex(m.end).substr(2);
+      std::string mf = proc_path(pid, "map_files/") + hex(m.start, false) + "-" + hex(m.end, false);
       struct stat st;
       if (::stat(mf.c_str(), &st) != 0 && ::stat(m.path.c_str(), &st) != 0) return sys_error(where);
       if (!S_ISREG(st.st_mode))
@@ -192,9 +182,7 @@ Status collect_threads(const proc::FrozenProcess& fp, const image::ImageMeta* pr
 Status collect_signals(const proc::FrozenProcess& fp, const image::ThreadRecord& leader,
                        image::ProcessRecord* out) {
   CKPT_ASSIGN(proc::SignalMasks masks, proc::read_signal_masks(fp.pid(), leader.tid));
-  user_regs_struct captured;
-  std::memcpy(&captured, leader.gpregs.data(), sizeof captured);
-  CKPT_ASSIGN(out->sigactions, proc::dump_sigactions(leader.tid, captured, masks));
+  CKPT_ASSIGN(out->sigactions, proc::dump_sigactions(leader.tid, masks));
   return {};
 }
 

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "mem/pagemap.hpp"
@@ -70,15 +71,22 @@ uint64_t MemoryPlan::bytes() const {
   return b;
 }
 
+// Which pages of `v` the image must hold: none for the kernel's special
+// mappings and shared file mappings (the file holds the content); COW copies
+// of a private file mapping; every populated page of anonymous memory.
+static std::optional<mem::PageSelect> content_of(const image::VmaRecord& v) {
+  if (v.is_special() || (v.is_file() && (v.flags & image::kVmaShared))) return std::nullopt;
+  return v.is_file() ? mem::PageSelect::kPrivateCopies : mem::PageSelect::kPopulated;
+}
+
 Result<MemoryPlan> plan_memory(pid_t pid, const std::vector<image::VmaRecord>& vmas) {
   CKPT_ASSIGN(mem::Pagemap pm, mem::Pagemap::open(pid));
   MemoryPlan plan;
   for (const image::VmaRecord& v : vmas) {
-    if (v.is_special()) continue;
-    if (v.is_file() && (v.flags & image::kVmaShared)) continue;  // the file holds the content
+    auto sel = content_of(v);
+    if (!sel) continue;
     plan.pages_scanned += v.size() / image::kPageSize;
-    auto sel = v.is_file() ? mem::PageSelect::kPrivateCopies : mem::PageSelect::kPopulated;
-    CKPT_TRY(pm.select(v.start, v.end, sel, plan.ranges));
+    CKPT_TRY(pm.select(v.start, v.end, *sel, plan.ranges));
   }
   return plan;
 }
@@ -90,15 +98,14 @@ Result<MemoryPlan> plan_dirty_memory(pid_t pid, const std::vector<image::VmaReco
   MemoryPlan plan;
   size_t d = 0;
   for (const image::VmaRecord& v : vmas) {
-    if (v.is_special()) continue;
-    if (v.is_file() && (v.flags & image::kVmaShared)) continue;
+    auto sel = content_of(v);
+    if (!sel) continue;
     plan.pages_scanned += v.size() / image::kPageSize;
-    auto sel = v.is_file() ? mem::PageSelect::kPrivateCopies : mem::PageSelect::kPopulated;
     while (d < dirty.size() && dirty[d].end() <= v.start) ++d;
     for (size_t i = d; i < dirty.size() && dirty[i].addr < v.end; ++i) {
       uint64_t s = std::max(dirty[i].addr, v.start), e = std::min(dirty[i].end(), v.end);
       size_t first = plan.ranges.size();
-      CKPT_TRY(pm.select(s, e, sel, plan.ranges));
+      CKPT_TRY(pm.select(s, e, *sel, plan.ranges));
       // The dirty pages not selected hold nothing now.
       uint64_t at = s;
       for (size_t k = first; k < plan.ranges.size(); ++k) {

@@ -1,5 +1,4 @@
 // cr_compact: fold a chain into a synthetic full checkpoint, offline.
-#include <sys/mman.h>
 #include <sys/random.h>
 
 #include <set>
@@ -11,8 +10,11 @@
 #include "image/store.hpp"
 #include "image/writer.hpp"
 #include "util/clock.hpp"
+#include "util/zeros.hpp"
 
 namespace ckpt {
+
+static_assert(kZeroBytes >= image::kMaxRunPages * image::kPageSize, "zero runs fit");
 
 using image::kPageSize;
 
@@ -38,9 +40,6 @@ Result<CompactStats> compact_chain(const std::string& dir) {
     return sys_error("getrandom");
 
   CKPT_ASSIGN(auto writer, image::SnapshotWriter::create(dir, meta.generation, meta.chain_id));
-  static const size_t kZeroLen = image::kMaxRunPages * kPageSize;
-  void* zeros = ::mmap(nullptr, kZeroLen, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (zeros == MAP_FAILED) return sys_error("mmap");
   std::set<const image::PageRun*> verified;
   Status st;
   for (const image::PlanSlice& sl : plan.slices) {
@@ -49,12 +48,11 @@ Result<CompactStats> compact_chain(const std::string& dir) {
       st = src.verify_run(*sl.run);  // nothing unverified goes into the new full
       if (!st.ok()) break;
     }
-    const uint8_t* data = sl.zero() ? static_cast<const uint8_t*>(zeros)
-                                    : src.content(*sl.run) + uint64_t(sl.first_page) * kPageSize;
+    const uint8_t* data =
+        sl.zero() ? zero_bytes() : src.content(*sl.run) + uint64_t(sl.first_page) * kPageSize;
     st = writer->add_pages(sl.vaddr, data, sl.npages);
     if (!st.ok()) break;
   }
-  ::munmap(zeros, kZeroLen);
   if (!st.ok()) return st.error();
   writer->set_page_hashes(chain.links.front()->page_hashes());
   CKPT_TRY(writer->commit(meta));

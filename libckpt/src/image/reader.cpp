@@ -9,6 +9,7 @@
 #include "image/format.hpp"
 #include "util/fd.hpp"
 #include "util/hash.hpp"
+#include "util/text.hpp"
 
 namespace ckpt::image {
 
@@ -121,9 +122,8 @@ const uint8_t* SnapshotReader::content(const PageRun& run) const {
 Status SnapshotReader::verify_run(const PageRun& run) const {
   if (run.zero()) return {};
   if (xxh3(content(run), run.bytes()) != run.content_hash) {
-    char where[64];
-    std::snprintf(where, sizeof where, "page run at 0x%llx", (unsigned long long)run.vaddr);
-    return corrupt(dir_ + "/" + kPagesFile, std::string(where) + ": content checksum mismatch");
+    return corrupt(dir_ + "/" + kPagesFile,
+                   "page run at " + hex(run.vaddr) + ": content checksum mismatch");
   }
   return {};
 }

@@ -11,17 +11,16 @@
 #include "image/format.hpp"
 #include "image/store.hpp"
 #include "util/hash.hpp"
+#include "util/zeros.hpp"
 
 namespace ckpt::image {
 
 namespace {
 
-alignas(64) const uint8_t kZeroPage[kPageSize] = {};
-
 bool is_zero_page(const uint8_t* p) {
   uint64_t first;
   std::memcpy(&first, p, 8);
-  return first == 0 && std::memcmp(p, kZeroPage, kPageSize) == 0;
+  return first == 0 && std::memcmp(p, zero_bytes(), kPageSize) == 0;
 }
 
 Status write_small_file(const std::string& path, const std::vector<uint8_t>& header,

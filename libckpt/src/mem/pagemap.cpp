@@ -4,14 +4,15 @@
 
 #include <string>
 
+#include "dirty/kernel_abi.hpp"
 #include "image/model.hpp"
 
 namespace ckpt::mem {
 
 namespace {
-constexpr uint64_t kPresent = 1ull << 63;
-constexpr uint64_t kSwapped = 1ull << 62;
-constexpr uint64_t kFileOrShared = 1ull << 61;
+using kabi::kPmFileOrShared;
+using kabi::kPmPresent;
+using kabi::kPmSwapped;
 constexpr size_t kBatchEntries = 64 * 1024;  // 256 MiB of address space per read
 }  // namespace
 
@@ -33,8 +34,8 @@ Status Pagemap::select(uint64_t start, uint64_t end, PageSelect sel, std::vector
     for (size_t i = 0; i < n; ++i) {
       uint64_t e = buf_[i];
       bool take = sel == PageSelect::kPopulated
-                      ? (e & (kPresent | kSwapped)) != 0
-                      : (e & kSwapped) != 0 || ((e & kPresent) && !(e & kFileOrShared));
+                      ? (e & (kPmPresent | kPmSwapped)) != 0
+                      : (e & kPmSwapped) != 0 || ((e & kPmPresent) && !(e & kPmFileOrShared));
       if (!take) continue;
       if (out.size() == first)
         out.push_back(Range{addr + i * ps, ps});

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "util/text.hpp"
+
 namespace ckpt::mem {
 
 namespace {
@@ -19,9 +21,7 @@ Status RemoteReader::read_via_mem(uint64_t addr, uint64_t len, uint8_t* buf) {
     mem_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!mem_.valid()) return sys_error("opening " + path);
   }
-  char what[64];
-  std::snprintf(what, sizeof what, "memory at 0x%llx", (unsigned long long)addr);
-  return read_exact(mem_.get(), buf, len, off_t(addr), what);
+  return read_exact(mem_.get(), buf, len, off_t(addr), "memory at " + hex(addr));
 }
 
 Status RemoteReader::read(const Range* ranges, size_t n, uint8_t* buf) {

@@ -11,6 +11,7 @@
 
 #include "proc/maps.hpp"
 #include "proc/regs.hpp"
+#include "restore/syscall_restart.hpp"
 
 asm(R"(
   .pushsection .text
@@ -102,6 +103,17 @@ Result<long> RemoteSyscall::call_and_load(const user_regs_struct& final_regs, lo
   CKPT_ASSIGN(long ret, call_to_exit(nr, a1, a2));
   CKPT_TRY(set_regs(tid_, final_regs));
   return ret;
+}
+
+Status with_injected_calls(pid_t pid, const std::function<Status(RemoteSyscall&)>& body) {
+  CKPT_ASSIGN(uint64_t insn, find_syscall_insn(pid));
+  auto captured = get_regs(pid);
+  if (!captured.ok()) return captured.error().context("the target must be frozen");
+  RemoteSyscall rs(pid, *captured, insn);
+  Status st = body(rs);
+  Status back = set_regs(pid, restore::live_resume_registers(*captured));
+  if (!st.ok()) return st;
+  return back;
 }
 
 }  // namespace ckpt::proc

@@ -9,6 +9,7 @@
 
 #include <ckpt/result.hpp>
 #include <cstdint>
+#include <functional>
 
 // "syscall; int3" inside libckpt's own text. A child forked from the calling
 // process has it at the same address.
@@ -58,5 +59,11 @@ class RemoteSyscall {
   user_regs_struct base_;
   uint64_t insn_;
 };
+
+// Runs `body` with injected calls into a tracee that is in a ptrace stop of
+// ours, through a "syscall" instruction of its vdso; afterwards its
+// registers are what the kernel itself would have resumed it with (a call
+// it was blocked in restarts), whatever `body` did or returned.
+Status with_injected_calls(pid_t pid, const std::function<Status(RemoteSyscall&)>& body);
 
 }  // namespace ckpt::proc

@@ -9,8 +9,6 @@
 #include <string>
 
 #include "proc/inject.hpp"
-#include "proc/regs.hpp"
-#include "restore/syscall_restart.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::proc {
@@ -32,45 +30,37 @@ Result<SignalMasks> read_signal_masks(pid_t pid, pid_t tid) {
                      status_mask(st, "SigCgt:")};
 }
 
-Result<std::vector<image::SignalAction>> dump_sigactions(pid_t tid,
-                                                         const user_regs_struct& captured,
-                                                         const SignalMasks& masks) {
+Result<std::vector<image::SignalAction>> dump_sigactions(pid_t tid, const SignalMasks& masks) {
   std::vector<image::SignalAction> out;
   for (uint32_t s = 1; s <= 64; ++s)
     if ((masks.ignored >> (s - 1)) & 1) out.push_back({s, uint64_t(SIG_IGN), 0, 0, 0});
   if (masks.caught == 0) return out;
 
-  CKPT_ASSIGN(uint64_t insn, find_syscall_insn(tid));
-  RemoteSyscall rs(tid, captured, insn);
-  auto call = [&](long nr, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4) -> Result<long> {
-    return rs.call_to_exit(nr, a1, a2, a3, a4);
-  };
-  Status st;
-  // A scratch page in the target receives the kernel's answers.
-  auto scratch = call(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
-  if (scratch.ok() && *scratch < 0 && *scratch > -4096)
-    scratch = sys_error("mmap in the target", int(-*scratch));
-  if (!scratch.ok()) st = scratch.error();
-  for (uint32_t s = 1; s <= 64 && st.ok(); ++s) {
-    if (!((masks.caught >> (s - 1)) & 1)) continue;
-    auto r = call(SYS_rt_sigaction, s, 0, uint64_t(*scratch), 8);
-    if (!r.ok() || *r != 0) {
-      st = r.ok() ? sys_error("rt_sigaction in the target", int(-*r)) : r.error();
-      break;
+  Status st = with_injected_calls(tid, [&](RemoteSyscall& rs) -> Status {
+    // A scratch page in the target receives the kernel's answers.
+    CKPT_ASSIGN(long scratch, rs.call_to_exit(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE,
+                                              MAP_PRIVATE | MAP_ANONYMOUS));
+    if (scratch < 0 && scratch > -4096) return sys_error("mmap in the target", int(-scratch));
+    Status inner;
+    for (uint32_t s = 1; s <= 64 && inner.ok(); ++s) {
+      if (!((masks.caught >> (s - 1)) & 1)) continue;
+      auto r = rs.call_to_exit(SYS_rt_sigaction, s, 0, uint64_t(scratch), 8);
+      if (!r.ok() || *r != 0) {
+        inner = r.ok() ? sys_error("rt_sigaction in the target", int(-*r)) : r.error();
+        break;
+      }
+      uint64_t ksa[4];  // handler, flags, restorer, mask
+      iovec l{ksa, sizeof ksa}, rem{reinterpret_cast<void*>(scratch), sizeof ksa};
+      if (::process_vm_readv(tid, &l, 1, &rem, 1, 0) != ssize_t(sizeof ksa)) {
+        inner = sys_error("reading sigaction from the target");
+        break;
+      }
+      out.push_back({s, ksa[0], ksa[1], ksa[2], ksa[3]});
     }
-    uint64_t ksa[4];  // handler, flags, restorer, mask
-    iovec l{ksa, sizeof ksa}, rem{reinterpret_cast<void*>(*scratch), sizeof ksa};
-    if (::process_vm_readv(tid, &l, 1, &rem, 1, 0) != ssize_t(sizeof ksa)) {
-      st = sys_error("reading sigaction from the target");
-      break;
-    }
-    out.push_back({s, ksa[0], ksa[1], ksa[2], ksa[3]});
-  }
-  if (scratch.ok() && *scratch > 0) (void)call(SYS_munmap, uint64_t(*scratch), 4096, 0, 0);
-  // Whatever happened, the thread resumes as the kernel would have let it.
-  Status back = set_regs(tid, restore::live_resume_registers(captured));
+    (void)rs.call_to_exit(SYS_munmap, uint64_t(scratch), 4096);
+    return inner;
+  });
   if (!st.ok()) return st.error();
-  if (!back.ok()) return back.error();
   return out;
 }
 

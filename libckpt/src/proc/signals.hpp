@@ -4,7 +4,6 @@
 #pragma once
 
 #include <sys/types.h>
-#include <sys/user.h>
 
 #include <ckpt/result.hpp>
 #include <vector>
@@ -19,11 +18,9 @@ struct SignalMasks {
 // The masks of one thread (SigBlk) and of the process (SigIgn, SigCgt).
 Result<SignalMasks> read_signal_masks(pid_t pid, pid_t tid);
 
-// Every non-default disposition. `captured` are the thread's registers at the
-// freeze stop; when handlers must be queried, the thread runs injected calls
-// and is left with live_resume_registers(captured).
-Result<std::vector<image::SignalAction>> dump_sigactions(pid_t tid,
-                                                         const user_regs_struct& captured,
-                                                         const SignalMasks& masks);
+// Every non-default disposition. Handlers are read by calls injected into
+// the (frozen) thread, which resumes afterwards as the kernel would have let
+// it (see with_injected_calls).
+Result<std::vector<image::SignalAction>> dump_sigactions(pid_t tid, const SignalMasks& masks);
 
 }  // namespace ckpt::proc

@@ -20,19 +20,17 @@
 #include "mem/range.hpp"
 #include "proc/maps.hpp"
 #include "util/hash.hpp"
+#include "util/text.hpp"
+#include "util/zeros.hpp"
 
 namespace ckpt::restore {
+
+static_assert(kZeroBytes >= image::kMaxRunPages * image::kPageSize, "zero runs fit");
 
 using image::kPageSize;
 using image::VmaRecord;
 
 namespace {
-
-std::string hex(uint64_t v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "0x%llx", (unsigned long long)v);
-  return b;
-}
 
 // Lowest address >= 4 GiB where `len` bytes (plus a guard page each side)
 // overlap none of `busy`.
@@ -238,9 +236,6 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   const auto& vmas = meta_.vmas;
   const auto& slices = plan_.slices;
   // Zero slices need writing only over file pages (anonymous memory starts zeroed).
-  static const size_t kZeroLen = image::kMaxRunPages * kPageSize;
-  void* zeros = ::mmap(nullptr, kZeroLen, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (zeros == MAP_FAILED) return sys_error("mmap");
   auto content = [&](const image::PlanSlice& sl) {
     return chain_.links[sl.link]->content(*sl.run) + uint64_t(sl.first_page) * kPageSize;
   };
@@ -303,7 +298,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
       if (sl.zero()) {
         stats->pages_zero += sl.npages;
         if (!vmas[vi].is_file()) continue;
-        src = static_cast<const uint8_t*>(zeros);
+        src = zero_bytes();
       } else {
         src = content(sl);
         stats->bytes_read += len;
@@ -328,7 +323,6 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     stop = true;
   }
   verifier.join();
-  ::munmap(zeros, kZeroLen);
   return st;
 }
 

@@ -21,12 +21,15 @@ namespace ckpt {
 
 namespace {
 
-Result<image::Chain> open_generation(const RestoreOptions& opts) {
+// The chain of the generation to restore; `newest`: whether it is the newest
+// generation in the directory.
+Result<image::Chain> open_generation(const RestoreOptions& opts, bool* newest) {
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + opts.dir);
   uint64_t gen = opts.generation ? opts.generation : gens.back();
   if (std::find(gens.begin(), gens.end(), gen) == gens.end())
     return make_error(ENOENT, "no generation " + std::to_string(gen) + " in " + opts.dir);
+  *newest = gen == gens.back();
   return image::open_chain(opts.dir, gen);
 }
 
@@ -89,7 +92,8 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
 
 Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   const double t0 = now_seconds();
-  CKPT_ASSIGN(image::Chain chain, open_generation(opts));
+  bool newest = false;
+  CKPT_ASSIGN(image::Chain chain, open_generation(opts, &newest));
   const image::ImageMeta& meta = chain.newest();
   CKPT_TRY(check_restorable(meta));
   const image::RestorePlan plan = image::plan_chain(chain);
@@ -100,8 +104,7 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   stats.pages_skipped = plan.pages_skipped;
 
   CKPT_ASSIGN(pid_t pid, restore::spawn_stopped(meta, opts.new_pid));
-  CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
-  RebuildOptions ro{opts, !gens.empty() && gens.back() == meta.generation};
+  RebuildOptions ro{opts, newest};
   Status st = rebuild(pid, chain, plan, ro, &stats);
   if (!st.ok()) {
     ::kill(pid, SIGKILL);
