@@ -15,6 +15,7 @@
 
 #include "proc/regs.hpp"
 #include "proc/signals.hpp"
+#include "proc/task_state.hpp"
 #include "util/fd.hpp"
 #include "util/hash.hpp"
 #include "util/text.hpp"
@@ -144,10 +145,6 @@ Status collect_vdso(pid_t pid, const std::vector<VmaRecord>& vmas, image::VdsoRe
 
 Status collect_threads(const proc::FrozenProcess& fp, const image::ImageMeta* previous,
                        std::vector<image::ThreadRecord>* out) {
-  if (fp.threads().size() != 1)
-    return make_error(ENOTSUP, "PID " + std::to_string(fp.pid()) + " has " +
-                                   std::to_string(fp.threads().size()) +
-                                   " threads: multi-threaded processes are not supported yet");
   for (const proc::FrozenThread& t : fp.threads()) {
     image::ThreadRecord rec;
     rec.tid = t.tid;
@@ -174,6 +171,7 @@ Status collect_threads(const proc::FrozenProcess& fp, const image::ImageMeta* pr
     rec.rseq_sig = rseq.sig;
     CKPT_ASSIGN(proc::SignalMasks masks, proc::read_signal_masks(fp.pid(), t.tid));
     rec.sigmask = masks.blocked;
+    CKPT_TRY(proc::read_thread_state(fp.pid(), &rec));
     out->push_back(std::move(rec));
   }
   return {};
