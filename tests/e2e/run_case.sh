@@ -31,7 +31,7 @@ source "$HERE/lib.sh"
 
 CASES=(heap_pattern heap_pattern_static cxx_containers fortran_jacobi
   deep_stack file_map_private fpu_vector sleeper sleeper_sleep blocked_read
-  file_writer mt_compute)
+  file_writer mt_compute mt_blocking signal_state timers_limits seccomp_filter)
 usage() {
   echo "usage: $0 BIN_DIR CASE MODE" >&2
   echo "  CASE: ${CASES[*]}" >&2

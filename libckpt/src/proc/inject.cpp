@@ -115,9 +115,17 @@ Status with_injected_calls(pid_t pid, const std::function<Status(RemoteSyscall&)
   CKPT_ASSIGN(uint64_t insn, find_syscall_insn(pid));
   auto captured = get_regs(pid);
   if (!captured.ok()) return captured.error().context("the target must be frozen");
+  // Signals arriving meanwhile (a timer's) stay queued instead of stopping
+  // the calls: everything is blocked until the thread's own mask returns.
+  uint64_t mask = 0, all = ~0ull;
+  if (::ptrace(PTRACE_GETSIGMASK, pid, (void*)sizeof mask, &mask) != 0 ||
+      ::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof all, &all) != 0)
+    return sys_error("blocking signals during injected calls");
   RemoteSyscall rs(pid, *captured, insn);
   Status st = body(rs);
   Status back = set_regs(pid, restore::live_resume_registers(*captured));
+  if (::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof mask, &mask) != 0 && back.ok())
+    back = sys_error("restoring the signal mask after injected calls");
   if (!st.ok()) return st;
   return back;
 }

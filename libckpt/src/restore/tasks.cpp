@@ -49,6 +49,14 @@ Status wait_new_thread(pid_t tid) {
   }
 }
 
+// A periodic timer caught between an expiry and the delivery of its signal
+// reads as disarmed (the kernel re-arms it when the signal is dequeued, and
+// the signal is among the queued ones restored): it runs on from one
+// interval ahead.
+uint64_t next_expiry(const image::TimerSetting& t) {
+  return t.value_ns ? t.value_ns : t.interval_ns;
+}
+
 timespec to_timespec(uint64_t ns) { return {time_t(ns / kNs), long(ns % kNs)}; }
 timeval to_timeval(uint64_t ns) { return {time_t(ns / kNs), suseconds_t(ns % kNs / 1000)}; }
 
@@ -205,8 +213,8 @@ Status TaskRestorer::posix_timers(proc::RemoteSyscall& rs) {
         return make_error(EIO, what + ": the kernel gave ID " + std::to_string(id));
       placeholders.push_back(id);
     }
-    if (t->setting.value_ns) {
-      itimerspec its{to_timespec(t->setting.interval_ns), to_timespec(t->setting.value_ns)};
+    if (t->setting.value_ns || t->setting.interval_ns) {
+      itimerspec its{to_timespec(t->setting.interval_ns), to_timespec(next_expiry(t->setting))};
       CKPT_ASSIGN(uint64_t at, builder_.put_data(&its, sizeof its));
       CKPT_TRY(sys(rs, what, SYS_timer_settime, uint64_t(t->id), 0, at, 0));
     }
@@ -225,8 +233,8 @@ Status TaskRestorer::process_calls(proc::RemoteSyscall& rs) {
   CKPT_TRY(posix_timers(rs));
   for (int which = 0; which < 3; ++which) {
     const image::TimerSetting& t = ps.itimers[which];
-    if (!t.value_ns) continue;
-    itimerval itv{to_timeval(t.interval_ns), to_timeval(t.value_ns)};
+    if (!t.value_ns && !t.interval_ns) continue;
+    itimerval itv{to_timeval(t.interval_ns), to_timeval(next_expiry(t))};
     if (itv.it_value.tv_sec == 0 && itv.it_value.tv_usec == 0) itv.it_value.tv_usec = 1;
     CKPT_ASSIGN(uint64_t at, builder_.put_data(&itv, sizeof itv));
     CKPT_TRY(sys(rs, "setitimer", SYS_setitimer, uint64_t(which), at, 0));

@@ -7,11 +7,12 @@
 // the kernel keeps for it survived: its TID, its TLS, its signal mask, its
 // alternate signal stack and its robust futex list; pthread_join only
 // returns if every thread's clear_child_tid was restored.
+#include "e2e.h"
+
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
 
-#include "e2e.h"
 
 #define WORKERS 4
 #define WORDS (256 * 1024)  // 2 MiB per thread
