@@ -31,7 +31,7 @@ source "$HERE/lib.sh"
 
 CASES=(heap_pattern heap_pattern_static cxx_containers fortran_jacobi
   deep_stack file_map_private fpu_vector sleeper sleeper_sleep blocked_read
-  file_writer mt_compute mt_blocking signal_state timers_limits seccomp_filter)
+  file_writer mt_compute omp_jacobi mt_blocking signal_state timers_limits seccomp_filter)
 usage() {
   echo "usage: $0 BIN_DIR CASE MODE" >&2
   echo "  CASE: ${CASES[*]}" >&2
@@ -94,7 +94,7 @@ case $CASE in
     ARGS=("$LINE")
     STDIN_PIPE=1
     ;;
-  file_writer | mt_compute)
+  file_writer | mt_compute | omp_jacobi)
     ARGS=("$WORK/out.txt")
     REFERENCE=1
     ;;
