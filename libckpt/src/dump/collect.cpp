@@ -1,6 +1,5 @@
 #include "dump/collect.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -183,67 +182,6 @@ Status collect_signals(const proc::FrozenProcess& fp, const image::ThreadRecord&
                        image::ProcessRecord* out) {
   CKPT_ASSIGN(proc::SignalMasks masks, proc::read_signal_masks(fp.pid(), leader.tid));
   CKPT_ASSIGN(out->sigactions, proc::dump_sigactions(leader.tid, masks));
-  return {};
-}
-
-Status collect_files(pid_t pid, int tracker_fd, std::vector<image::FileRecord>* out) {
-  std::string fd_dir = proc_path(pid, "fd");
-  DIR* d = ::opendir(fd_dir.c_str());
-  if (!d) return sys_error("listing " + fd_dir);
-  std::vector<int> fds;
-  while (dirent* e = ::readdir(d))
-    if (e->d_name[0] != '.') fds.push_back(std::atoi(e->d_name));
-  ::closedir(d);
-  std::sort(fds.begin(), fds.end());
-
-  for (int fd : fds) {
-    std::string link = fd_dir + "/" + std::to_string(fd);
-    auto target = read_link(link);
-    if (!target.ok()) continue;  // closed meanwhile
-    if (fd == tracker_fd && *target == "anon_inode:[userfaultfd]") continue;
-    CKPT_ASSIGN(std::string info, read_file(proc_path(pid, "fdinfo/") + std::to_string(fd)));
-    image::FileRecord f;
-    f.fd = fd;
-    f.path = *target;
-    unsigned long long pos = 0;
-    unsigned flags = 0;
-    if (const char* p = std::strstr(info.c_str(), "pos:")) pos = std::strtoull(p + 4, nullptr, 10);
-    if (const char* p = std::strstr(info.c_str(), "flags:"))
-      flags = unsigned(std::strtoul(p + 6, nullptr, 8));
-    f.offset = pos;
-    f.fd_flags = (flags & O_CLOEXEC) ? FD_CLOEXEC : 0;
-    f.flags = flags & ~unsigned(O_CLOEXEC);
-    const std::string what = "fd " + std::to_string(fd) + ": " + f.path;
-
-    struct stat st;
-    if (::stat(link.c_str(), &st) != 0) return sys_error(what);
-    f.dev = st.st_dev;
-    f.ino = st.st_ino;
-    f.size = uint64_t(st.st_size);
-    f.mtime_ns = mtime_ns(st);
-    bool is_pipe = S_ISFIFO(st.st_mode) && f.path.rfind("pipe:", 0) == 0;
-    bool is_tty =
-        S_ISCHR(st.st_mode) && (f.path.rfind("/dev/pts/", 0) == 0 ||
-                                f.path.rfind("/dev/tty", 0) == 0 || f.path == "/dev/console");
-    if (fd <= 2 && (is_pipe || is_tty)) {
-      f.kind = image::FileKind::kInheritStdio;
-    } else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
-      if (ends_with(f.path, " (deleted)"))
-        return make_error(ENOTSUP, what + ": file deleted while open: not supported yet");
-      f.kind = image::FileKind::kRegular;
-    } else if (S_ISCHR(st.st_mode) &&
-               (f.path == "/dev/null" || f.path == "/dev/zero" || f.path == "/dev/urandom" ||
-                f.path == "/dev/random" || f.path == "/dev/full")) {
-      f.kind = image::FileKind::kCharDevice;
-    } else {
-      const char* kind = is_pipe                ? "pipe"
-                         : is_tty               ? "terminal"
-                         : S_ISSOCK(st.st_mode) ? "socket"
-                                                : "file of this type";
-      return make_error(ENOTSUP, what + ": " + kind + " not supported yet");
-    }
-    out->push_back(std::move(f));
-  }
   return {};
 }
 

@@ -1,0 +1,64 @@
+// fd_unsupported READY MODE: holds a file descriptor a checkpoint must refuse,
+// at fd 3, signals ready, waits ~3 s and exits 0 if the fd is still intact.
+//   tcp          a connected TCP socket (127.0.0.1) at fd 3, its listener at fd 4
+//   unix         a bound UNIX datagram socket at fd 3
+//   shared-pipe  the read end of a pipe at fd 3 whose write end a child holds
+#define _GNU_SOURCE
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "e2e.h"
+
+int main(int argc, char** argv) {
+  e2e_init(argc, argv, 2, "READY tcp|unix|shared-pipe");
+  const char* mode = argv[2];
+  pid_t child = -1;
+  if (strcmp(mode, "tcp") == 0) {
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (l < 0 || bind(l, (struct sockaddr*)&a, sizeof a) || listen(l, 1) ||
+        getsockname(l, (struct sockaddr*)&a, &len))
+      e2e_fail("listen: %s", strerror(errno));
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    if (c < 0 || connect(c, (struct sockaddr*)&a, sizeof a)) e2e_fail("connect: %s", strerror(errno));
+    // Connected socket at fd 3, the listener at fd 4 (the accepted one above).
+    if (dup2(c, 100) < 0 || dup2(l, 101) < 0) e2e_fail("dup2: %s", strerror(errno));
+    close(c);
+    close(l);
+    if (dup2(100, 3) != 3 || dup2(101, 4) != 4) e2e_fail("dup2: %s", strerror(errno));
+    close(100);
+    close(101);
+  } else if (strcmp(mode, "unix") == 0) {
+    int u = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s.sock", argv[1]);
+    unlink(a.sun_path);
+    if (u < 0 || bind(u, (struct sockaddr*)&a, sizeof a)) e2e_fail("bind: %s", strerror(errno));
+    if (u != 3 && (dup2(u, 3) != 3 || close(u))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "shared-pipe") == 0) {
+    int p[2];
+    if (pipe(p) != 0) e2e_fail("pipe: %s", strerror(errno));
+    child = fork();
+    if (child == 0) {  // holds the write end until its parent is gone
+      close(p[0]);
+      for (int i = 0; i < 100 && getppid() != 1; i++) usleep(100000);
+      _exit(0);
+    }
+    close(p[1]);
+    if (p[0] != 3 && (dup2(p[0], 3) != 3 || close(p[0]))) e2e_fail("dup2: %s", strerror(errno));
+  } else {
+    e2e_fail("unknown mode %s", mode);
+  }
+  e2e_ready(argv[1]);
+  e2e_sleep_ms(3000);
+  if (fcntl(3, F_GETFD) < 0) e2e_fail("fd 3 is gone");
+  if (child > 0) {
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+  }
+  e2e_done();
+}
