@@ -134,7 +134,7 @@ case $TEST in
     start fd_regular "$WORK/d"
     checkpoint_and_kill
     touch -d '2001-02-03 04:05:06' "$WORK/d/ro.txt"
-    restore_refused "^cr_restart: fd [0-9]+: $WORK/d/ro.txt: changed on disk since the checkpoint \(modified"
+    restore_refused "^cr_restart: fd [0-9]+: $WORK/d/ro.txt: changed on disk since the checkpoint: modified \(mtime differs, same size\); use --force to restore anyway$"
     restore_forced
     ;;
   replaced-file)
@@ -142,20 +142,20 @@ case $TEST in
     checkpoint_and_kill
     cp -p "$WORK/d/ro.txt" "$WORK/d/ro.new"
     mv "$WORK/d/ro.new" "$WORK/d/ro.txt"
-    restore_refused "^cr_restart: fd [0-9]+: $WORK/d/ro.txt: changed on disk since the checkpoint \(replaced by another file"
+    restore_refused "^cr_restart: fd [0-9]+: $WORK/d/ro.txt: changed on disk since the checkpoint: replaced by another file \(inode [0-9]+, was [0-9]+\); use --force"
     restore_forced
     ;;
   shrunk-file)
     start fd_regular "$WORK/d"
     checkpoint_and_kill
     truncate -s 100 "$WORK/d/reg.dat"
-    restore_refused "^cr_restart: fd [0-9]+: $WORK/d/reg.dat: changed on disk since the checkpoint \(now 100 bytes, was 65536\)"
+    restore_refused "^cr_restart: fd [0-9]+: $WORK/d/reg.dat: changed on disk since the checkpoint: size now 100 bytes, was 65536; use --force"
     ;;
   changed-mapping)
     start file_map_private "$WORK/d"
     checkpoint_and_kill
     touch -d '2001-02-03 04:05:06' "$WORK/d/file_map_private.dat"
-    restore_refused "^cr_restart: mapping 0x[0-9a-f]+-0x[0-9a-f]+: $WORK/d/file_map_private.dat: changed on disk"
+    restore_refused "^cr_restart: mapping 0x[0-9a-f]+-0x[0-9a-f]+: $WORK/d/file_map_private.dat: changed on disk since the checkpoint: modified"
     restore_forced
     ;;
   tcp-socket)

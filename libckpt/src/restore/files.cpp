@@ -157,15 +157,15 @@ Status check_files_unchanged(const image::ImageMeta& meta, bool force) {
       // after the checkpoint; it rewrites from its saved offset. Only a file
       // shorter than it was is a change it cannot survive.
       if (uint64_t(st.st_size) < u.size)
-        change = "now " + std::to_string(st.st_size) + " bytes, was " + std::to_string(u.size);
+        change = "size now " + std::to_string(st.st_size) + " bytes, was " + std::to_string(u.size);
     } else if (uint64_t(st.st_size) != u.size) {
-      change = "now " + std::to_string(st.st_size) + " bytes, was " + std::to_string(u.size);
+      change = "size now " + std::to_string(st.st_size) + " bytes, was " + std::to_string(u.size);
     } else if (mtime_ns(st) != u.mtime_ns) {
-      change = "modified (mtime differs)";
+      change = "modified (mtime differs, same size)";
     }
     if (!change.empty() && !force)
-      return make_error(ESTALE, what + ": changed on disk since the checkpoint (" + change +
-                                    "): use --force to restore anyway");
+      return make_error(ESTALE, what + ": changed on disk since the checkpoint: " + change +
+                                    "; use --force to restore anyway");
   }
   return {};
 }
