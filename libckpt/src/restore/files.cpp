@@ -98,9 +98,14 @@ Result<UniqueFd> make_timerfd(const FileRecord& f, const std::string& what) {
   itimerspec its{};
   its.it_interval = ts(f.params[image::kTimerfdIntervalNs]);
   int flags = 0;
-  if (const uint64_t left = f.params[image::kTimerfdValueNs]) {
+  uint64_t left = f.params[image::kTimerfdValueNs];
+  // A periodic timer that expired and was not read yet shows no time left:
+  // the kernel moves it on at the next read. Its next expiry is then one
+  // interval away (its unread expirations are restored as ticks below).
+  if (!left) left = f.params[image::kTimerfdIntervalNs];
+  if (left) {
     const bool wall = clk == CLOCK_REALTIME || clk == CLOCK_REALTIME_ALARM || clk == CLOCK_TAI;
-    if ((set_flags & TFD_TIMER_ABSTIME) && wall) {
+    if ((set_flags & TFD_TIMER_ABSTIME) && wall && f.params[image::kTimerfdValueNs]) {
       // A wall-clock deadline stays the same deadline (it may be past: the
       // timer then fires at once).
       its.it_value = ts(f.params[image::kTimerfdDeadlineNs]);
