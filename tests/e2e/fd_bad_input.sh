@@ -16,6 +16,8 @@
 #   unix-socket      the same with a bound UNIX datagram socket
 #   shared-pipe      a pipe whose other end another process holds: refused
 #                    naming that process
+#   flock            a file with an flock(2) lock: refused
+#   inotify          an inotify instance: refused naming it
 # Prints "PASS fd_bad_input TEST" or "FAIL fd_bad_input TEST: reason". Exit
 # status: 0 pass, 1 fail, 2 usage.
 set -euo pipefail
@@ -24,7 +26,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket shared-pipe)
+TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket shared-pipe
+  flock inotify)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
   echo "  TEST: ${TESTS[*]}" >&2
@@ -169,6 +172,14 @@ case $TEST in
   shared-pipe)
     start fd_unsupported shared-pipe
     refused_at_checkpoint "^cr_full: fd 3: pipe:\[[0-9]+\]: also open in PID [0-9]+ \(fd_unsupported\): .*not supported yet$"
+    ;;
+  flock)
+    start fd_unsupported flock
+    refused_at_checkpoint "^cr_full: fd 3: $WORK/ready.lock: holds a file lock \(flock/fcntl/lease\): not supported yet$"
+    ;;
+  inotify)
+    start fd_unsupported inotify
+    refused_at_checkpoint "^cr_full: fd 3: anon_inode:inotify: not supported yet$"
     ;;
 esac
 pass

@@ -383,6 +383,13 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out) {
       continue;
     }
 
+    // State an open file can carry that a reopen would silently drop.
+    if (field(r.info, "lock:"))
+      return make_error(ENOTSUP,
+                        what + ": holds a file lock (flock/fcntl/lease): not supported yet");
+    if (flags & O_ASYNC)
+      return make_error(ENOTSUP, what + ": signal-driven I/O (O_ASYNC) not supported yet");
+
     const auto file_key = std::make_pair(uint64_t(r.st.st_dev), uint64_t(r.st.st_ino));
     const bool first_open = first_of_file.emplace(file_key, r.fd).second;
     if (S_ISREG(r.st.st_mode) && r.st.st_nlink == 0) {
@@ -438,11 +445,12 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out) {
       return make_error(ENOTSUP, "fd " + std::to_string(r.fd) + ": " +
                                      describe_socket(pid, r.st.st_ino) + ": not supported yet");
     } else {
-      const char* kind = is_tty                               ? "terminal"
-                         : starts_with(f.path, "anon_inode:") ? "this kind of file"
-                         : S_ISCHR(r.st.st_mode)              ? "character device"
-                         : S_ISBLK(r.st.st_mode)              ? "block device"
-                                                              : "file of this type";
+      if (starts_with(f.path, "anon_inode:"))  // inotify, pidfd, io_uring, perf_event...
+        return make_error(ENOTSUP, what + ": not supported yet");
+      const char* kind = is_tty                  ? "terminal"
+                         : S_ISCHR(r.st.st_mode) ? "character device"
+                         : S_ISBLK(r.st.st_mode) ? "block device"
+                                                 : "file of this type";
       return make_error(ENOTSUP, what + ": " + kind + " not supported yet");
     }
     if (saved_bytes > kMaxSavedBytes)

@@ -220,7 +220,7 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
         case FileKind::kCharDevice: {
           UniqueFd fd(::open(f.path.c_str(), reopen_flags(f.flags)));
           if (!fd.valid()) return sys_error("reopening " + what);
-          if (f.kind == FileKind::kRegular &&
+          if (f.kind == FileKind::kRegular && !(f.flags & O_PATH) &&
               ::lseek(fd.get(), off_t(f.offset), SEEK_SET) != off_t(f.offset) && errno != ESPIPE)
             return sys_error("seeking " + what);
           source = keep(std::move(fd));

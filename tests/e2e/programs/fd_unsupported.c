@@ -3,9 +3,13 @@
 //   tcp          a connected TCP socket (127.0.0.1) at fd 3, its listener at fd 4
 //   unix         a bound UNIX datagram socket at fd 3
 //   shared-pipe  the read end of a pipe at fd 3 whose write end a child holds
+//   flock        a file at fd 3 with an flock(2) lock on it
+//   inotify      an inotify instance at fd 3
 #define _GNU_SOURCE
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -13,7 +17,7 @@
 #include "e2e.h"
 
 int main(int argc, char** argv) {
-  e2e_init(argc, argv, 2, "READY tcp|unix|shared-pipe");
+  e2e_init(argc, argv, 2, "READY tcp|unix|shared-pipe|flock|inotify");
   const char* mode = argv[2];
   pid_t child = -1;
   if (strcmp(mode, "tcp") == 0) {
@@ -50,6 +54,16 @@ int main(int argc, char** argv) {
     }
     close(p[1]);
     if (p[0] != 3 && (dup2(p[0], 3) != 3 || close(p[0]))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "flock") == 0) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s.lock", argv[1]);
+    int l = open(path, O_RDWR | O_CREAT, 0600);
+    if (l < 0 || flock(l, LOCK_EX) != 0) e2e_fail("flock %s: %s", path, strerror(errno));
+    if (l != 3 && (dup2(l, 3) != 3 || close(l))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "inotify") == 0) {
+    int i = inotify_init1(0);
+    if (i < 0) e2e_fail("inotify_init1: %s", strerror(errno));
+    if (i != 3 && (dup2(i, 3) != 3 || close(i))) e2e_fail("dup2: %s", strerror(errno));
   } else {
     e2e_fail("unknown mode %s", mode);
   }
