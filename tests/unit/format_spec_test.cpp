@@ -203,6 +203,14 @@ std::vector<uint8_t> spec_meta_stream(const ImageMeta& m, uint64_t* count) {
     p.u64(f.size);
     p.u64(uint64_t(f.mtime_ns));
     p.str(f.path);
+    // Appended fields, present only when one is not at its default.
+    if (f.dup_of != -1 || !f.params.empty() || !f.data.empty()) {
+      p.u32(uint32_t(f.dup_of));
+      p.u32(uint32_t(f.params.size()));
+      for (uint64_t v : f.params) p.u64(v);
+      p.u32(uint32_t(f.data.size()));
+      p.raw(f.data.data(), f.data.size());
+    }
     record(out, 7, p);
     ++*count;
   }
@@ -359,6 +367,66 @@ TEST(FormatSpec, BytesAfterKnownFieldsOfARecordAreIgnored) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ((*r)->meta().vdso.vdso_size, 12288u);
   EXPECT_EQ((*r)->meta().vdso.vdso_hash, 0x1122334455667788u);
+}
+
+// A File record as version-1 writers before the appended fields wrote it
+// (ending with `path`) still reads, with the defaults; a record cut inside
+// the appended fields is malformed.
+TEST(FormatSpec, FileRecordAppendedFieldsAreOptional) {
+  TempDir tmp;
+  const auto chain = ckpt::testing::make_chain_id(34);
+  ImageMeta meta = ckpt::testing::make_meta(1, chain, 64);
+  meta.files.clear();
+  auto w = SnapshotWriter::create(tmp.path(), 1, chain);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->commit(meta).ok());
+  const std::string path = tmp.path() + "/gen-000001/meta.img";
+  const std::vector<uint8_t> orig = read_bytes(path);
+
+  Le old_style;
+  old_style.u32(5);
+  old_style.u32(uint32_t(FileKind::kRegular));
+  old_style.u32(O_RDONLY);
+  old_style.u32(0);
+  for (uint64_t v : {11ull, 22ull, 33ull, 44ull, 55ull}) old_style.u64(v);
+  old_style.str("/old/file");
+  Le rec;
+  record(rec, 7, old_style);
+  write_bytes(path, with_extra_records(orig, rec, 1));
+  auto r = SnapshotReader::open(tmp.path() + "/gen-000001");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ((*r)->meta().files.size(), 1u);
+  const FileRecord& f = (*r)->meta().files[0];
+  EXPECT_EQ(f.fd, 5);
+  EXPECT_EQ(f.offset, 11u);
+  EXPECT_EQ(f.mtime_ns, 55);
+  EXPECT_EQ(f.path, "/old/file");
+  EXPECT_EQ(f.dup_of, -1);
+  EXPECT_TRUE(f.params.empty());
+  EXPECT_TRUE(f.data.empty());
+
+  // dup_of and a params count of 2, but only one u64 follows.
+  Le cut = old_style;
+  cut.u32(3);
+  cut.u32(2);
+  cut.u64(7);
+  Le rec2;
+  record(rec2, 7, cut);
+  write_bytes(path, with_extra_records(orig, rec2, 1));
+  auto r2 = SnapshotReader::open(tmp.path() + "/gen-000001");
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.error().message.find("malformed"), std::string::npos) << r2.error().message;
+
+  // A data length beyond the payload.
+  Le big = old_style;
+  big.u32(uint32_t(-1));
+  big.u32(0);
+  big.u32(100);
+  big.u8(1);
+  Le rec3;
+  record(rec3, 7, big);
+  write_bytes(path, with_extra_records(orig, rec3, 1));
+  EXPECT_FALSE(SnapshotReader::open(tmp.path() + "/gen-000001").ok());
 }
 
 // ---- Golden version-1 generation ----------------------------------------

@@ -308,6 +308,39 @@ inline image::ImageMeta make_meta(uint64_t generation, const std::array<uint8_t,
   reg.mtime_ns = 1711111111000000001;
   m.files.push_back(reg);
   m.files.push_back(file(7, FileKind::kCharDevice, O_RDONLY, "/dev/urandom"));
+  // Kinds with appended fields (dup_of, params, data).
+  FileRecord dup = reg;
+  dup.fd = 8;
+  dup.dup_of = 3;
+  m.files.push_back(dup);
+  FileRecord del = file(9, FileKind::kDeleted, O_RDWR, "/tmp/scratch file");
+  del.offset = 5000;
+  del.ino = 4444;
+  del.size = 3000;
+  del.params = {0640, 1000, 1000};
+  for (int i = 0; i < 3000; ++i) del.data.push_back(uint8_t(i * 7));
+  m.files.push_back(del);
+  FileRecord pr = file(10, FileKind::kPipe, O_RDONLY | O_NONBLOCK, "pipe:[777]");
+  pr.ino = 777;
+  pr.params = {65536};
+  pr.data = {'u', 'n', 'r', 'e', 'a', 'd', 0, 0xff};
+  m.files.push_back(pr);
+  FileRecord pw = file(11, FileKind::kPipe, O_WRONLY, "pipe:[777]");
+  pw.ino = 777;
+  pw.params = {65536};
+  m.files.push_back(pw);
+  FileRecord ev = file(12, FileKind::kEventfd, O_RDWR, "anon_inode:[eventfd]");
+  ev.params = {0xfffffffffffffffeull, 1};
+  m.files.push_back(ev);
+  FileRecord tf = file(13, FileKind::kTimerfd, O_RDWR, "anon_inode:[timerfd]");
+  tf.params = {1, 1, 4696813512, 100000000, 3, 0x7fffffffffffffffull};
+  m.files.push_back(tf);
+  FileRecord sf = file(14, FileKind::kSignalfd, O_RDWR, "anon_inode:[signalfd]");
+  sf.params = {0x0000000800000200ull};
+  m.files.push_back(sf);
+  FileRecord ep = file(15, FileKind::kEpoll, O_RDWR, "anon_inode:[eventpoll]");
+  ep.params = {12, 0x80000019, 0x1122334455667788ull, 13, 1, ~0ull};
+  m.files.push_back(ep);
   return m;
 }
 
@@ -423,6 +456,9 @@ inline void expect_meta_eq(const image::ImageMeta& a, const image::ImageMeta& b)
     EXPECT_EQ(x.size, y.size);
     EXPECT_EQ(x.mtime_ns, y.mtime_ns);
     EXPECT_EQ(x.path, y.path);
+    EXPECT_EQ(x.dup_of, y.dup_of);
+    EXPECT_EQ(x.params, y.params);
+    EXPECT_EQ(x.data, y.data);
   }
 }
 

@@ -227,6 +227,15 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     put_u64s(w, {f.offset, f.dev, f.ino, f.size});
     w.i64(f.mtime_ns);
     w.str(f.path);
+    // Appended fields, written only when one differs from its default, so
+    // records of the kinds older readers know stay byte for byte as they were.
+    if (f.has_appended()) {
+      w.i32(f.dup_of);
+      w.u32(uint32_t(f.params.size()));
+      for (uint64_t p : f.params) w.u64(p);
+      w.u32(uint32_t(f.data.size()));
+      w.bytes(f.data.data(), f.data.size());
+    }
     put_record(out, RecordType::kFile, w, nrecords);
   }
   return std::move(out.data());
@@ -344,9 +353,21 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       bool ok = r.i32(&f.fd) && r.u32(&kind) && r.u32(&f.flags) && r.u32(&f.fd_flags) &&
                 r.u64(&f.offset) && r.u64(&f.dev) && r.u64(&f.ino) && r.u64(&f.size) &&
                 r.i64(&f.mtime_ns) && r.str(&f.path);
+      if (!ok) return false;
       f.kind = FileKind(kind);
-      if (ok) m->files.push_back(std::move(f));
-      return ok;
+      // Appended fields: absent in older images and for plain files.
+      if (r.left() > 0) {
+        uint32_t n;
+        if (!r.i32(&f.dup_of) || !r.u32(&n) || n > r.left() / 8) return false;
+        f.params.resize(n);
+        for (uint64_t& p : f.params)
+          if (!r.u64(&p)) return false;
+        if (!r.u32(&n) || n > r.left()) return false;
+        f.data.resize(n);
+        if (!r.bytes(f.data.data(), n)) return false;
+      }
+      m->files.push_back(std::move(f));
+      return true;
     }
   }
   return true;  // unknown record types from a newer minor revision are skipped

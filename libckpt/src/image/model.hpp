@@ -101,6 +101,31 @@ enum class FileKind : uint32_t {
   kRegular = 1,       // reopened by path with flags, at offset
   kInheritStdio = 2,  // a terminal or pipe on fd 0-2: connected to cr_restart's same fd
   kCharDevice = 3,    // /dev/null, /dev/zero, /dev/urandom...: reopened by path
+  kDeleted = 4,       // a regular file deleted while open: recreated from `data`, then unlinked
+  kPipe = 5,          // one end of a pipe (flags say which); ends pair by `ino`
+  kFifo = 6,          // a named FIFO: reopened by path
+  kEventfd = 7,       // params: kEventfd*
+  kTimerfd = 8,       // params: kTimerfd*
+  kSignalfd = 9,      // params: kSignalfdMask
+  kEpoll = 10,        // params: (tfd, events, data) triples, the interest list
+};
+
+// FileRecord::params, by kind.
+enum : size_t {
+  kPipeCapacity = 0,  // kPipe, kFifo: F_GETPIPE_SZ
+  kPipeParams = 1,
+  kEventfdCount = 0,      // kEventfd: the counter
+  kEventfdSemaphore = 1,  // 1: EFD_SEMAPHORE
+  kEventfdParams = 2,
+  kTimerfdClock = 0,     // clockid
+  kTimerfdSetFlags = 1,  // TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET of the last settime
+  kTimerfdValueNs = 2,   // time left to the next expiry (0: disarmed)
+  kTimerfdIntervalNs = 3,
+  kTimerfdTicks = 4,       // expirations not read yet
+  kTimerfdDeadlineNs = 5,  // the next expiry on the timer's own clock (absolute)
+  kTimerfdParams = 6,
+  kSignalfdMask = 0,  // kSignalfd: the signals it reads (bit N-1 = signal N)
+  kSignalfdParams = 1,
 };
 
 struct FileRecord {
@@ -111,7 +136,14 @@ struct FileRecord {
   uint64_t offset = 0;
   uint64_t dev = 0, ino = 0, size = 0;
   int64_t mtime_ns = 0;
-  std::string path;
+  std::string path;  // link target; kDeleted: the name it had, without " (deleted)"
+  // Appended fields (format.md, File record):
+  int32_t dup_of = -1;           // an earlier fd sharing this open file description (dup)
+  std::vector<uint64_t> params;  // kind-specific numbers (see the enum above)
+  std::vector<uint8_t> data;     // kDeleted: the file's content; kPipe/kFifo: unread bytes
+                                 // (on the first fd of a file only)
+
+  bool has_appended() const { return dup_of != -1 || !params.empty() || !data.empty(); }
 };
 
 struct ProcessRecord {

@@ -13,6 +13,7 @@
 #include "proc/inject.hpp"
 #include "proc/regs.hpp"
 #include "restore/address_space.hpp"
+#include "restore/files.hpp"
 #include "restore/spawn.hpp"
 #include "restore/syscall_restart.hpp"
 #include "restore/tasks.hpp"
@@ -95,6 +96,7 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   stats.generations_read = chain.links.size();
   stats.pages_skipped = plan.pages_skipped;
 
+  CKPT_TRY(restore::check_files_unchanged(meta, opts.force));
   CKPT_ASSIGN(pid_t pid, restore::spawn_stopped(meta, opts.new_pid));
   RebuildOptions ro{opts, newest};
   Status st = rebuild(pid, chain, plan, ro, &stats);
