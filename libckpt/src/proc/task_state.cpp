@@ -18,6 +18,7 @@
 #include <string>
 
 #include "proc/inject.hpp"
+#include "proc/signals.hpp"
 #include "util/fd.hpp"
 #include "util/text.hpp"
 
@@ -218,12 +219,29 @@ Status read_process_injected(RemoteSyscall& rs, uint64_t scratch, image::Process
   return {};
 }
 
+// Injected calls have a window: a tool killed during one leaves the thread
+// with the call's registers. A single-threaded process whose signals all
+// keep their default action is not touched at all: its alternate stack would
+// never be used, no thread waits on its TID address, and a timer signal or
+// a parent-death signal would end it by default (so a program relying on
+// one has a handler, blocks or ignores it). Its dumpable flag is taken as
+// the default (1); docs/state.md says so.
+bool needs_injected_reads(pid_t pid, const std::vector<image::ThreadRecord>& threads,
+                          const image::ProcessState& state) {
+  if (threads.size() != 1 || !state.timers.empty()) return true;
+  auto masks = read_signal_masks(pid, pid);
+  if (!masks.ok()) return true;
+  uint64_t not_default = masks->caught | masks->ignored | masks->blocked;
+  return not_default != 0;
+}
+
 }  // namespace
 
 Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
                         image::ProcessState* state) {
   for (image::ThreadRecord& t : *threads) CKPT_TRY(read_thread_direct(pid, &t));
   CKPT_TRY(read_process_direct(pid, state));
+  if (!needs_injected_reads(pid, *threads, *state)) return {};
   // One instruction and one scratch page (the mm is shared) for all threads:
   // the freeze time grows by a few calls per thread, not a session each.
   CKPT_ASSIGN(uint64_t insn, find_syscall_insn(pid));
