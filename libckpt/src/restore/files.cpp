@@ -5,6 +5,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -67,22 +68,37 @@ Status refill_pipe(int wfd, const FileRecord& f, const std::string& what) {
 
 // A deleted file's inode again: created under its old name and unlinked at
 // once (so /proc shows "NAME (deleted)" as before), or, when the name is
-// taken meanwhile, an unnamed O_TMPFILE in the same directory.
+// taken meanwhile, an unnamed O_TMPFILE in the same directory. A memfd is a
+// new memfd of the same name, with its seals.
 Result<UniqueFd> recreate_deleted(const FileRecord& f, const std::string& what) {
-  UniqueFd fd(::open(f.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (fd.valid()) {
-    if (::unlink(f.path.c_str()) != 0) return sys_error("recreating " + what + ": unlink");
+  const bool memfd = f.kind == FileKind::kMemfd;
+  UniqueFd fd;
+  if (memfd) {
+    // The name after "/memfd:" (the kernel adds the prefix again).
+    fd.reset(::memfd_create(f.path.c_str() + 7, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd.valid()) return sys_error("recreating " + what);
   } else {
-    if (errno != EEXIST) return sys_error("recreating deleted " + what);
-    std::string dir = f.path.substr(0, f.path.rfind('/'));
-    fd.reset(::open(dir.empty() ? "/" : dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-    if (!fd.valid()) return sys_error("recreating deleted " + what + " in " + dir);
+    fd.reset(::open(f.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (fd.valid()) {
+      if (::unlink(f.path.c_str()) != 0) return sys_error("recreating " + what + ": unlink");
+    } else {
+      if (errno != EEXIST) return sys_error("recreating deleted " + what);
+      std::string dir = f.path.substr(0, f.path.rfind('/'));
+      fd.reset(::open(dir.empty() ? "/" : dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+      if (!fd.valid()) return sys_error("recreating deleted " + what + " in " + dir);
+    }
   }
   CKPT_TRY(write_all(fd.get(), f.data.data(), f.data.size(), "deleted " + what));
-  if (f.params.size() >= 3) {
-    if (::fchown(fd.get(), uid_t(f.params[1]), gid_t(f.params[2])) != 0 ||
-        ::fchmod(fd.get(), mode_t(f.params[0])) != 0)
-      return sys_error("recreating deleted " + what + ": owner and mode");
+  if (f.params.size() >= image::kDeletedParams) {
+    if (::fchown(fd.get(), uid_t(f.params[image::kDeletedUid]),
+                 gid_t(f.params[image::kDeletedGid])) != 0 ||
+        ::fchmod(fd.get(), mode_t(f.params[image::kDeletedMode])) != 0)
+      return sys_error("recreating " + what + ": owner and mode");
+  }
+  if (memfd && f.params.size() >= image::kMemfdParams) {
+    // Seals last: F_SEAL_WRITE and the like would stop the content above.
+    if (::fcntl(fd.get(), F_ADD_SEALS, int(f.params[image::kMemfdSeals])) != 0)
+      return sys_error("recreating " + what + ": seals");
   }
   return fd;
 }
@@ -226,7 +242,8 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
           source = keep(std::move(fd));
           break;
         }
-        case FileKind::kDeleted: {
+        case FileKind::kDeleted:
+        case FileKind::kMemfd: {
           auto key = std::make_pair(f.dev, f.ino);
           auto it = deleted.find(key);
           if (it == deleted.end()) {
