@@ -411,8 +411,11 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out) {
         f.params = deleted_params[file_key];
       }
     } else if (S_ISREG(r.st.st_mode) || S_ISDIR(r.st.st_mode)) {
-      if (ends_with(f.path, " (deleted)"))
-        return make_error(ENOTSUP, what + ": deleted directory not supported");
+      if (ends_with(f.path, " (deleted)"))  // a directory, or a file with another link left
+        return make_error(ENOTSUP,
+                          what + ": unlinked while open (" +
+                              (S_ISDIR(r.st.st_mode) ? "a directory" : "still linked elsewhere") +
+                              "): not supported yet");
       f.kind = FileKind::kRegular;
     } else if (S_ISCHR(r.st.st_mode) &&
                (f.path == "/dev/null" || f.path == "/dev/zero" || f.path == "/dev/urandom" ||

@@ -166,6 +166,8 @@ Status check_files_unchanged(const image::ImageMeta& meta, bool force) {
 
   for (const auto& [path, u] : uses) {
     const std::string what = u.who + ": " + path;
+    // Kernel pseudo files are made anew for each process and boot.
+    if (path.rfind("/proc/", 0) == 0 || path.rfind("/sys/", 0) == 0) continue;
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return sys_error(what);
     if (S_ISDIR(st.st_mode)) continue;  // a directory's entries are not its content
