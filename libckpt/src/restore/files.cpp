@@ -353,14 +353,18 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
   return {};
 }
 
-bool install_files(PreparedFiles& files, int keep_fd, std::string* err) {
+bool install_files(PreparedFiles& files, int* keep_fd, std::string* err) {
   auto fail = [&](const std::string& what) {
     *err = what + ": " + std::strerror(errno);
     return false;
   };
-  // Lift every source fd above all target numbers so the dup2s cannot collide.
-  int top = keep_fd;
+  // Lift every source fd, and the fd to keep, above all target numbers so
+  // the dup2s cannot collide with them.
+  int top = *keep_fd;
   for (const auto& f : files.fds) top = std::max({top, f.target, f.source});
+  int kept = ::fcntl(*keep_fd, F_DUPFD_CLOEXEC, top + 1);
+  if (kept < 0) return fail("fd shuffle failed");
+  *keep_fd = top = kept;
   for (auto& f : files.fds) {
     if (f.source < 0) continue;
     int high = ::fcntl(f.source, F_DUPFD_CLOEXEC, top + 1);
@@ -384,7 +388,7 @@ bool install_files(PreparedFiles& files, int keep_fd, std::string* err) {
                   " in the epoll set");
   }
   // Close everything else.
-  keep.push_back(keep_fd);
+  keep.push_back(*keep_fd);
   std::sort(keep.begin(), keep.end());
   unsigned lo = 0;
   for (int k : keep) {
