@@ -146,7 +146,49 @@ std::vector<uint8_t> spec_meta_stream(const ImageMeta& m, uint64_t* count) {
     p.u64(t.sigmask);
     p.u64(t.restart_nr);
     p.u64(t.restart_rip);
+    p.u64(t.altstack_sp);
+    p.u64(t.altstack_size);
+    p.u32(t.altstack_flags);
+    p.u64(t.clear_child_tid);
+    p.u64(t.robust_list);
+    p.u64(t.robust_len);
+    p.u32(uint32_t(t.pending.size()));
+    for (const SigInfo& si : t.pending) p.raw(si.data(), 128);
+    p.u32(uint32_t(t.seccomp.size()));
+    for (const SeccompFilter& f : t.seccomp) {
+      p.u64(f.flags);
+      p.u32(uint32_t(f.instructions.size()));
+      p.raw(f.instructions.data(), f.instructions.size());
+    }
     record(out, 6, p);
+    ++*count;
+  }
+  {
+    const ProcessState& ps = m.state;
+    Le p;
+    p.u32(ps.has_rlimits ? 1 : 0);
+    for (uint64_t v : ps.rlimits) p.u64(v);
+    p.u32(ps.personality);
+    p.u32(uint32_t(ps.dumpable));
+    p.u32(uint32_t(ps.pdeathsig));
+    p.u32(ps.no_new_privs ? 1 : 0);
+    for (const TimerSetting& t : ps.itimers) {
+      p.u64(t.interval_ns);
+      p.u64(t.value_ns);
+    }
+    p.u32(uint32_t(ps.pending.size()));
+    for (const SigInfo& si : ps.pending) p.raw(si.data(), 128);
+    record(out, 20, p);
+    ++*count;
+  }
+  for (const PosixTimer& t : m.state.timers) {
+    Le p;
+    for (int32_t v : {t.id, t.clock, t.notify, t.signo}) p.u32(uint32_t(v));
+    p.u64(t.value);
+    p.u32(uint32_t(t.notify_tid));
+    p.u64(t.setting.interval_ns);
+    p.u64(t.setting.value_ns);
+    record(out, 21, p);
     ++*count;
   }
   for (const FileRecord& f : m.files) {
@@ -249,7 +291,8 @@ TEST(FormatSpec, FilesAreLaidOutAsDocumented) {
   const std::vector<uint8_t> m = read_bytes(gen + "/meta.img");
   uint64_t nrec = 0;
   const std::vector<uint8_t> stream = spec_meta_stream(meta, &nrec);
-  EXPECT_EQ(nrec, 5 + meta.vmas.size() + meta.threads.size() + meta.files.size());
+  EXPECT_EQ(nrec, 6 + meta.vmas.size() + meta.threads.size() + meta.state.timers.size() +
+                      meta.files.size());
   expect_header(m, "M", 64, 7, chain, nrec);
   ASSERT_EQ(m.size(), 64 + stream.size());
   for (size_t i = 0; i < stream.size(); ++i)

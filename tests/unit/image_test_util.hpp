@@ -247,7 +247,46 @@ inline image::ImageMeta make_meta(uint64_t generation, const std::array<uint8_t,
   t.rseq_len = 32;
   t.rseq_sig = 0x53053053;
   t.sigmask = (1ull << (SIGUSR1 - 1)) | (1ull << 63);
+  t.altstack_sp = 0x7ffff7a00000;
+  t.altstack_size = 65536;
+  t.altstack_flags = 0;
+  t.clear_child_tid = 0x7ffff7d8a910;
+  t.robust_list = 0x7ffff7d8a920;
+  t.robust_len = 24;
+  SigInfo si{};
+  si[0] = SIGUSR2;
+  si[8] = 0xfa;  // si_code SI_QUEUE (-6 as a byte pattern is enough here)
+  t.pending.push_back(si);
+  SeccompFilter filter;
+  filter.flags = 1;
+  filter.instructions.assign(3 * 8, 0x11);
+  t.seccomp.push_back(filter);
   m.threads.push_back(t);
+  ThreadRecord worker = t;
+  worker.tid = 424243;
+  worker.pending.clear();
+  worker.altstack_flags = 2;  // SS_DISABLE
+  m.threads.push_back(worker);
+
+  m.state.has_rlimits = true;
+  for (size_t i = 0; i < m.state.rlimits.size(); ++i) m.state.rlimits[i] = ~0ull - i;
+  m.state.personality = 0x0040000;
+  m.state.dumpable = 0;
+  m.state.pdeathsig = SIGTERM;
+  m.state.no_new_privs = true;
+  m.state.itimers[0] = {100000000, 55000000};
+  SigInfo shared{};
+  shared[0] = SIGHUP;
+  m.state.pending.push_back(shared);
+  PosixTimer pt;
+  pt.id = 3;
+  pt.clock = 1;
+  pt.notify = 4;  // SIGEV_THREAD_ID
+  pt.signo = SIGRTMIN;
+  pt.value = 0xabcdef;
+  pt.notify_tid = 424243;
+  pt.setting = {1000000, 999};
+  m.state.timers.push_back(pt);
 
   auto file = [](int32_t fd, FileKind kind, uint32_t flags, std::string path) {
     FileRecord f;
@@ -371,6 +410,41 @@ inline void expect_meta_eq(const image::ImageMeta& a, const image::ImageMeta& b)
     EXPECT_EQ(x.rseq_len, y.rseq_len);
     EXPECT_EQ(x.rseq_sig, y.rseq_sig);
     EXPECT_EQ(x.sigmask, y.sigmask);
+    EXPECT_EQ(x.altstack_sp, y.altstack_sp);
+    EXPECT_EQ(x.altstack_size, y.altstack_size);
+    EXPECT_EQ(x.altstack_flags, y.altstack_flags);
+    EXPECT_EQ(x.clear_child_tid, y.clear_child_tid);
+    EXPECT_EQ(x.robust_list, y.robust_list);
+    EXPECT_EQ(x.robust_len, y.robust_len);
+    EXPECT_EQ(x.pending, y.pending);
+    ASSERT_EQ(x.seccomp.size(), y.seccomp.size());
+    for (size_t f = 0; f < x.seccomp.size(); ++f) {
+      EXPECT_EQ(x.seccomp[f].flags, y.seccomp[f].flags);
+      EXPECT_EQ(x.seccomp[f].instructions, y.seccomp[f].instructions);
+    }
+  }
+  EXPECT_EQ(a.state.has_rlimits, b.state.has_rlimits);
+  EXPECT_EQ(a.state.rlimits, b.state.rlimits);
+  EXPECT_EQ(a.state.personality, b.state.personality);
+  EXPECT_EQ(a.state.dumpable, b.state.dumpable);
+  EXPECT_EQ(a.state.pdeathsig, b.state.pdeathsig);
+  EXPECT_EQ(a.state.no_new_privs, b.state.no_new_privs);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(a.state.itimers[i].interval_ns, b.state.itimers[i].interval_ns);
+    EXPECT_EQ(a.state.itimers[i].value_ns, b.state.itimers[i].value_ns);
+  }
+  EXPECT_EQ(a.state.pending, b.state.pending);
+  ASSERT_EQ(a.state.timers.size(), b.state.timers.size());
+  for (size_t i = 0; i < a.state.timers.size(); ++i) {
+    const image::PosixTimer &x = a.state.timers[i], &y = b.state.timers[i];
+    EXPECT_EQ(x.id, y.id);
+    EXPECT_EQ(x.clock, y.clock);
+    EXPECT_EQ(x.notify, y.notify);
+    EXPECT_EQ(x.signo, y.signo);
+    EXPECT_EQ(x.value, y.value);
+    EXPECT_EQ(x.notify_tid, y.notify_tid);
+    EXPECT_EQ(x.setting.interval_ns, y.setting.interval_ns);
+    EXPECT_EQ(x.setting.value_ns, y.setting.value_ns);
   }
   ASSERT_EQ(a.files.size(), b.files.size());
   for (size_t i = 0; i < a.files.size(); ++i) {

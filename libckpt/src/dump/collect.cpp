@@ -1,5 +1,6 @@
 #include "dump/collect.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 
 #include "proc/regs.hpp"
 #include "proc/signals.hpp"
+#include "proc/task_state.hpp"
 #include "util/fd.hpp"
 #include "util/hash.hpp"
 #include "util/text.hpp"
@@ -42,7 +44,30 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
+// Children (running or zombie) would be lost: a restored process's wait()
+// would not find them. Process trees are not supported yet.
+Status refuse_children(pid_t pid) {
+  DIR* d = ::opendir(proc_path(pid, "task").c_str());
+  if (!d) return sys_error("listing " + proc_path(pid, "task"));
+  std::string kids;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    auto c = read_file(proc_path(pid, "task/") + e->d_name + "/children");
+    if (c.ok()) kids += *c;
+  }
+  ::closedir(d);
+  pid_t child = pid_t(std::atoi(kids.c_str()));
+  if (child <= 0) return {};
+  auto comm = read_file(proc_path(child, "comm"));
+  std::string name = comm.ok() ? *comm : "?";
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  return make_error(ENOTSUP, "PID " + std::to_string(pid) + " has child process " +
+                                 std::to_string(child) + " (" + name +
+                                 "): process trees are not supported yet");
+}
+
 Status collect_process(pid_t pid, image::ProcessRecord* out) {
+  CKPT_TRY(refuse_children(pid));
   out->pid = pid;
   CKPT_ASSIGN(std::string comm, read_file(proc_path(pid, "comm")));
   if (!comm.empty() && comm.back() == '\n') comm.pop_back();
@@ -143,10 +168,6 @@ Status collect_vdso(pid_t pid, const std::vector<VmaRecord>& vmas, image::VdsoRe
 
 Status collect_threads(const proc::FrozenProcess& fp, const image::ImageMeta* previous,
                        std::vector<image::ThreadRecord>* out) {
-  if (fp.threads().size() != 1)
-    return make_error(ENOTSUP, "PID " + std::to_string(fp.pid()) + " has " +
-                                   std::to_string(fp.threads().size()) +
-                                   " threads: multi-threaded processes are not supported yet");
   for (const proc::FrozenThread& t : fp.threads()) {
     image::ThreadRecord rec;
     rec.tid = t.tid;
@@ -173,6 +194,7 @@ Status collect_threads(const proc::FrozenProcess& fp, const image::ImageMeta* pr
     rec.rseq_sig = rseq.sig;
     CKPT_ASSIGN(proc::SignalMasks masks, proc::read_signal_masks(fp.pid(), t.tid));
     rec.sigmask = masks.blocked;
+    CKPT_TRY(proc::read_thread_state(fp.pid(), &rec));
     out->push_back(std::move(rec));
   }
   return {};

@@ -51,6 +51,16 @@ struct MmRecord {
 // x86_64 `struct user_regs_struct`, kept as 27 raw 64-bit words in kernel order.
 constexpr size_t kGpRegWords = 27;
 
+// A queued signal exactly as the kernel reports it (PTRACE_PEEKSIGINFO): a
+// 128-byte siginfo_t.
+using SigInfo = std::array<uint8_t, 128>;
+
+// One seccomp BPF filter (PTRACE_SECCOMP_GET_FILTER) and its install flags.
+struct SeccompFilter {
+  uint64_t flags = 0;                 // SECCOMP_FILTER_FLAG_* (PTRACE_GET_SECCOMP_METADATA)
+  std::vector<uint8_t> instructions;  // struct sock_filter[], 8 bytes each
+};
+
 struct ThreadRecord {
   int32_t tid = 0;
   int32_t pending_signal = 0;  // a signal caught at the freeze stop; delivered at resume
@@ -67,6 +77,15 @@ struct ThreadRecord {
   // inside restart_syscall, knows what it is really waiting in.
   uint64_t restart_nr = 0;
   uint64_t restart_rip = 0;
+  // sigaltstack (ss_flags SS_DISABLE: none).
+  uint64_t altstack_sp = 0;
+  uint64_t altstack_size = 0;
+  uint32_t altstack_flags = 2;  // SS_DISABLE
+  uint64_t clear_child_tid = 0;  // set_tid_address / CLONE_CHILD_CLEARTID
+  uint64_t robust_list = 0;      // set_robust_list head and length
+  uint64_t robust_len = 0;
+  std::vector<SigInfo> pending;          // signals queued for this thread only
+  std::vector<SeccompFilter> seccomp;    // oldest first (the order to install them)
 };
 
 // A signal disposition as the kernel stores it (struct kernel_sigaction).
@@ -142,6 +161,36 @@ struct ProcessRecord {
   std::vector<SignalAction> sigactions;  // every disposition that is not SIG_DFL
 };
 
+// An interval timer: setitimer(2) or a POSIX timer's setting, in ns.
+struct TimerSetting {
+  uint64_t interval_ns = 0;
+  uint64_t value_ns = 0;  // time to the next expiry; 0: disarmed
+};
+
+// A timer_create(2) timer.
+struct PosixTimer {
+  int32_t id = 0;
+  int32_t clock = 0;
+  int32_t notify = 0;     // SIGEV_SIGNAL, SIGEV_NONE, SIGEV_THREAD_ID
+  int32_t signo = 0;
+  uint64_t value = 0;     // sigev_value
+  int32_t notify_tid = 0; // SIGEV_THREAD_ID: the thread
+  TimerSetting setting;
+};
+
+// Process-wide state beyond memory, threads and files.
+struct ProcessState {
+  std::array<uint64_t, 32> rlimits{};  // (soft, hard) for RLIMIT 0..15; all zero: not saved
+  bool has_rlimits = false;
+  uint32_t personality = 0;
+  int32_t dumpable = 1;
+  int32_t pdeathsig = 0;
+  bool no_new_privs = false;
+  std::array<TimerSetting, 3> itimers{};  // ITIMER_REAL, _VIRTUAL, _PROF
+  std::vector<SigInfo> pending;           // signals queued for the whole process
+  std::vector<PosixTimer> timers;
+};
+
 struct VdsoRecord {
   uint64_t vdso_size = 0;
   uint64_t vdso_hash = 0;  // xxh3 of the vdso text: restore refuses a different kernel's vdso
@@ -159,6 +208,7 @@ struct ImageMeta {
   int64_t created_unix_ns = 0;
   std::string kernel_release;  // uname -r at checkpoint time
   ProcessRecord process;
+  ProcessState state;
   MmRecord mm;
   VdsoRecord vdso;
   std::vector<VmaRecord> vmas;

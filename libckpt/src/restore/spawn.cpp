@@ -125,8 +125,13 @@ Result<pid_t> spawn_stopped(const image::ImageMeta& meta, bool new_pid) {
     if (WIFSTOPPED(st)) ::waitpid(pid_t(pid), &st, __WALL);
     return make_error(EIO, msg.empty() ? "the new process did not start" : msg);
   }
-  if (::ptrace(PTRACE_SETOPTIONS, pid_t(pid), nullptr,
-               (void*)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD)) != 0) {
+  // Threads are created by calls we inject (TRACECLONE attaches them); the
+  // process's seccomp filters, reinstalled before its last calls, must not
+  // judge those (SUSPEND_SECCOMP needs CAP_SYS_ADMIN: without, filters go last).
+  long opts = PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE;
+  if (::ptrace(PTRACE_SETOPTIONS, pid_t(pid), nullptr, (void*)(opts | PTRACE_O_SUSPEND_SECCOMP)) !=
+          0 &&
+      ::ptrace(PTRACE_SETOPTIONS, pid_t(pid), nullptr, (void*)opts) != 0) {
     Error e = sys_error("ptrace setoptions");
     ::kill(pid_t(pid), SIGKILL);
     ::waitpid(pid_t(pid), &st, __WALL);
