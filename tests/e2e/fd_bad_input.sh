@@ -14,8 +14,9 @@
 #                    refused with "fd 3: TCP socket A:P -> B:Q: not supported
 #                    yet"; the target keeps running and finishes by itself
 #   unix-socket      the same with a bound UNIX datagram socket
-#   shared-pipe      a pipe whose other end another process holds: refused
-#                    naming that process
+#   shared-fifo      a FIFO another process (this script) holds open too:
+#                    refused naming that process (a pipe shared with a child
+#                    is refused earlier, for the child)
 #   flock            a file with an flock(2) lock: refused
 #   inotify          an inotify instance: refused naming it
 # Prints "PASS fd_bad_input TEST" or "FAIL fd_bad_input TEST: reason". Exit
@@ -26,7 +27,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket shared-pipe
+TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket shared-fifo
   flock inotify)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
@@ -169,9 +170,12 @@ case $TEST in
     start fd_unsupported unix
     refused_at_checkpoint "^cr_full: fd 3: UNIX datagram socket $WORK/ready.sock: not supported yet$"
     ;;
-  shared-pipe)
-    start fd_unsupported shared-pipe
-    refused_at_checkpoint "^cr_full: fd 3: pipe:\[[0-9]+\]: also open in PID [0-9]+ \(fd_unsupported\): .*not supported yet$"
+  shared-fifo)
+    mkfifo "$WORK/ready.fifo"
+    exec {HOLD}<>"$WORK/ready.fifo" # this script holds it too
+    start fd_unsupported shared-fifo
+    refused_at_checkpoint "^cr_full: fd 3: $WORK/ready.fifo: also open in PID $$ \(bash\): pipes and FIFOs shared with other processes are not supported yet$"
+    exec {HOLD}>&-
     ;;
   flock)
     start fd_unsupported flock

@@ -2,24 +2,21 @@
 // at fd 3, signals ready, waits ~3 s and exits 0 if the fd is still intact.
 //   tcp          a connected TCP socket (127.0.0.1) at fd 3, its listener at fd 4
 //   unix         a bound UNIX datagram socket at fd 3
-//   shared-pipe  the read end of a pipe at fd 3 whose write end a child holds
+//   shared-fifo  the FIFO READY.fifo at fd 3, which the driver holds open too
 //   flock        a file at fd 3 with an flock(2) lock on it
 //   inotify      an inotify instance at fd 3
 #define _GNU_SOURCE
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 
 #include "e2e.h"
 
 int main(int argc, char** argv) {
-  e2e_init(argc, argv, 2, "READY tcp|unix|shared-pipe|flock|inotify");
+  e2e_init(argc, argv, 2, "READY tcp|unix|shared-fifo|flock|inotify");
   const char* mode = argv[2];
-  pid_t child = -1;
   if (strcmp(mode, "tcp") == 0) {
     int l = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -43,17 +40,13 @@ int main(int argc, char** argv) {
     unlink(a.sun_path);
     if (u < 0 || bind(u, (struct sockaddr*)&a, sizeof a)) e2e_fail("bind: %s", strerror(errno));
     if (u != 3 && (dup2(u, 3) != 3 || close(u))) e2e_fail("dup2: %s", strerror(errno));
-  } else if (strcmp(mode, "shared-pipe") == 0) {
-    int p[2];
-    if (pipe(p) != 0) e2e_fail("pipe: %s", strerror(errno));
-    child = fork();
-    if (child == 0) {  // holds the write end until its parent is gone
-      close(p[0]);
-      for (int i = 0; i < 100 && getppid() != 1; i++) usleep(100000);
-      _exit(0);
-    }
-    close(p[1]);
-    if (p[0] != 3 && (dup2(p[0], 3) != 3 || close(p[0]))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "shared-fifo") == 0) {
+    // READY.fifo, which the driver holds open too.
+    char path[4096];
+    snprintf(path, sizeof path, "%s.fifo", argv[1]);
+    int f = open(path, O_RDONLY | O_NONBLOCK);
+    if (f < 0) e2e_fail("open %s: %s", path, strerror(errno));
+    if (f != 3 && (dup2(f, 3) != 3 || close(f))) e2e_fail("dup2: %s", strerror(errno));
   } else if (strcmp(mode, "flock") == 0) {
     char path[4096];
     snprintf(path, sizeof path, "%s.lock", argv[1]);
@@ -70,9 +63,5 @@ int main(int argc, char** argv) {
   e2e_ready(argv[1]);
   e2e_sleep_ms(3000);
   if (fcntl(3, F_GETFD) < 0) e2e_fail("fd 3 is gone");
-  if (child > 0) {
-    kill(child, SIGKILL);
-    waitpid(child, NULL, 0);
-  }
   e2e_done();
 }
