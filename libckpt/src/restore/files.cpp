@@ -55,11 +55,17 @@ Status set_nonblock(int fd, bool on, const std::string& what) {
   return {};
 }
 
-// Puts a pipe's saved state back: its capacity, then its unread bytes.
-Status refill_pipe(int wfd, const FileRecord& f, const std::string& what) {
+// A new pipe gets the capacity the checkpointed one had.
+Status size_pipe(int fd, const FileRecord& f, const std::string& what) {
   const uint64_t cap = f.params.size() > image::kPipeCapacity ? f.params[image::kPipeCapacity] : 0;
-  if (cap && ::fcntl(wfd, F_SETPIPE_SZ, int(cap)) < 0)
+  if (cap && ::fcntl(fd, F_SETPIPE_SZ, int(cap)) < 0)
     return sys_error(what + ": setting the pipe size to " + std::to_string(cap));
+  return {};
+}
+
+// The unread bytes a record carries (the checkpoint puts them on the first
+// record of a pipe; any record's are taken).
+Status refill_pipe(int wfd, const FileRecord& f, const std::string& what) {
   if (f.data.empty()) return {};
   CKPT_TRY(set_nonblock(wfd, true, what));
   CKPT_TRY(write_all(wfd, f.data.data(), f.data.size(), "the unread data of " + what));
@@ -249,7 +255,13 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
           auto key = std::make_pair(f.dev, f.ino);
           auto it = deleted.find(key);
           if (it == deleted.end()) {
-            CKPT_ASSIGN(UniqueFd base, recreate_deleted(f, what));
+            // The content is on one record of the file (the first, as the
+            // checkpoint writes it).
+            const FileRecord* full = &f;
+            for (const FileRecord& o : meta.files)
+              if (o.kind == f.kind && o.dev == f.dev && o.ino == f.ino && !o.data.empty())
+                full = &o;
+            CKPT_ASSIGN(UniqueFd base, recreate_deleted(*full, what));
             it = deleted.emplace(key, keep(std::move(base))).first;
           }
           CKPT_ASSIGN(source, reopen(it->second, f.flags, what + " (deleted)"));
@@ -263,9 +275,10 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
             int p[2];
             if (::pipe2(p, O_CLOEXEC) != 0) return sys_error("creating " + what);
             PipeEnds ends{keep(UniqueFd(p[0])), keep(UniqueFd(p[1]))};
-            CKPT_TRY(refill_pipe(ends.w, f, what));
+            CKPT_TRY(size_pipe(ends.w, f, what));
             it = pipes.emplace(f.ino, ends).first;
           }
+          CKPT_TRY(refill_pipe(it->second.w, f, what));
           const bool reader = (f.flags & O_ACCMODE) == O_RDONLY;
           int& end = reader ? it->second.r : it->second.w;
           bool& used = reader ? it->second.r_used : it->second.w_used;
@@ -290,9 +303,10 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
             if (!rw.valid()) return sys_error("reopening FIFO " + what);
             if (::fstat(rw.get(), &st) != 0 || !S_ISFIFO(st.st_mode))
               return make_error(ESTALE, what + ": no longer a FIFO");
-            CKPT_TRY(refill_pipe(rw.get(), f, what));
+            CKPT_TRY(size_pipe(rw.get(), f, what));
             it = fifos.emplace(f.path, keep(std::move(rw))).first;
           }
+          CKPT_TRY(refill_pipe(it->second, f, what));
           UniqueFd fd(::open(f.path.c_str(), reopen_flags(f.flags) | O_NONBLOCK));
           if (!fd.valid()) return sys_error("reopening FIFO " + what);
           CKPT_TRY(set_nonblock(fd.get(), f.flags & O_NONBLOCK, what));
