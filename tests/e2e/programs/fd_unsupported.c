@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
         getsockname(l, (struct sockaddr*)&a, &len))
       e2e_fail("listen: %s", strerror(errno));
     int c = socket(AF_INET, SOCK_STREAM, 0);
-    if (c < 0 || connect(c, (struct sockaddr*)&a, sizeof a)) e2e_fail("connect: %s", strerror(errno));
+    if (c < 0 || connect(c, (struct sockaddr*)&a, sizeof a))
+      e2e_fail("connect: %s", strerror(errno));
     // Connected socket at fd 3, the listener at fd 4 (the accepted one above).
     if (dup2(c, 100) < 0 || dup2(l, 101) < 0) e2e_fail("dup2: %s", strerror(errno));
     close(c);
