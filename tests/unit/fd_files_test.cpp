@@ -190,6 +190,30 @@ TEST(fd_files, DeletedFileIsRecreatedUnlinkedWithContentAndOffsets) {
   EXPECT_STREQ(buf, "def");
 }
 
+TEST(fd_files, DeletedFileWhoseNameIsTakenBecomesAnUnnamedFile) {
+  TempDir tmp;
+  const std::string name = tmp.path() + "/taken";
+  write_file(name, "someone else's file");
+  FileRecord f;
+  f.fd = 3;
+  f.kind = FileKind::kDeleted;
+  f.flags = O_RDONLY;
+  f.path = name;
+  f.data = {'o', 'l', 'd'};
+  ImageMeta m;
+  m.files = {f};
+  PreparedFiles p;
+  Status st = prepare_files(m, &p);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  struct stat st_fd, st_name;
+  ASSERT_EQ(::fstat(prepared(p, 3).source, &st_fd), 0);
+  ASSERT_EQ(::stat(name.c_str(), &st_name), 0);
+  EXPECT_EQ(st_fd.st_nlink, 0u);
+  EXPECT_NE(st_fd.st_ino, st_name.st_ino);
+  EXPECT_EQ(st_fd.st_size, 3);
+  EXPECT_EQ(st_name.st_size, 19) << "the file now at the name is left alone";
+}
+
 TEST(fd_files, PipeIsRefilledAndItsEndsPaired) {
   FileRecord r;
   r.fd = 10;
