@@ -14,9 +14,10 @@
 #                    refused with "fd 3: TCP socket A:P -> B:Q: not supported
 #                    yet"; the target keeps running and finishes by itself
 #   unix-socket      the same with a bound UNIX datagram socket
+#   shared-pipe      a pipe whose other end another process (the target's
+#                    parent) holds: refused naming that process
 #   shared-fifo      a FIFO another process (this script) holds open too:
-#                    refused naming that process (a pipe shared with a child
-#                    is refused earlier, for the child)
+#                    refused naming that process
 #   flock            a file with an flock(2) lock: refused
 #   inotify          an inotify instance: refused naming it
 # Prints "PASS fd_bad_input TEST" or "FAIL fd_bad_input TEST: reason". Exit
@@ -27,8 +28,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket shared-fifo
-  flock inotify)
+TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket shared-pipe
+  shared-fifo flock inotify)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
   echo "  TEST: ${TESTS[*]}" >&2
@@ -120,14 +121,14 @@ restore_forced() {
 
 # refused_at_checkpoint REGEX: cr_full refuses; the target runs on, unharmed.
 refused_at_checkpoint() {
-  tool "$BIN_DIR/cr_full" --dir "$WORK/ck" "$TPID"
+  tool "$BIN_DIR/cr_full" --dir "$WORK/ck" "${CK_PID:-$TPID}"
   expect_refusal "cr_full" "$1"
   if compgen -G "$WORK/ck/gen-*" >/dev/null; then fail "a gen-* directory appeared"; fi
   local st
   st=$(proc_state "$TPID")
   [[ $st != - && $st != Z ]] || fail "target is gone after the refusal"
   [[ $st != T && $st != t ]] || fail "target left stopped (state $st)"
-  [[ $(tracer_of "$TPID") == 0 ]] || fail "target left traced"
+  [[ $(tracer_of "${CK_PID:-$TPID}") == 0 ]] || fail "target left traced"
   wait_exit "$TPID" 30 || fail "target still running 30s later"
   ((EXIT_STATUS == 0)) || fail "target $(describe_status "$EXIT_STATUS") after the refusal: $(first_line "$WORK/prog.err")"
 }
@@ -169,6 +170,13 @@ case $TEST in
   unix-socket)
     start fd_unsupported unix
     refused_at_checkpoint "^cr_full: fd 3: UNIX datagram socket $WORK/ready.sock: not supported yet$"
+    ;;
+  shared-pipe)
+    start fd_unsupported shared-pipe
+    # The target is the forked child that wrote the ready file; TPID, its
+    # parent, exits with the child's status.
+    CK_PID=$(cut -d' ' -f1 "$WORK/ready")
+    refused_at_checkpoint "^cr_full: fd 3: pipe:\[[0-9]+\]: also open in PID [0-9]+ \(fd_unsupported\): .*not supported yet$"
     ;;
   shared-fifo)
     mkfifo "$WORK/ready.fifo"

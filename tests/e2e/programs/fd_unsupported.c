@@ -2,6 +2,8 @@
 // at fd 3, signals ready, waits ~3 s and exits 0 if the fd is still intact.
 //   tcp          a connected TCP socket (127.0.0.1) at fd 3, its listener at fd 4
 //   unix         a bound UNIX datagram socket at fd 3
+//   shared-pipe  (in a forked child, the target) the read end of a pipe at fd 3
+//                whose write end the parent holds
 //   shared-fifo  the FIFO READY.fifo at fd 3, which the driver holds open too
 //   flock        a file at fd 3 with an flock(2) lock on it
 //   inotify      an inotify instance at fd 3
@@ -11,11 +13,12 @@
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include "e2e.h"
 
 int main(int argc, char** argv) {
-  e2e_init(argc, argv, 2, "READY tcp|unix|shared-fifo|flock|inotify");
+  e2e_init(argc, argv, 2, "READY tcp|unix|shared-pipe|shared-fifo|flock|inotify");
   const char* mode = argv[2];
   if (strcmp(mode, "tcp") == 0) {
     int l = socket(AF_INET, SOCK_STREAM, 0);
@@ -41,6 +44,22 @@ int main(int argc, char** argv) {
     unlink(a.sun_path);
     if (u < 0 || bind(u, (struct sockaddr*)&a, sizeof a)) e2e_fail("bind: %s", strerror(errno));
     if (u != 3 && (dup2(u, 3) != 3 || close(u))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "shared-pipe") == 0) {
+    int p[2];
+    if (pipe(p) != 0) e2e_fail("pipe: %s", strerror(errno));
+    // The child is the target (a process with a child is refused for that
+    // reason first): it reads fd 3, its parent holds the write end.
+    pid_t kid = fork();
+    if (kid < 0) e2e_fail("fork: %s", strerror(errno));
+    if (kid > 0) {
+      close(p[0]);
+      int st = 0;
+      waitpid(kid, &st, 0);
+      _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+    }
+    e2e_pid = getpid();
+    close(p[1]);
+    if (p[0] != 3 && (dup2(p[0], 3) != 3 || close(p[0]))) e2e_fail("dup2: %s", strerror(errno));
   } else if (strcmp(mode, "shared-fifo") == 0) {
     // READY.fifo, which the driver holds open too.
     char path[4096];

@@ -9,6 +9,7 @@
 
 #include <linux/futex.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 
@@ -23,6 +24,33 @@ static int cond_flag;
 static pthread_barrier_t barrier;
 static volatile int asleep;
 static double t_start;
+static int read_pipe[2], epoll_pipe[2], epfd;
+static const char kMessage[] = "woken through the pipe";
+
+static void* pipe_reader(void* arg) {
+  (void)arg;
+  __atomic_add_fetch(&asleep, 1, __ATOMIC_SEQ_CST);
+  char buf[64] = {0};
+  ssize_t n;
+  while ((n = read(read_pipe[0], buf, sizeof buf - 1)) < 0 && errno == EINTR) {
+  }
+  if (n != (ssize_t)strlen(kMessage) || strcmp(buf, kMessage) != 0)
+    e2e_fail("read from the pipe gave %zd bytes \"%s\"", n, buf);
+  return NULL;
+}
+
+static void* epoll_waiter(void* arg) {
+  (void)arg;
+  __atomic_add_fetch(&asleep, 1, __ATOMIC_SEQ_CST);
+  struct epoll_event ev;
+  int n;
+  while ((n = epoll_wait(epfd, &ev, 1, -1)) < 0 && errno == EINTR) {
+  }
+  if (n != 1 || ev.data.u64 != 0xfeedULL) e2e_fail("epoll_wait gave %d events", n);
+  char c;
+  if (read(epoll_pipe[0], &c, 1) != 1 || c != 'e') e2e_fail("epoll pipe byte wrong");
+  return NULL;
+}
 
 static void* futex_waiter(void* arg) {
   (void)arg;
@@ -79,8 +107,13 @@ int main(int argc, char** argv) {
   e2e_init(argc, argv, 1, "READY");
   t_start = e2e_now();
   pthread_barrier_init(&barrier, NULL, BARRIER_THREADS);
-  void* (*bodies[])(void*) = {futex_waiter, cond_waiter, sleeper, poller, barrier_waiter,
-                              barrier_waiter};
+  if (pipe(read_pipe) || pipe(epoll_pipe)) e2e_fail("pipe: %s", strerror(errno));
+  epfd = epoll_create1(0);
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0xfeedULL};
+  if (epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, epoll_pipe[0], &ev) != 0)
+    e2e_fail("epoll: %s", strerror(errno));
+  void* (*bodies[])(void*) = {futex_waiter,   cond_waiter,    sleeper,     poller,
+                              barrier_waiter, barrier_waiter, pipe_reader, epoll_waiter};
   enum { N = sizeof bodies / sizeof bodies[0] };
   pthread_t th[N];
   for (int i = 0; i < N; i++)
@@ -100,6 +133,9 @@ int main(int argc, char** argv) {
   cond_flag = 7;
   pthread_cond_signal(&cond);
   pthread_mutex_unlock(&cond_lock);
+  if (write(read_pipe[1], kMessage, strlen(kMessage)) != (ssize_t)strlen(kMessage) ||
+      write(epoll_pipe[1], "e", 1) != 1)
+    e2e_fail("write to a pipe: %s", strerror(errno));
   int r = pthread_barrier_wait(&barrier);
   if (r != 0 && r != PTHREAD_BARRIER_SERIAL_THREAD) e2e_fail("main barrier wait: %d", r);
   for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
