@@ -555,7 +555,9 @@ static long ckd_start(struct ckpt_dirty_start __user *uarg)
 
 	if (copy_from_user(&a, uarg, sizeof(a)))
 		return -EFAULT;
-	if (a.flags)
+	if (a.flags & ~CKPT_DIRTY_START_TOKEN)
+		return -EINVAL;
+	if ((a.flags & CKPT_DIRTY_START_TOKEN) && (a.token == 0 || a.token > 0x7fffffffULL))
 		return -EINVAL;
 	mm = ckd_target_mm(a.pid);
 	if (IS_ERR(mm))
@@ -584,7 +586,7 @@ static long ckd_start(struct ckpt_dirty_start __user *uarg)
 		ckd_nsessions++;
 	}
 	ckd_reset_all(s);
-	s->token = ckd_new_token();
+	s->token = (a.flags & CKPT_DIRTY_START_TOKEN) ? a.token : ckd_new_token();
 	a.token = s->token;
 	err = copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
 out:

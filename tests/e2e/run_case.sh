@@ -23,7 +23,8 @@
 # Prints "PASS CASE MODE" or "FAIL CASE MODE: reason" (details on stderr).
 # Exit status: 0 pass, 1 fail, 2 usage, 77 skip (only for a missing kernel
 # feature). Set E2E_KEEP=1 to keep the temporary directory; E2E_TRACKER=NAME
-# starts the chain with cr_full --tracker=NAME (default: auto).
+# starts the chain with cr_full --tracker=NAME (default: auto);
+# E2E_HEAP_ARGS="MIB STEPS" sizes heap_pattern (default 256 MiB, 200 steps).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -84,6 +85,8 @@ STDIN_PIPE=0 # 1: stdin is a pipe the driver writes LINE into
 LINE=""
 REFERENCE=0 # 1: compare $WORK/out.txt with the output of an uninterrupted run
 case $CASE in
+  # E2E_HEAP_ARGS="MIB STEPS": a smaller heap_pattern (the qemu guest of tests/kernel).
+  heap_pattern | heap_pattern_static) read -r -a ARGS <<<"${E2E_HEAP_ARGS:-}" ;;
   file_map_private) ARGS=("$WORK") ;;
   sleeper) ARGS=(nanosleep) ;;
   sleeper_sleep)

@@ -6,6 +6,10 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mkdir -p /dev/pts /dev/shm
+ln -sf /proc/self/fd /dev/fd
+ln -sf /proc/self/fd/0 /dev/stdin
+ln -sf /proc/self/fd/1 /dev/stdout
+ln -sf /proc/self/fd/2 /dev/stderr
 mount -t devpts -o ptmxmode=0666 devpts /dev/pts
 mount -t tmpfs tmp /tmp
 mount -t tmpfs shm /dev/shm
@@ -54,10 +58,10 @@ if has e2e; then
     E2E_TRACKER=$t bash /ckpt/tests/e2e/incremental_chain.sh /ckpt/bin >/tmp/chain.log 2>&1 || rc=$?
     result "e2e.incremental_chain.$t" /tmp/chain.log $rc
     [ $rc = 0 ] && grep -a -E '^ +[0-9]+ (full|incremental) ' /tmp/chain.log | sed "s/^/KTEST INFO chain $t: /"
-    for c in heap_pattern file_map_private cxx_containers sleeper; do
+    for c in heap_pattern cxx_containers sleeper; do
       for m in incremental incremental-after-restore; do
         rc=0
-        E2E_TRACKER=$t bash /ckpt/tests/e2e/run_case.sh /ckpt/bin $c $m >/tmp/case.log 2>&1 || rc=$?
+        E2E_TRACKER=$t E2E_HEAP_ARGS="32 400" bash /ckpt/tests/e2e/run_case.sh /ckpt/bin $c $m >/tmp/case.log 2>&1 || rc=$?
         result "e2e.$c.$m.$t" /tmp/case.log $rc
       done
     done
@@ -69,7 +73,7 @@ if has bench; then
 fi
 
 if has criu; then
-  sh /ckpt/tests/kernel/criu_compare.sh
+  bash /ckpt/tests/kernel/criu_compare.sh
 fi
 
 # Last: anything the kernel complained about during all of the above.

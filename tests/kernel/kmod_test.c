@@ -489,9 +489,17 @@ static void test_token(struct target* t) {
   t2 = old;
   int e3 = ck_collect(t->pid, &t2, t->small, 64, bits, NULL);  // a spent token
   int e4 = ck_collect(t->pid, &t1, t->small, 64, bits, NULL);  // the newest one
-  result(!e1 && !e2 && e3 == -ESTALE && !e4 && old > 0 && old < (1ULL << 31), "token",
-         "start %s, collect %s, spent token %s, newest %s", strerror(-e1), strerror(-e2),
-         strerror(-e3), strerror(-e4));
+  // A restore continues a chain: START with the caller's token.
+  struct ckpt_dirty_start a = {.pid = t->pid, .flags = CKPT_DIRTY_START_TOKEN, .token = 12345};
+  freeze(t->pid);
+  int e5 = ioctl(dev, CKPT_DIRTY_IOC_START, &a) != 0 ? -errno : 0;
+  thaw(t->pid);
+  uint64_t t3 = 12345;
+  int e6 = ck_collect(t->pid, &t3, t->small, 64, bits, NULL);
+  result(!e1 && !e2 && e3 == -ESTALE && !e4 && old > 0 && old < (1ULL << 31) && !e5 && !e6 &&
+             a.token == 12345,
+         "token", "start %s, collect %s, spent token %s, newest %s, start with a given token %s, collect with it %s",
+         strerror(-e1), strerror(-e2), strerror(-e3), strerror(-e4), strerror(-e5), strerror(-e6));
 }
 
 static void test_exec(void) {

@@ -46,9 +46,14 @@ struct ckpt_dirty_version {
 
 struct ckpt_dirty_start {
 	__s32 pid;   /* in: any thread of the process (caller's pid namespace) */
-	__u32 flags; /* in: 0 */
-	__u64 token; /* out: the token for the first COLLECT */
+	__u32 flags; /* in: 0 or CKPT_DIRTY_START_TOKEN */
+	__u64 token; /* in (CKPT_DIRTY_START_TOKEN): the token to continue with;
+		      * out: the token for the first COLLECT */
 };
+/* START: continue with the caller's token (1 .. 2^31-1) instead of a new one.
+ * For a process just restored from a checkpoint whose metadata holds that
+ * token: its memory is that checkpoint's, so the chain goes on from it. */
+#define CKPT_DIRTY_START_TOKEN (1u << 0)
 
 struct ckpt_dirty_collect {
 	__s32 pid;         /* in */

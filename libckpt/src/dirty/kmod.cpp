@@ -50,10 +50,16 @@ FeatureCheck KmodTracker::probe() {
 }
 
 Status KmodTracker::arm(pid_t pid, const std::vector<image::VmaRecord>&, TrackerState* state) {
+  const int32_t keep = state->continue_chain ? state->target_fd : -1;
   state->target_fd = -1;
   CKPT_ASSIGN(UniqueFd fd, open_device());
   ckpt_dirty_start a{};
   a.pid = pid;
+  if (keep > 0) {
+    // A restored process: its memory is the generation that holds `keep`.
+    a.flags = CKPT_DIRTY_START_TOKEN;
+    a.token = uint64_t(keep);
+  }
   if (::ioctl(fd.get(), CKPT_DIRTY_IOC_START, &a) != 0)
     return sys_error("ckpt_dirty: starting to track " + std::to_string(pid));
   state->target_fd = int32_t(a.token);
@@ -64,6 +70,7 @@ Result<DirtySet> KmodTracker::collect(pid_t pid, const std::vector<image::VmaRec
                                       const std::vector<image::VmaRecord>& prev,
                                       TrackerState* state) {
   auto lost = [&](const std::string& why) -> Result<DirtySet> {
+    state->continue_chain = false;
     DirtySet all;
     all.everything = true;
     all.reason = why;

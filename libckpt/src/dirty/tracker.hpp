@@ -33,6 +33,9 @@ struct TrackerState {
   // pagemap-scan: the userfaultfd kept open inside the target; kmod: the
   // module's session token (not a descriptor); -1: nothing.
   int32_t target_fd = -1;
+  // arm() for a process just restored from the newest generation, whose
+  // metadata `target_fd` came from: continue that chain (kmod keeps its token).
+  bool continue_chain = false;
 };
 
 class Tracker {
