@@ -123,7 +123,9 @@ static int freeze(void) {
     return -1;
   return 0;
 }
-static void thaw(void) { ptrace(PTRACE_DETACH, child, 0, 0); }
+static void thaw(void) {
+  ptrace(PTRACE_DETACH, child, 0, 0);
+}
 
 static int kmod_reset(void) {
   struct ckpt_dirty_start a = {.pid = child};
@@ -134,8 +136,11 @@ static int kmod_reset(void) {
   return r;
 }
 static int kmod_collect(void) {
-  struct ckpt_dirty_collect a = {.pid = child, .token = token, .start = base,
-                                 .end = base + npages * P, .bitmap = (uintptr_t)bits,
+  struct ckpt_dirty_collect a = {.pid = child,
+                                 .token = token,
+                                 .start = base,
+                                 .end = base + npages * P,
+                                 .bitmap = (uintptr_t)bits,
                                  .bitmap_bits = (npages + 63) / 64 * 64};
   int r = ioctl(dev, CKPT_DIRTY_IOC_COLLECT, &a);
   token = a.token;
@@ -178,7 +183,9 @@ static int hash_pass(int compare) {
   }
   return 0;
 }
-static int hash_reset(void) { return hash_pass(0); }
+static int hash_reset(void) {
+  return hash_pass(0);
+}
 
 // No tracking, but every CPU's TLB flushed as a kmod reset does (the module
 // does it for START on any process: here this one): the baseline for kmod's
@@ -189,7 +196,9 @@ static int flush_reset(void) {
   if (ioctl(dev, CKPT_DIRTY_IOC_START, &a)) return -1;
   return ioctl(dev, CKPT_DIRTY_IOC_STOP, &s);
 }
-static int hash_collect(void) { return hash_pass(1); }
+static int hash_collect(void) {
+  return hash_pass(1);
+}
 
 struct tracker {
   const char* name;
@@ -247,12 +256,13 @@ int main(int argc, char** argv) {
       int r = tr->collect();
       col[rep] = (now() - t0) * 1e3;
       if (tr == &trackers[0] || tr == &trackers[1]) thaw();
-      if (r && !why[0]) snprintf(why, sizeof why, "%s: collect failed: %s", tr->name, strerror(errno));
+      if (r && !why[0])
+        snprintf(why, sizeof why, "%s: collect failed: %s", tr->name, strerror(errno));
       size_t fn = 0, fp = 0;
       for (size_t p = 0; p < npages; p++) fn += want[p] && !got[p], fp += !want[p] && got[p];
       if ((fn || fp) && !why[0])
-        snprintf(why, sizeof why, "%s: collect wrong: %zu missed, %zu extra of %u written", tr->name,
-                 fn, fp, nchosen);
+        snprintf(why, sizeof why, "%s: collect wrong: %zu missed, %zu extra of %u written",
+                 tr->name, fn, fp, nchosen);
     }
     if (why[0]) break;
     qsort(fw, 3, sizeof(double), cmp_double);
@@ -264,9 +274,10 @@ int main(int argc, char** argv) {
     tr->collect_ms = col[1];
     tr->reset_ms = rs[1];
     if (!tr->collect) tr->collect_ms = 0;
-    printf("KTEST INFO bench %-10s first write %8.0f ns/page, rewrite %6.0f ns/page, "
-           "collect (10%% of %zu pages) %8.2f ms, reset %7.2f ms\n",
-           tr->name, tr->first_write_ns, tr->rewrite_ns, npages, tr->collect_ms, tr->reset_ms);
+    printf(
+        "KTEST INFO bench %-10s first write %8.0f ns/page, rewrite %6.0f ns/page, "
+        "collect (10%% of %zu pages) %8.2f ms, reset %7.2f ms\n",
+        tr->name, tr->first_write_ns, tr->rewrite_ns, npages, tr->collect_ms, tr->reset_ms);
   }
   kill(child, SIGKILL);
   waitpid(child, NULL, 0);
@@ -277,15 +288,17 @@ int main(int argc, char** argv) {
   struct tracker *k = &trackers[0], *s = &trackers[1], *h = &trackers[2], *f = &trackers[3];
   printf("KTEST INFO bench json {\"pages\": %zu", npages);
   for (int t = 0; t < nt; t++)
-    printf(", \"%s\": {\"first_write_ns\": %.0f, \"rewrite_ns\": %.0f, \"collect_ms\": %.3f, "
-           "\"reset_ms\": %.3f}",
-           trackers[t].name, trackers[t].first_write_ns, trackers[t].rewrite_ns,
-           trackers[t].collect_ms, trackers[t].reset_ms);
+    printf(
+        ", \"%s\": {\"first_write_ns\": %.0f, \"rewrite_ns\": %.0f, \"collect_ms\": %.3f, "
+        "\"reset_ms\": %.3f}",
+        trackers[t].name, trackers[t].first_write_ns, trackers[t].rewrite_ns,
+        trackers[t].collect_ms, trackers[t].reset_ms);
   printf("}\n");
-  printf("KTEST PASS bench.dirty (first write: soft-dirty/kmod %.1fx, kmod/untracked-after-flush "
-         "%.2fx, kmod/untracked-warm %.1fx; collect: hash/kmod %.1fx, soft-dirty/kmod %.1fx)\n",
-         s->first_write_ns / k->first_write_ns, k->first_write_ns / f->first_write_ns,
-         k->first_write_ns / h->first_write_ns, h->collect_ms / k->collect_ms,
-         s->collect_ms / k->collect_ms);
+  printf(
+      "KTEST PASS bench.dirty (first write: soft-dirty/kmod %.1fx, kmod/untracked-after-flush "
+      "%.2fx, kmod/untracked-warm %.1fx; collect: hash/kmod %.1fx, soft-dirty/kmod %.1fx)\n",
+      s->first_write_ns / k->first_write_ns, k->first_write_ns / f->first_write_ns,
+      k->first_write_ns / h->first_write_ns, h->collect_ms / k->collect_ms,
+      s->collect_ms / k->collect_ms);
   return 0;
 }

@@ -3,8 +3,8 @@
 # the test guest (tests/kernel/run_guest.sh, suite "criu"; root, module
 # loaded, soft-dirty available).
 #
-# The workload (mem_workload, MIB MiB, default 64) rewrites 1 % of its pages
-# every 100 ms. For each tool, on the same running process:
+# The workload (mem_workload, MIB MiB of 4 KiB pages, default 64) rewrites
+# 0.1 % of its pages every 100 ms. For each tool, on the same running process:
 #   full   a full checkpoint that leaves the process running
 #          (cr_full --tracker=kmod | criu dump -R --track-mem);
 #   incr   1 s later, a restorable incremental on top of it
@@ -25,15 +25,17 @@ mkdir -p "$W"
 say() { echo "KTEST $*"; }
 die() {
   say "FAIL criu.compare: $*"
-  for f in "$W"/*.log; do [[ -s $f ]] && tail -n 5 "$f" | sed "s|^|    ${f##*/}: |"; done
+  for f in "$W"/*.log; do [[ -s $f ]] && tail -n 12 "$f" | sed "s|^|    ${f##*/}: |"; done
   [[ -n ${PID:-} ]] && kill -9 "$PID" 2>/dev/null
+  lsmod | sed 's/^/    lsmod: /'
+  dmesg | tail -n 8 | sed 's/^/    dmesg: /'
   exit 1
 }
 ms() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }'; }
 bytes() { du -sb "$@" | awk '{ s += $1 } END { print s }'; }
 
 # Kernel modules CRIU's socket and feature probes use.
-for m in /ckpt/kmods/*.ko*; do insmod "$m" 2>/dev/null; done
+while read -r m; do insmod "/ckpt/kmods/$m" 2>/dev/null; done </ckpt/kmods/order
 
 start() {
   rm -f "$W/ready"
@@ -107,7 +109,7 @@ sleep 0.3
 restored_runs || die "CRIU's restored process is not running"
 kill_restored
 
-say "INFO criu workload: $MIB MiB, 1 % of pages rewritten every 100 ms; CRIU $CRIU_VER"
+say "INFO criu workload: $MIB MiB, 0.1 % of pages rewritten every 100 ms; CRIU $CRIU_VER"
 say "INFO criu           ours(kmod)  criu"
 say "INFO criu full ms   $OURS_FULL $CRIU_FULL"
 say "INFO criu incr ms   $OURS_INCR $CRIU_INCR (criu pre-dump: $CRIU_PRE)"

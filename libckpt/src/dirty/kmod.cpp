@@ -107,8 +107,14 @@ Result<DirtySet> KmodTracker::collect(pid_t pid, const std::vector<image::VmaRec
       a.bitmap_bits = bits.size() * 64;
       if (::ioctl(dev->get(), CKPT_DIRTY_IOC_COLLECT, &a) != 0) {
         int e = errno;
-        if (e == ENOENT) return lost("ckpt_dirty does not track this address space (exec, new process, or module reloaded)");
-        if (e == ESTALE) return lost("ckpt_dirty tracking was reset since the last checkpoint (another chain, or an unfinished checkpoint)");
+        if (e == ENOENT)
+          return lost(
+              "ckpt_dirty does not track this address space (exec, new process, or module "
+              "reloaded)");
+        if (e == ESTALE)
+          return lost(
+              "ckpt_dirty tracking was reset since the last checkpoint (another chain, or an "
+              "unfinished checkpoint)");
         state->target_fd = -1;  // the token may be spent: the next collect saves all
         return sys_error("ckpt_dirty: collecting written pages of " + std::to_string(pid), e);
       }

@@ -91,8 +91,8 @@ Result<DirtySet> SoftDirtyTracker::collect(pid_t pid, const std::vector<image::V
         // copy) may have been a COW copy at the previous checkpoint, dropped
         // by MADV_DONTNEED and read back in: no soft-dirty bit, yet its
         // content changed. Reported: the checkpoint records it as the file's.
-        bool file_page = kind == Kind::kFile && (e & kabi::kPmPresent) &&
-                         (e & kabi::kPmFileOrShared);
+        bool file_page =
+            kind == Kind::kFile && (e & kabi::kPmPresent) && (e & kabi::kPmFileOrShared);
         if ((e & kabi::kPmSoftDirty) || empty || file_page)
           add(out.written, addr + i * kPage, kPage);
       }
