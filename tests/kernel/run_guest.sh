@@ -69,8 +69,10 @@ KROOT=$KCACHE/linux-image-$KREL
 if [[ ! -f $KROOT/boot/vmlinuz-$KREL ]]; then
   mkdir -p "$KCACHE"
   tmp=$(mktemp -d "$KCACHE/dl.XXXXXX")
+  # (Package lists may be missing or stale on a machine set up long ago.)
   (cd "$tmp" && apt-get download "linux-image-$KREL" >/dev/null 2>"$tmp/err") ||
-    skip "cannot download linux-image-$KREL: $(head -n 1 "$tmp/err")"
+    { apt-get update -qq >/dev/null 2>&1 || true; (cd "$tmp" && apt-get download "linux-image-$KREL" >/dev/null 2>"$tmp/err"); } ||
+    skip "cannot download linux-image-$KREL: $(grep -v '^W:' "$tmp/err" | head -n 1)"
   dpkg-deb -x "$tmp"/linux-image-*.deb "$tmp/x" || fail "cannot unpack linux-image-$KREL"
   rm -rf "$KROOT"
   mv "$tmp/x" "$KROOT"
