@@ -6,7 +6,10 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config gfortran
   libcli11-dev nlohmann-json3-dev libxxhash-dev libzstd-dev liburing-dev libseccomp-dev
-  libgtest-dev googletest util-linux procps iproute2)
+  libgtest-dev googletest util-linux procps iproute2
+  # tests/kernel: build the ckpt_dirty module, boot Debian's kernel under qemu
+  # with a busybox initramfs, compare with Debian's CRIU in that guest.
+  linux-headers-amd64 qemu-system-x86 busybox-static cpio file jq criu)
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -22,7 +22,9 @@
 #                  self-check can fail).
 # Prints "PASS CASE MODE" or "FAIL CASE MODE: reason" (details on stderr).
 # Exit status: 0 pass, 1 fail, 2 usage, 77 skip (only for a missing kernel
-# feature). Set E2E_KEEP=1 to keep the temporary directory.
+# feature). Set E2E_KEEP=1 to keep the temporary directory; E2E_TRACKER=NAME
+# starts the chain with cr_full --tracker=NAME (default: auto);
+# E2E_HEAP_ARGS="MIB STEPS" sizes heap_pattern (default 256 MiB, 200 steps).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -84,6 +86,8 @@ STDIN_PIPE=0 # 1: stdin is a pipe the driver writes LINE into
 LINE=""
 REFERENCE=0 # 1: compare $WORK/out.txt with the output of an uninterrupted run
 case $CASE in
+  # E2E_HEAP_ARGS="MIB STEPS": a smaller heap_pattern (the qemu guest of tests/kernel).
+  heap_pattern | heap_pattern_static) read -r -a ARGS <<<"${E2E_HEAP_ARGS:-}" ;;
   file_map_private) ARGS=("$WORK") ;;
   sleeper) ARGS=(nanosleep) ;;
   sleeper_sleep)
@@ -151,7 +155,7 @@ feed() {
 CKPT_TIME=""
 checkpoint() {
   local rc=0 t0=$EPOCHREALTIME
-  timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_full" --dir "$CKPT" "$PID" </dev/null \
+  timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_full" --dir "$CKPT" ${E2E_TRACKER:+"--tracker=$E2E_TRACKER"} "$PID" </dev/null \
     >"$WORK/cr_full.out" 2>"$WORK/cr_full.err" || rc=$?
   CKPT_TIME=$(elapsed "$t0")
   ((rc == 0)) || fail "cr_full $(describe_status "$rc"): $(first_line "$WORK/cr_full.err")"

@@ -20,7 +20,7 @@ struct CheckpointOptions {
   pid_t pid = 0;                 // the target
   bool kill_after = false;       // end the target after a successful checkpoint
   bool direct_io = false;        // write page content with O_DIRECT (bypass the page cache)
-  std::string tracker = "auto";  // auto | pagemap-scan | soft-dirty | hash (kmod: not yet)
+  std::string tracker = "auto";  // auto | kmod | pagemap-scan | soft-dirty | hash
   ProgressFn progress;
 };
 

@@ -87,7 +87,14 @@ Result<DirtySet> SoftDirtyTracker::collect(pid_t pid, const std::vector<image::V
       for (size_t i = 0; i < n; ++i) {
         uint64_t e = buf[i];
         bool empty = !(e & (kabi::kPmPresent | kabi::kPmSwapped));
-        if ((e & kabi::kPmSoftDirty) || empty) add(out.written, addr + i * kPage, kPage);
+        // A private file mapping's page that is the file's page (not a COW
+        // copy) may have been a COW copy at the previous checkpoint, dropped
+        // by MADV_DONTNEED and read back in: no soft-dirty bit, yet its
+        // content changed. Reported: the checkpoint records it as the file's.
+        bool file_page =
+            kind == Kind::kFile && (e & kabi::kPmPresent) && (e & kabi::kPmFileOrShared);
+        if ((e & kabi::kPmSoftDirty) || empty || file_page)
+          add(out.written, addr + i * kPage, kPage);
       }
       addr += n * kPage;
     }

@@ -8,6 +8,10 @@
 //     dropped by MADV_DONTNEED has no PTE, so no soft-dirty bit, yet it
 //     changed); the checkpoint finds it empty and restores it as fresh,
 //     which costs no reads;
+//   - in private file mappings, pages that are the file's own (page cache)
+//     are reported too: a COW copy dropped by MADV_DONTNEED and read back in
+//     has no soft-dirty bit, yet changed back to the file's content (found
+//     by tests/kernel's incremental_chain run under Debian's kernel);
 //   - parts of a VMA not covered by the previous layout are `unknown`
 //     (new mappings also carry VM_SOFTDIRTY, which marks every page);
 //   - shared anonymous memory is always `unknown` (another process may have

@@ -30,7 +30,12 @@ struct DirtySet {
 
 // What a backend may keep between tool runs lives in the image's metadata.
 struct TrackerState {
-  int32_t target_fd = -1;  // e.g. the userfaultfd kept open inside the target
+  // pagemap-scan: the userfaultfd kept open inside the target; kmod: the
+  // module's session token (not a descriptor); -1: nothing.
+  int32_t target_fd = -1;
+  // arm() for a process just restored from the newest generation, whose
+  // metadata `target_fd` came from: continue that chain (kmod keeps its token).
+  bool continue_chain = false;
 };
 
 class Tracker {
@@ -46,7 +51,7 @@ class Tracker {
                                    TrackerState* state) = 0;
 };
 
-// The kernel-assisted tracker called `name` ("pagemap-scan", "soft-dirty");
+// The kernel-assisted tracker called `name` ("kmod", "pagemap-scan", "soft-dirty");
 // nullptr for "hash", which is not a Tracker but a filter over a full read.
 std::unique_ptr<Tracker> make_tracker(const std::string& name);
 

@@ -6,6 +6,7 @@
 #include <ckpt/check.hpp>
 #include <ckpt/ckpt.hpp>
 
+#include "dirty/kmod.hpp"
 #include "dirty/layout.hpp"
 #include "dirty/pagemap_scan.hpp"
 #include "dirty/soft_dirty.hpp"
@@ -44,17 +45,15 @@ Status describe(pid_t pid, const proc::FrozenProcess& fp, const image::ImageMeta
 // The tracker of a new chain: `auto` is the best one this kernel supports.
 Result<std::string> choose_tracker(const std::string& want) {
   if (want == "hash") return want;
-  if (want == "kmod") {
-    for (const FeatureCheck& c : check_system())
-      if (c.name == "kmod") return make_error(ENOTSUP, "tracker kmod unusable here: " + c.detail);
-  }
-  if (want != "auto" && want != "pagemap-scan" && want != "soft-dirty")
+  if (want != "auto" && want != "kmod" && want != "pagemap-scan" && want != "soft-dirty")
     return make_error(EINVAL, "unknown tracker " + want);
-  for (const char* t : {"pagemap-scan", "soft-dirty"}) {
+  for (const char* t : {"kmod", "pagemap-scan", "soft-dirty"}) {
     if (want != "auto" && want != t) continue;
-    FeatureCheck c = std::string(t) == "pagemap-scan" ? dirty::PagemapScanTracker::probe()
-                                                      : dirty::SoftDirtyTracker::probe();
-    if (c.ok) return std::string(t);
+    std::string n = t;
+    FeatureCheck c = n == "kmod"           ? dirty::KmodTracker::probe()
+                     : n == "pagemap-scan" ? dirty::PagemapScanTracker::probe()
+                                           : dirty::SoftDirtyTracker::probe();
+    if (c.ok) return n;
     if (want != "auto")
       return make_error(ENOTSUP, "tracker " + want + " unusable here: " + c.detail);
   }

@@ -62,6 +62,7 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
   if (auto tracker = dirty::make_tracker(meta.tracker); tracker && opts.generation_is_newest) {
     dirty::TrackerState state;
     state.target_fd = meta.tracker_fd;
+    state.continue_chain = true;
     CKPT_TRY(tracker->arm(pid, meta.vmas, &state));
     stats->tracking = state.target_fd == meta.tracker_fd ? "armed" : "armed at another fd";
   }

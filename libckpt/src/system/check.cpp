@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "dirty/kernel_abi.hpp"
+#include "dirty/kmod.hpp"
 #include "dirty/pagemap_scan.hpp"
 #include "dirty/soft_dirty.hpp"
 #include "util/fd.hpp"
@@ -24,16 +25,6 @@ bool has_cap(int cap) {
   __user_cap_data_struct d[2]{};
   if (::syscall(SYS_capget, &h, d) != 0) return false;
   return d[cap / 32].effective & (1u << (cap % 32));
-}
-
-FeatureCheck probe_kmod() {
-  FeatureCheck c{"kmod", false, ""};
-  struct stat st;
-  if (::stat("/dev/ckpt_dirty", &st) != 0)
-    c.detail = "ckpt_dirty module not loaded (/dev/ckpt_dirty missing)";
-  else
-    c.detail = "/dev/ckpt_dirty present, but this build has no kmod tracker yet";
-  return c;
 }
 
 }  // namespace
@@ -58,7 +49,7 @@ std::vector<FeatureCheck> check_system() {
     scope = "Yama ptrace_scope " + s->substr(0, s->find('\n'));
   out.push_back({"ptrace", true, scope});
 
-  out.push_back(probe_kmod());
+  out.push_back(dirty::KmodTracker::probe());
   out.push_back(dirty::PagemapScanTracker::probe());
   out.push_back(dirty::SoftDirtyTracker::probe());
   out.push_back({"hash", true, "xxh3 of every page: works on any kernel"});
