@@ -166,6 +166,7 @@ Status FrameWriter::send_content(const iovec* in, size_t n) {
       const iovec& d = in[first + j];
       uint8_t* h = &headers[j * kFrameHeaderSize];
       encode_frame_header(kContent, d.iov_len, xxh3(d.iov_base, d.iov_len), h);
+      if (content_frames_++ == corrupt_at_) h[16] ^= 1;
       iov.push_back({h, kFrameHeaderSize});
       iov.push_back(d);
     }

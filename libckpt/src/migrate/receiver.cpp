@@ -20,6 +20,7 @@
 
 #include <ckpt/migrate.hpp>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
 #include "image/chain.hpp"
@@ -118,7 +119,7 @@ class Session {
     auto [kind, msg] = ctl_recv(ctl_);
     if (kind != 'P') {
       std::string why = kind == 'E' ? msg : "the receiver's parent went away";
-      std::string m = "receiver: restore failed: " + why;
+      std::string m = "restore failed: " + why;
       (void)w_.send(kError, m.data(), m.size());
       return make_error(EIO, "restore failed: " + why);
     }
@@ -140,7 +141,7 @@ class Session {
     if (hello.type != kHello || hello.len != 8 + kNonceSize)
       return make_error(EBADMSG, "protocol error: the stream does not start with HELLO");
     if (get_u32(hello.data) != kProtocolVersion) {
-      std::string m = "receiver: unsupported protocol version";
+      std::string m = "unsupported protocol version";
       (void)w_.send(kError, m.data(), m.size());
       return make_error(EPROTO,
                         "sender speaks protocol version " + std::to_string(get_u32(hello.data)));
@@ -156,7 +157,7 @@ class Session {
     CKPT_ASSIGN(Frame auth, r_.next(kMacSize));
     CKPT_ASSIGN(Mac want, hmac(token_, "ckpt-migrate-v1 sender", mine, theirs));
     if (auth.type != kAuth || auth.len != kMacSize || !mac_equal(auth.data, want.data())) {
-      std::string m = "receiver: authentication failed";
+      std::string m = "authentication failed";
       (void)w_.send(kError, m.data(), m.size());
       return make_error(EACCES, "authentication failed: the sender does not know the token");
     }
@@ -222,7 +223,8 @@ class Session {
           return last;
         case kError:
           return make_error(ECONNABORTED,
-                            std::string(reinterpret_cast<const char*>(f.data), f.len));
+                            "the sender gave up: " +
+                                std::string(reinterpret_cast<const char*>(f.data), f.len));
         default:
           return make_error(
               EBADMSG, std::string("protocol error: unexpected ") + frame_name(f.type) + " frame");
@@ -314,6 +316,25 @@ Status keep_chain(const std::string& staging, const std::string& dir) {
   return {};
 }
 
+// Staging directories of receivers that died (killed mid-transfer): the
+// PID in "ckpt-recv-PID-XXXXXX" no longer exists.
+void remove_stale_staging() {
+  for (const char* base : std::initializer_list<const char*>{"/dev/shm", ::getenv("TMPDIR"), "/tmp"}) {
+    if (!base) continue;
+    DIR* d = ::opendir(base);
+    if (!d) continue;
+    std::vector<std::string> stale;
+    while (dirent* e = ::readdir(d)) {
+      int pid = 0;
+      if (std::sscanf(e->d_name, "ckpt-recv-%d-", &pid) == 1 && pid > 0 && ::kill(pid, 0) != 0 &&
+          errno == ESRCH)
+        stale.push_back(std::string(base) + "/" + e->d_name);
+    }
+    ::closedir(d);
+    for (const auto& s : stale) remove_tree(s);
+  }
+}
+
 std::string peer_name(const sockaddr_storage& ss, socklen_t len) {
   char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
   ::getnameinfo(reinterpret_cast<const sockaddr*>(&ss), len, host, sizeof host, serv, sizeof serv,
@@ -328,6 +349,7 @@ Result<std::unique_ptr<Receiver>> Receiver::open(const ReceiveOptions& opts) {
   rc->opts_ = opts;
   CKPT_ASSIGN(rc->token_, load_token(opts.token_file));
   if (!opts.dir.empty()) CKPT_TRY(image::ensure_dir(opts.dir));
+  remove_stale_staging();
   std::string host, port;
   CKPT_TRY(split_host_port(opts.listen, &host, &port));
   addrinfo hints{};
@@ -389,7 +411,7 @@ Result<ReceivedProcess> Receiver::serve_one() {
     std::string base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm"
                        : ::getenv("TMPDIR")            ? ::getenv("TMPDIR")
                                                        : "/tmp";
-    std::string tmpl = base + "/ckpt-recv-XXXXXX";
+    std::string tmpl = base + "/ckpt-recv-" + std::to_string(::getpid()) + "-XXXXXX";
     if (!::mkdtemp(tmpl.data())) return sys_error("creating a staging directory in " + base);
     staging = tmpl;
   }

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <ckpt/migrate.hpp>
+#include <cstdlib>
 #include <cstring>
 
 #include "dump/generation.hpp"
@@ -99,6 +100,7 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
   CKPT_ASSIGN(UniqueFd fd, connect_to(opts.to, opts.timeout_seconds));
   FrameWriter w(fd.get());
   FrameReader r(fd.get());
+  if (const char* c = ::getenv("CKPT_TEST_CORRUPT_CONTENT_FRAME")) w.corrupt_content_frame(std::atoll(c));
   CKPT_ASSIGN(uint64_t first_gen, handshake(w, r, token));
 
   CheckpointOptions co;
@@ -154,7 +156,7 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
     auto res = dump::write_generation(co, spec, &out);
     if (!res.ok()) {
       // Tell the receiver why (best effort); the source was released untouched.
-      std::string msg = "sender: " + res.error().message;
+      std::string msg = res.error().message;
       (void)w.send(kError, msg.data(), std::min<size_t>(msg.size(), 4000));
       return res.error();
     }
