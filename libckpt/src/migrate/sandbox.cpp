@@ -8,18 +8,16 @@ Status apply_receiver_sandbox() {
   // Found by running the handler under strace -f through successful and
   // failing sessions (docs/migration.md lists what each group is for).
   static const char* const kAllowed[] = {
-      // the connection and the channel to the restoring parent
-      "read", "write", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg", "poll",
-      "ppoll", "close", "shutdown",
-      // writing the received chain
-      "openat", "mkdir", "mkdirat", "rename", "renameat", "renameat2", "unlink", "unlinkat",
-      "rmdir", "lseek", "pwrite64", "pread64", "fstat", "newfstatat", "statx", "fcntl", "fsync",
-      "fdatasync", "getdents64",
-      // memory (malloc, the reader's mapping of pages.img)
-      "brk", "mmap", "munmap", "mremap", "madvise", "mprotect",
-      // the C library's own needs
-      "futex", "getpid", "gettid", "uname", "getrandom", "clock_gettime", "gettimeofday",
-      "rt_sigprocmask", "rt_sigreturn", "restart_syscall", "exit", "exit_group"};
+      // the connection (frames in and out) and the channel to the parent
+      "read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg", "close",
+      // writing the received generations into the staging directory and
+      // opening them again (SnapshotReader): mkdir, files, rename into place
+      "openat", "mkdir", "rename", "lseek", "writev", "pwrite64", "pread64", "fstat", "newfstatat",
+      // memory: malloc, the receive buffer, the reader's mapping of pages.img
+      "brk", "mmap", "munmap", "mremap", "madvise",
+      // the C library: locks, the nonce, clocks without a vdso, signals, exit
+      "futex", "getrandom", "clock_gettime", "rt_sigreturn", "restart_syscall", "exit",
+      "exit_group"};
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
   if (!ctx) return make_error(ENOMEM, "seccomp_init failed");
   int rc = 0;
