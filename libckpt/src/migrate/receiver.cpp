@@ -222,9 +222,9 @@ class Session {
             return make_error(EBADMSG, "protocol error: COMMIT of a generation not received whole");
           return last;
         case kError:
-          return make_error(ECONNABORTED,
-                            "the sender gave up: " +
-                                std::string(reinterpret_cast<const char*>(f.data), f.len));
+          return make_error(
+              ECONNABORTED,
+              "the sender gave up: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
         default:
           return make_error(
               EBADMSG, std::string("protocol error: unexpected ") + frame_name(f.type) + " frame");
@@ -319,7 +319,8 @@ Status keep_chain(const std::string& staging, const std::string& dir) {
 // Staging directories of receivers that died (killed mid-transfer): the
 // PID in "ckpt-recv-PID-XXXXXX" no longer exists.
 void remove_stale_staging() {
-  for (const char* base : std::initializer_list<const char*>{"/dev/shm", ::getenv("TMPDIR"), "/tmp"}) {
+  for (const char* base :
+       std::initializer_list<const char*>{"/dev/shm", ::getenv("TMPDIR"), "/tmp"}) {
     if (!base) continue;
     DIR* d = ::opendir(base);
     if (!d) continue;
