@@ -49,9 +49,14 @@ int main(int argc, char** argv) {
   app.add_flag("--new-pid", opts.new_pid, "use a new PID if the original one is taken here");
   app.add_option("--timeout", opts.timeout_seconds, "I/O timeout per connection, seconds");
   app.add_flag("--no-sandbox", no_sandbox, "do not apply the seccomp allowlist (debugging)");
+  bool cold = false;
+  app.add_flag("--cold", cold,
+               "restore only once the stream is complete (default: build the process while "
+               "generations arrive)");
   app.add_flag("--json", json, "print one JSON line per received process on stdout");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
   opts.sandbox = !no_sandbox;
+  opts.warm = !cold;
 
   auto rc = ckpt::Receiver::open(opts);
   if (!rc.ok()) return ckpt::cli::fail("cr_recv", rc.error());

@@ -61,6 +61,7 @@ struct ReceiveOptions {
   std::string dir;         // also keep the received chain here ("": a private temporary)
   bool new_pid = false;    // restore under a new PID when the original is taken
   bool sandbox = true;     // seccomp allowlist on the connection-handling process
+  bool warm = true;        // build the process while generations arrive (else restore at the end)
   double timeout_seconds = 60;
 };
 

@@ -29,6 +29,7 @@
 #include "image/store.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sandbox.hpp"
+#include "migrate/warm_restore.hpp"
 #include "util/clock.hpp"
 
 namespace ckpt {
@@ -41,8 +42,9 @@ using namespace migrate;
 //   handler -> monitor: 'C' u64 generation (complete: restore it), 'E' message, 'D' (done)
 //   monitor -> handler: 'P' i32 pid (running), 'E' message
 Status ctl_send(int fd, char kind, const void* data, size_t len) {
-  std::vector<uint8_t> m(1, uint8_t(kind));
-  m.insert(m.end(), static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + len);
+  std::vector<uint8_t> m(1 + len);
+  m[0] = uint8_t(kind);
+  if (len) std::memcpy(m.data() + 1, data, len);
   if (::send(fd, m.data(), m.size(), MSG_NOSIGNAL) != ssize_t(m.size()))
     return sys_error("talking to the receiver's parent");
   return {};
@@ -216,6 +218,7 @@ class Session {
           CKPT_TRY(finish(g, f));
           last = g.generation;
           in_gen = false;
+          CKPT_TRY(ctl_send(ctl_, 'G', &last, sizeof last));
           break;
         case kCommit:
           if (in_gen || last == 0 || f.len != 8 || get_u64(f.data) != last)
@@ -458,17 +461,55 @@ Result<ReceivedProcess> Receiver::serve_one() {
     return "the connection handler ended without a report";
   };
 
-  auto [kind, msg] = ctl_recv(ctl.get());
-  if (kind != 'C' || msg.size() != 8) {
-    std::string why = kind == 'E' ? msg : reap();
+  // Each generation is applied to a process built in the background while
+  // the next one arrives (warm restore); a problem there falls back to a
+  // plain restore of the whole chain once the stream is complete.
+  WarmRestore warm(staging, opts_.new_pid);
+  bool warm_ok = opts_.warm;
+  std::string kind_msg;
+  char kind;
+  const bool trace = ::getenv("CKPT_RECV_TRACE") != nullptr;
+  for (;;) {
+    auto m = ctl_recv(ctl.get());
+    kind = m.first;
+    kind_msg = m.second;
+    if (kind != 'G' || kind_msg.size() != 8) break;
+    uint64_t g;
+    std::memcpy(&g, kind_msg.data(), 8);
+    const double ta = now_seconds();
+    Status added = warm_ok ? warm.add(g) : Status{};
+    if (trace)
+      std::fprintf(stderr, "cr_recv: generation %llu applied in %.1f ms%s%s\n",
+                   (unsigned long long)g, (now_seconds() - ta) * 1e3, added.ok() ? "" : ": ",
+                   added.ok() ? "" : added.error().message.c_str());
+    if (!added.ok()) {
+      warm_ok = false;
+      warm.abort();
+    }
+  }
+  if (kind != 'C' || kind_msg.size() != 8) {
+    std::string why = kind == 'E' ? kind_msg : reap();
     if (kind == 'E') reap();
     return make_error(EIO, out.peer + ": " + why + "; nothing restored");
   }
-  RestoreOptions ro;
-  ro.dir = staging;
-  ro.new_pid = opts_.new_pid;
+  uint64_t final_gen;
+  std::memcpy(&final_gen, kind_msg.data(), 8);
   const double tr = now_seconds();
-  auto restored = restore_process(ro);
+  Result<RestoreStats> restored = make_error(EINVAL, "not restored");
+  if (warm_ok && warm.last() == final_gen) {
+    restored = warm.finish();
+    if (trace)
+      std::fprintf(stderr, "cr_recv: warm finish in %.1f ms%s%s\n", (now_seconds() - tr) * 1e3,
+                   restored.ok() ? "" : ": ",
+                   restored.ok() ? "" : restored.error().message.c_str());
+    if (!restored.ok()) warm.abort();
+  }
+  if (!restored.ok()) {
+    RestoreOptions ro;
+    ro.dir = staging;
+    ro.new_pid = opts_.new_pid;
+    restored = restore_process(ro);
+  }
   if (!restored.ok()) {
     const std::string& m = restored.error().message;
     (void)ctl_send(ctl.get(), 'E', m.data(), m.size());

@@ -73,9 +73,9 @@ Status InPlace::begin() {
 }
 
 Status InPlace::end(const user_regs_struct* final_regs) {
-  CKPT_ASSIGN(long ret, rs_->call_and_load(final_regs ? *final_regs : base_, SYS_munmap,
-                                           b_->trampoline(),
-                                           restore::AddressSpaceBuilder::kTrampolineLen));
+  CKPT_ASSIGN(long ret,
+              rs_->call_and_load(final_regs ? *final_regs : base_, SYS_munmap, b_->trampoline(),
+                                 restore::AddressSpaceBuilder::kTrampolineLen));
   if (ret != 0) return sys_error("removing the trampoline", int(-ret));
   return {};
 }
@@ -93,8 +93,8 @@ Status InPlace::fix_layout() {
       ++st_->vmas_kept;
       continue;
     }
-    CKPT_TRY(b_->sys("unmapping a mapping the checkpoint does not have", SYS_munmap, c.start,
-                     c.size()));
+    CKPT_TRY(
+        b_->sys("unmapping a mapping the checkpoint does not have", SYS_munmap, c.start, c.size()));
     ++st_->vmas_unmapped;
   }
   std::vector<bool> missing(keep_.size());
@@ -195,9 +195,9 @@ Status InPlace::drop_new_pages(const std::vector<Range>* candidates) {
     else
       scope.push_back({v.start, v.size()});
     for (const Range& r : scope)
-      CKPT_TRY(pm.select(r.addr, r.end(),
-                         v.is_file() ? mem::PageSelect::kPrivateCopies : mem::PageSelect::kPopulated,
-                         populated));
+      CKPT_TRY(pm.select(
+          r.addr, r.end(),
+          v.is_file() ? mem::PageSelect::kPrivateCopies : mem::PageSelect::kPopulated, populated));
     dirty::normalize(populated);
     for (const Range& r : dirty::subtract(populated, covered)) {
       CKPT_TRY(b_->sys("dropping pages populated since the checkpoint", SYS_madvise, r.addr, r.len,
@@ -265,8 +265,8 @@ Status InPlace::set_files() {
     if (readlink_str(fddir + "/" + std::to_string(f.fd)) != f.path) {
       CKPT_ASSIGN(uint64_t path, b_->put_data(f.path.c_str(), f.path.size() + 1));
       int flags = int(f.flags) & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
-      CKPT_ASSIGN(long nfd, b_->sys(("reopening " + f.path).c_str(), SYS_openat,
-                                    uint64_t(AT_FDCWD), path, uint64_t(flags | O_CLOEXEC)));
+      CKPT_ASSIGN(long nfd, b_->sys(("reopening " + f.path).c_str(), SYS_openat, uint64_t(AT_FDCWD),
+                                    path, uint64_t(flags | O_CLOEXEC)));
       if (nfd != f.fd) {
         CKPT_TRY(b_->sys("placing a reopened file", SYS_dup3, uint64_t(nfd), uint64_t(f.fd),
                          (f.fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0));
@@ -277,7 +277,8 @@ Status InPlace::set_files() {
       ++st_->files_reopened;
     }
     if (f.kind == image::FileKind::kRegular) {
-      auto r = b_->sys(("seeking " + f.path).c_str(), SYS_lseek, uint64_t(f.fd), f.offset, SEEK_SET);
+      auto r =
+          b_->sys(("seeking " + f.path).c_str(), SYS_lseek, uint64_t(f.fd), f.offset, SEEK_SET);
       if (!r.ok() && r.error().code != ESPIPE) return r.error();
     }
   }
