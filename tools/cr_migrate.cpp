@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
                         {"dirty_bytes", x.dirty_bytes},
                         {"bytes", x.bytes},
                         {"seconds", x.seconds},
+                        {"send_seconds", x.send_seconds},
                         {"frozen_seconds", x.frozen_seconds}});
     }
     ckpt::cli::print_json({{"mode", s.live ? "live" : "frozen"},

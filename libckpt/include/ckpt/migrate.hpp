@@ -38,6 +38,7 @@ struct MigrateRound {
       0;               // memory the round read (its dirty set; all populated memory in round 1)
   uint64_t bytes = 0;  // bytes sent on the wire
   double seconds = 0;
+  double send_seconds = 0;  // until the generation's last byte was sent
   double frozen_seconds = 0;
 };
 

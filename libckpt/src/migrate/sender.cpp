@@ -141,7 +141,9 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
         return false;
       return true;
     };
+    double t_sent = 0;
     spec.before_kill = [&]() -> Status {
+      t_sent = now_seconds();
       std::vector<uint8_t> p;
       put_u64(p, spec.generation);
       CKPT_TRY(w.send(kCommit, p.data(), p.size()));
@@ -167,6 +169,7 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
     mr.dirty_bytes = out.plan_bytes;
     mr.bytes = w.bytes() - sent;
     mr.seconds = now_seconds() - tr;
+    mr.send_seconds = t_sent ? t_sent - tr : mr.seconds;
     mr.frozen_seconds = res->frozen_seconds;
     stats.rounds.push_back(mr);
     if (out.final) {
