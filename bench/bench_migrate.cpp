@@ -257,6 +257,7 @@ Result migrate_once(const std::string& bin, size_t bytes, double rate, bool live
   } else {
     r.error = read_all(g_work + "/mig.err");
   }
+  if (getenv("CKPT_RECV_TRACE")) std::fprintf(stderr, "%s", read_all(recv_err).c_str());
   kill(recv, SIGKILL);  // unshare --kill-child takes cr_recv and the migrated workload along
   waitpid(recv, nullptr, 0);
   kill(w, SIGKILL);  // still here if the migration failed

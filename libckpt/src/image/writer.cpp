@@ -91,8 +91,9 @@ void SnapshotWriter::discard() {
 
 Status SnapshotWriter::flush_iov() {
   if (stream_) {
-    Status st = iov_.empty() ? Status{} : stream_->content(iov_.data(), iov_.size());
+    Status st = iov_.empty() ? Status{} : stream_->content(iov_.data(), iov_hash_.data(), iov_.size());
     iov_.clear();
+    iov_hash_.clear();
     return st;
   }
   size_t i = 0;
@@ -142,6 +143,7 @@ Status SnapshotWriter::add_pages(uint64_t vaddr, const uint8_t* data, size_t npa
       run.content_hash = xxh3(p, run.bytes());
       content_bytes_ += run.bytes();
       iov_.push_back(iovec{const_cast<uint8_t*>(p), run.bytes()});
+      if (stream_) iov_hash_.push_back(run.content_hash);
     }
     pages_ += run.npages;
     runs_.push_back(run);

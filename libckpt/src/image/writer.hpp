@@ -20,8 +20,9 @@ namespace ckpt::image {
 class GenerationStream {
  public:
   virtual ~GenerationStream() = default;
-  // Page content in file order: the bytes pages.img holds after its header.
-  virtual Status content(const iovec* iov, size_t n) = 0;
+  // Page content in file order: the bytes pages.img holds after its header,
+  // one iovec per non-zero run, with each run's xxh3 (its content_hash).
+  virtual Status content(const iovec* iov, const uint64_t* hashes, size_t n) = 0;
   // At commit: pages.img's header, and addr.img and meta.img complete.
   virtual Status commit(const std::vector<uint8_t>& pages_header,
                         const std::vector<uint8_t>& addr_file,
@@ -70,6 +71,7 @@ class SnapshotWriter {
   std::vector<PageRun> runs_;
   std::vector<PageHash> page_hashes_;
   std::vector<iovec> iov_;
+  std::vector<uint64_t> iov_hash_;  // stream writers: each iovec's run hash
   uint64_t content_bytes_ = 0, zero_pages_ = 0, pages_ = 0, bytes_total_ = 0;
   bool committed_ = false;
 };

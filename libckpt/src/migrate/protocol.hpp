@@ -34,6 +34,7 @@ enum FrameType : uint32_t {
   kRunning = 9,    // r->s: i32 pid of the restored process
   kError = 10,     // either way: a one-line reason; the session ends
   kDone = 11,      // s->r: the source process has ended
+  kApplied = 12,   // r->s: u64 generation: the receiver's process holds it (warm restore)
 };
 const char* frame_name(uint32_t type);
 
@@ -50,7 +51,8 @@ class FrameWriter {
   explicit FrameWriter(int fd) : fd_(fd) {}
   Status send(uint32_t type, const void* payload, size_t len);
   // One kContent frame per iovec, in as few sendmsg calls as possible.
-  Status send_content(const iovec* iov, size_t n);
+  // `hashes`: xxh3 of each iovec when the caller has them (else nullptr).
+  Status send_content(const iovec* iov, const uint64_t* hashes, size_t n);
   uint64_t bytes() const { return bytes_; }
   // Fault injection for tests: the check of content frame `n` (0-based) is sent wrong.
   void corrupt_content_frame(int64_t n) { corrupt_at_ = n; }
@@ -76,6 +78,8 @@ class FrameReader {
   ~FrameReader();
   // `max_len`: 0 means max_payload(type).
   Result<Frame> next(uint64_t max_len = 0);
+  // Whether a frame (or part of one) can be read without blocking.
+  bool readable();
   // Called before buffered payloads are overwritten (to flush writes that point into them).
   void set_before_refill(std::function<Status()> f) { before_refill_ = std::move(f); }
   uint64_t bytes() const { return bytes_; }
@@ -113,7 +117,7 @@ void put_u64(std::vector<uint8_t>& v, uint64_t x);
 uint32_t get_u32(const uint8_t* p);
 uint64_t get_u64(const uint8_t* p);
 
-// Socket timeouts for send and receive (seconds).
+// Socket timeouts for send and receive (seconds), and TCP_NODELAY.
 void set_timeouts(int fd, double seconds);
 
 }  // namespace ckpt::migrate

@@ -449,7 +449,6 @@ Result<ReceivedProcess> Receiver::serve_one() {
     ::_exit(0);
   }
   ctl_child.reset();
-  conn.reset();
   auto reap = [&]() -> std::string {
     int ws = 0;
     while (::waitpid(worker, &ws, 0) < 0 && errno == EINTR) {
@@ -465,6 +464,7 @@ Result<ReceivedProcess> Receiver::serve_one() {
   // the next one arrives (warm restore); a problem there falls back to a
   // plain restore of the whole chain once the stream is complete.
   WarmRestore warm(staging, opts_.new_pid);
+  FrameWriter acks(conn.get());
   bool warm_ok = opts_.warm;
   std::string kind_msg;
   char kind;
@@ -486,6 +486,11 @@ Result<ReceivedProcess> Receiver::serve_one() {
       warm_ok = false;
       warm.abort();
     }
+    // The sender waits for this before its final stop (best effort: a lost
+    // connection shows up in the handler's report).
+    uint8_t gb[8];
+    for (int i = 0; i < 8; ++i) gb[i] = uint8_t(g >> (8 * i));
+    (void)acks.send(kApplied, gb, sizeof gb);
   }
   if (kind != 'C' || kind_msg.size() != 8) {
     std::string why = kind == 'E' ? kind_msg : reap();

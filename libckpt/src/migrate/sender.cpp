@@ -23,7 +23,9 @@ using namespace migrate;
 class WireStream : public image::GenerationStream {
  public:
   explicit WireStream(FrameWriter& w) : w_(w) {}
-  Status content(const iovec* iov, size_t n) override { return w_.send_content(iov, n); }
+  Status content(const iovec* iov, const uint64_t* hashes, size_t n) override {
+    return w_.send_content(iov, hashes, n);
+  }
   Status commit(const std::vector<uint8_t>& ph, const std::vector<uint8_t>& addr,
                 const std::vector<uint8_t>& meta) override {
     std::vector<uint8_t> p;
@@ -111,7 +113,22 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
   dump::GenerationOut last;
   bool have_last = false;
   double t_running = 0;
+  // The receiver acknowledges each generation once its process holds it. The
+  // final stop waits until it has caught up, or the downtime would include
+  // the receiver's backlog (building the first generation takes longest).
+  uint64_t applied = 0, sent_gen = 0;
+  bool wait_for_receiver = false;
+  auto read_acks = [&](bool block) -> Status {
+    while (applied < sent_gen && (block || r.readable())) {
+      CKPT_ASSIGN(Frame f, expect(r, kApplied, "receiver"));
+      if (f.len != 8) return make_error(EBADMSG, "malformed APPLIED frame");
+      applied = std::max(applied, get_u64(f.data));
+    }
+    return {};
+  };
   for (int round = 1;; ++round) {
+    if (Status st = read_acks(wait_for_receiver); !st.ok()) return st.error();
+    wait_for_receiver = false;
     dump::GenerationSpec spec;
     spec.generation = first_gen + uint64_t(round) - 1;
     spec.prev = have_last ? &last.meta : nullptr;
@@ -139,6 +156,12 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
         stats.stop_reason = "maximum number of rounds";
       else
         return false;
+      if (!read_acks(false).ok() || applied < sent_gen) {
+        // Not yet: one more pre-copy round, after the receiver caught up.
+        stats.stop_reason.clear();
+        wait_for_receiver = true;
+        return false;
+      }
       return true;
     };
     double t_sent = 0;
@@ -147,8 +170,18 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
       std::vector<uint8_t> p;
       put_u64(p, spec.generation);
       CKPT_TRY(w.send(kCommit, p.data(), p.size()));
-      CKPT_ASSIGN(Frame f, expect(r, kRunning, "receiver"));
-      if (f.len != 4) return make_error(EBADMSG, "malformed RUNNING frame");
+      Frame f;
+      do {  // acknowledgments of earlier generations may come first
+        CKPT_ASSIGN(f, r.next());
+        if (f.type == kApplied && f.len == 8) applied = std::max(applied, get_u64(f.data));
+      } while (f.type == kApplied);
+      if (f.type == kError)
+        return make_error(ECONNABORTED, "receiver: " + std::string(reinterpret_cast<const char*>(
+                                                                       f.data),
+                                                                   f.len));
+      if (f.type != kRunning || f.len != 4)
+        return make_error(EBADMSG, std::string("protocol error: expected RUNNING, got ") +
+                                       frame_name(f.type));
       stats.remote_pid = pid_t(get_u32(f.data));
       t_running = now_seconds();
       return {};
@@ -176,6 +209,7 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
       stats.downtime_seconds = t_running - out.t_frozen;
       break;
     }
+    sent_gen = spec.generation;
     last = std::move(out);
     have_last = true;
   }
