@@ -62,14 +62,13 @@ void setup_net() {
   g_addr_a = "10.252.0.1";
   g_addr_b = "10.252.0.2";
   std::string va = "bvA" + tag, vb = "bvB" + tag;
-  std::string cmd = "ip netns add " + g_ns_a + " && ip netns add " + g_ns_b + " && ip link add " +
-                    va + " type veth peer name " + vb + " && ip link set " + va + " netns " +
-                    g_ns_a + " && ip link set " + vb + " netns " + g_ns_b + " && ip -n " + g_ns_a +
-                    " addr add " + g_addr_a + "/24 dev " + va + " && ip -n " + g_ns_b +
-                    " addr add " + g_addr_b + "/24 dev " + vb + " && ip -n " + g_ns_a +
-                    " link set " + va + " up && ip -n " + g_ns_b + " link set " + vb +
-                    " up && ip -n " + g_ns_a + " link set lo up && ip -n " + g_ns_b +
-                    " link set lo up";
+  std::string cmd =
+      "ip netns add " + g_ns_a + " && ip netns add " + g_ns_b + " && ip link add " + va +
+      " type veth peer name " + vb + " && ip link set " + va + " netns " + g_ns_a +
+      " && ip link set " + vb + " netns " + g_ns_b + " && ip -n " + g_ns_a + " addr add " +
+      g_addr_a + "/24 dev " + va + " && ip -n " + g_ns_b + " addr add " + g_addr_b + "/24 dev " +
+      vb + " && ip -n " + g_ns_a + " link set " + va + " up && ip -n " + g_ns_b + " link set " +
+      vb + " up && ip -n " + g_ns_a + " link set lo up && ip -n " + g_ns_b + " link set lo up";
   if (sh(cmd) != 0) die("cannot create the network namespaces (root? iproute2?)");
 }
 
@@ -293,7 +292,8 @@ int main(int argc, char** argv) {
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::stoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: bench_migrate [--size MiB] [--rates 0,8,32] [--bin DIR] [--reps N]\n");
+      std::fprintf(stderr,
+                   "usage: bench_migrate [--size MiB] [--rates 0,8,32] [--bin DIR] [--reps N]\n");
       return 2;
     }
   }
@@ -301,8 +301,14 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/bench-migrate-XXXXXX";
   if (!mkdtemp(tmpl)) die("mkdtemp");
   g_work = tmpl;
-  signal(SIGINT, [](int) { cleanup(); _exit(130); });
-  signal(SIGTERM, [](int) { cleanup(); _exit(143); });
+  signal(SIGINT, [](int) {
+    cleanup();
+    _exit(130);
+  });
+  signal(SIGTERM, [](int) {
+    cleanup();
+    _exit(143);
+  });
   setup_net();
   sh("head -c 32 /dev/urandom > " + g_work + "/token && chmod 600 " + g_work + "/token");
   const size_t bytes = mib << 20;
@@ -310,8 +316,8 @@ int main(int argc, char** argv) {
   double tcp = 0;
   for (int i = 0; i < 3; ++i) tcp = std::max(tcp, tcp_throughput(2ull << 30, 29000 + i));
   std::printf("TCP A->B (one connection, 8 MiB writes, best of 3): %.2f GB/s\n\n", tcp);
-  std::printf("%-6s %8s %6s %9s %9s %9s %10s %8s %10s  %s\n", "mode", "MB/s", "rounds",
-              "downtime", "total s", "GB sent", "sent/pop", "GB/s", "vs TCP", "stop");
+  std::printf("%-6s %8s %6s %9s %9s %9s %10s %8s %10s  %s\n", "mode", "MB/s", "rounds", "downtime",
+              "total s", "GB sent", "sent/pop", "GB/s", "vs TCP", "stop");
   nlohmann::json all = nlohmann::json::array();
   int port = 30000;
   for (int rep = 0; rep < reps; ++rep)
@@ -327,11 +333,10 @@ int main(int argc, char** argv) {
         // The stream rate of the full round: everything populated, read and sent.
         const auto& r1 = m["round_details"][0];
         double gbs = r1["bytes"].get<double>() / r1["send_seconds"].get<double>() / 1e9;
-        std::printf("%-6s %8.0f %6d %8.1fms %9.2f %9.3f %10.2f %8.2f %10.2f  %s\n",
-                    r.mode.c_str(), rate, m["rounds"].get<int>(),
-                    m["downtime_seconds"].get<double>() * 1e3, m["migration_seconds"].get<double>(),
-                    sent / 1e9, sent / double(bytes), gbs, gbs / tcp,
-                    m["stop_reason"].get<std::string>().c_str());
+        std::printf("%-6s %8.0f %6d %8.1fms %9.2f %9.3f %10.2f %8.2f %10.2f  %s\n", r.mode.c_str(),
+                    rate, m["rounds"].get<int>(), m["downtime_seconds"].get<double>() * 1e3,
+                    m["migration_seconds"].get<double>(), sent / 1e9, sent / double(bytes), gbs,
+                    gbs / tcp, m["stop_reason"].get<std::string>().c_str());
         std::fflush(stdout);
         nlohmann::json j = m;
         j["write_rate_mbs"] = rate;

@@ -1,12 +1,12 @@
 #include "migrate/protocol.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <poll.h>
 #include <sys/mman.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -207,7 +207,11 @@ Status FrameReader::fill(size_t need) {
     begin_ = 0;
   }
   while (end_ - begin_ < need) {
-    ssize_t n = ::recv(fd_, buf_ + end_, cap_ - end_, 0);
+    // With a placement callback, read little ahead: large payloads should
+    // land in their destination directly, not in this buffer.
+    size_t room = cap_ - end_;
+    if (place_) room = std::min(room, need - (end_ - begin_) + kReadAhead);
+    ssize_t n = ::recv(fd_, buf_ + end_, room, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       return io_error("receiving", errno);
@@ -242,7 +246,22 @@ Result<Frame> FrameReader::next(uint64_t max_len) {
                                    std::to_string(f.len) + " bytes)");
   uint8_t header[16];
   std::memcpy(header, h, 16);
-  if (f.len + kFrameHeaderSize <= cap_) {
+  uint8_t* dst = place_ && f.len >= kReadAhead ? place_(f.type, f.len) : nullptr;
+  if (dst) {  // straight into the caller's memory: what is buffered, then recv
+    begin_ += kFrameHeaderSize;
+    size_t have = std::min<size_t>(end_ - begin_, f.len);
+    std::memcpy(dst, buf_ + begin_, have);
+    begin_ += have;
+    while (have < f.len) {
+      ssize_t n = ::recv(fd_, dst + have, f.len - have, MSG_WAITALL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return io_error("receiving", errno);
+      if (n == 0) return make_error(EPIPE, "stream truncated: the peer closed the connection");
+      have += size_t(n);
+      bytes_ += uint64_t(n);
+    }
+    f.data = dst;
+  } else if (f.len + kFrameHeaderSize <= cap_) {
     CKPT_TRY(fill(kFrameHeaderSize + f.len));
     f.data = buf_ + begin_ + kFrameHeaderSize;
     begin_ += kFrameHeaderSize + f.len;

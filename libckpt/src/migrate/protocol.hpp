@@ -82,6 +82,12 @@ class FrameReader {
   bool readable();
   // Called before buffered payloads are overwritten (to flush writes that point into them).
   void set_before_refill(std::function<Status()> f) { before_refill_ = std::move(f); }
+  // Where a frame's payload should be received (nullptr: into the buffer as
+  // usual); asked for payloads of at least kReadAhead bytes. The payload is
+  // checked there after it arrived.
+  using Place = std::function<uint8_t*(uint32_t type, uint64_t len)>;
+  void set_place(Place p) { place_ = std::move(p); }
+  static constexpr size_t kReadAhead = 64 << 10;
   uint64_t bytes() const { return bytes_; }
 
  private:
@@ -91,6 +97,7 @@ class FrameReader {
   size_t cap_, begin_ = 0, end_ = 0;
   std::vector<uint8_t> big_;
   std::function<Status()> before_refill_;
+  Place place_;
   uint64_t bytes_ = 0;
 };
 

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -68,16 +69,67 @@ struct IncomingGeneration {
   UniqueFd pages;
   uint64_t content = 0;
   std::vector<iovec> pending;  // content frames not written yet (point into the reader's buffer)
+  // Large content frames are received straight into a shared mapping of
+  // pages.img (one copy fewer than recv + write), in 64 MiB windows.
+  static constexpr uint64_t kWindow = 64ull << 20;
+  std::vector<uint8_t*> windows;
+  uint64_t file_size = 0;
+  uint8_t* placed = nullptr;  // where the frame being received was placed
 
+  ~IncomingGeneration() { unmap(); }
+  IncomingGeneration() = default;
+  IncomingGeneration& operator=(IncomingGeneration&& o) noexcept {
+    unmap();
+    generation = o.generation;
+    parent = o.parent;
+    chain_id = o.chain_id;
+    tmp = std::move(o.tmp);
+    pages = std::move(o.pages);
+    content = o.content;
+    pending = std::move(o.pending);
+    windows = std::move(o.windows);
+    o.windows.clear();
+    file_size = o.file_size;
+    placed = o.placed;
+    pending_at = o.pending_at;
+    return *this;
+  }
+  void unmap() {
+    for (uint8_t* w : windows)
+      if (w) ::munmap(w, kWindow);
+    windows.clear();
+  }
+  // Where content bytes [content, content + len) go, if they fit one window.
+  uint8_t* place(uint64_t len) {
+    const uint64_t w = content / kWindow, off = content % kWindow;
+    if (off + len > kWindow) return nullptr;  // straddles two windows: buffered path
+    const uint64_t need = image::kPagesHeaderSize + (w + 1) * kWindow;
+    if (file_size < need) {
+      if (::ftruncate(pages.get(), off_t(need)) != 0) return nullptr;
+      file_size = need;
+    }
+    if (windows.size() <= w) windows.resize(w + 1, nullptr);
+    if (!windows[w]) {
+      void* p = ::mmap(nullptr, kWindow, PROT_READ | PROT_WRITE, MAP_SHARED, pages.get(),
+                       off_t(image::kPagesHeaderSize + w * kWindow));
+      if (p == MAP_FAILED) return nullptr;
+      windows[w] = static_cast<uint8_t*>(p);
+    }
+    return windows[w] + off;
+  }
+
+  uint64_t pending_at = 0;  // content offset of pending[0]
   Status flush() {
     size_t i = 0;
+    uint64_t at = image::kPagesHeaderSize + pending_at;
     while (i < pending.size()) {
       int n = int(std::min<size_t>(pending.size() - i, IOV_MAX));
-      ssize_t done = ::writev(pages.get(), &pending[i], n);
+      ssize_t done = ::pwritev(pages.get(), &pending[i], n, off_t(at));
       if (done < 0) {
         if (errno == EINTR) continue;
         return sys_error("writing " + tmp + "/pages.img");
       }
+      at += uint64_t(done);
       while (done > 0) {
         if (size_t(done) >= pending[i].iov_len) {
           done -= ssize_t(pending[i++].iov_len);
@@ -176,6 +228,10 @@ class Session {
     uint64_t last = 0;  // last generation committed into staging
     std::array<uint8_t, 16> chain{};
     r_.set_before_refill([&] { return g.flush(); });
+    r_.set_place([&](uint32_t type, uint64_t len) -> uint8_t* {
+      if (type != kContent || !in_gen || len % image::kPageSize || !g.flush().ok()) return nullptr;
+      return g.placed = g.place(len);
+    });
     for (;;) {
       CKPT_ASSIGN(Frame f, r_.next());
       switch (f.type) {
@@ -196,7 +252,7 @@ class Session {
           g.tmp = staging_ + "/.tmp-" + std::to_string(g.generation);
           if (::mkdir(g.tmp.c_str(), 0700) != 0) return sys_error("creating " + g.tmp);
           std::string pages = g.tmp + "/" + image::kPagesFile;
-          g.pages.reset(::open(pages.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+          g.pages.reset(::open(pages.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
           if (!g.pages.valid()) return sys_error("creating " + pages);
           if (::lseek(g.pages.get(), image::kPagesHeaderSize, SEEK_SET) < 0)
             return sys_error("lseek");
@@ -208,7 +264,12 @@ class Session {
           if (f.len % image::kPageSize)
             return make_error(EBADMSG, "protocol error: CONTENT of " + std::to_string(f.len) +
                                            " bytes (not whole pages)");
-          g.pending.push_back({const_cast<uint8_t*>(f.data), f.len});
+          if (f.data == g.placed) {  // already in pages.img
+            g.placed = nullptr;
+          } else {
+            if (g.pending.empty()) g.pending_at = g.content;
+            g.pending.push_back({const_cast<uint8_t*>(f.data), f.len});
+          }
           g.content += f.len;
           if (g.pending.size() >= IOV_MAX) CKPT_TRY(g.flush());
           break;
@@ -254,6 +315,9 @@ class Session {
     }
     if (left != 0 || len[0] != image::kPagesHeaderSize)
       return make_error(EBADMSG, "malformed GEN_FILES frame");
+    g.unmap();
+    if (::ftruncate(g.pages.get(), off_t(image::kPagesHeaderSize + g.content)) != 0)
+      return sys_error("sizing " + g.tmp + "/pages.img");
     CKPT_TRY(write_all(g.pages.get(), part[0], len[0], g.tmp + "/pages.img", 0));
     g.pages.reset();
     CKPT_TRY(write_file(g.tmp + "/" + image::kAddrFile, part[1], len[1]));

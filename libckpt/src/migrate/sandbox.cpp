@@ -12,7 +12,8 @@ Status apply_receiver_sandbox() {
       "read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg", "close",
       // writing the received generations into the staging directory and
       // opening them again (SnapshotReader): mkdir, files, rename into place
-      "openat", "mkdir", "rename", "lseek", "writev", "pwrite64", "pread64", "fstat", "newfstatat",
+      "openat", "mkdir", "rename", "lseek", "writev", "pwrite64", "pwritev", "ftruncate", "pread64",
+      "fstat", "newfstatat",
       // memory: malloc, the receive buffer, the reader's mapping of pages.img
       "brk", "mmap", "munmap", "mremap", "madvise",
       // the C library: locks, the nonce, clocks without a vdso, signals, exit
