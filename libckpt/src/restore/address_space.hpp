@@ -39,6 +39,8 @@ class AddressSpaceBuilder {
   // Start of the trampoline mapping and its length, for the final munmap.
   uint64_t trampoline() const { return tramp_; }
   static constexpr uint64_t kTrampolineLen = 2 * 4096;
+  // Copies bytes into the trampoline's data page (4 KiB); returns their remote address.
+  Result<uint64_t> put_data(const void* data, size_t len, size_t offset = 0);
 
   // Pieces also used to roll a live process back in place (pause/).
   // `bare_syscall`: the RemoteSyscall's instruction is a bare "syscall" (a
@@ -48,8 +50,6 @@ class AddressSpaceBuilder {
   void map_only(std::vector<bool> which) { only_ = std::move(which); }
   Status map_vmas();
   Status restore_protections();
-  // Copies bytes into the trampoline's data page; returns their remote address.
-  Result<uint64_t> put_data(const void* data, size_t len, size_t offset = 0);
   Result<long> sys(const char* what, long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0,
                    uint64_t a4 = 0, uint64_t a5 = 0, uint64_t a6 = 0);
 
