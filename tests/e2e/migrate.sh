@@ -11,6 +11,8 @@
 #   frozen        cr_migrate --frozen, the program finishes on B
 #   live          cr_migrate --live (pre-copy while it writes), finishes on B,
 #                 with --dir on B: the received chain is kept and verifies
+#   live-threads  live migration of mt_compute (5 threads; checks its TIDs,
+#                 TLS, masks, robust lists and its result itself)
 #   recv-killed   the receiver is killed mid-transfer (link throttled):
 #                 cr_migrate fails, the program continues on A and finishes
 #   sender-killed cr_migrate is killed mid-transfer: cr_recv refuses the
@@ -31,7 +33,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(frozen live recv-killed sender-killed bad-token garbage pause pause-compare)
+TESTS=(frozen live live-threads recv-killed sender-killed bad-token garbage pause pause-compare)
 (($# == 2)) && [[ " ${TESTS[*]} " == *" $2 "* ]] || {
   echo "usage: $0 BIN_DIR TEST (${TESTS[*]})" >&2
   exit 2
@@ -219,6 +221,23 @@ case $TEST in
     "$BIN_DIR/cr_info" --dir "$WORK/kept" --verify >/dev/null 2>"$WORK/tool.err" ||
       fail "the kept chain does not verify: $(first_line "$WORK/tool.err")"
     pass "$rounds rounds, $(grep -o '"downtime_seconds":[0-9.e-]*' "$WORK/migrate.out")"
+    ;;
+
+  live-threads)
+    start_receiver
+    (close_fds && exec ip netns exec "$NS_A" "$PROG_DIR/mt_compute" "$WORK/ready" "$WORK/mt.out" \
+      </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
+    TPID=$!
+    OWN_PIDS+=("$TPID")
+    wait_file "$WORK/ready" "$TPID" 30 || fail "mt_compute did not become ready"
+    READY_ID=$(<"$WORK/ready")
+    migrate --token "$WORK/token" --live --json "$TPID"
+    ((MIG_RC == 0)) || fail "cr_migrate --live $(describe_status "$MIG_RC"): $(first_line "$WORK/migrate.err")"
+    { wait_exit "$TPID" 10; } 2>/dev/null || fail "the source still exists after a successful migration"
+    wait_receiver
+    ((RECV_RC == 0)) || fail "the migrated program $(describe_status "$RECV_RC"): $(first_line "$WORK/prog.err") $(first_line "$WORK/recv.err")"
+    expect_done "after live migration"
+    pass "$(grep -o '"downtime_seconds":[0-9.e-]*' "$WORK/migrate.out")"
     ;;
 
   recv-killed)

@@ -14,8 +14,10 @@
 #include "proc/inject.hpp"
 #include "proc/regs.hpp"
 #include "restore/address_space.hpp"
+#include "restore/files.hpp"
 #include "restore/spawn.hpp"
 #include "restore/syscall_restart.hpp"
+#include "restore/tasks.hpp"
 
 namespace ckpt::migrate {
 
@@ -31,9 +33,8 @@ void WarmRestore::abort() {
 Status WarmRestore::add(uint64_t gen) {
   CKPT_ASSIGN(image::Chain chain, image::open_chain(staging_, gen));
   const image::ImageMeta& meta = chain.newest();
-  if (meta.threads.size() != 1)
-    return make_error(ENOTSUP, "image has " + std::to_string(meta.threads.size()) +
-                                   " threads: only single-threaded restore is supported yet");
+  // The helper stays single-threaded while it is brought up to date; the
+  // other threads are created at the end (finish), as a restore does.
   const image::RestorePlan plan = image::plan_chain(chain);
   if (pid_ == 0) {
     if (chain.links.size() != 1) return make_error(EINVAL, "warm restore must start with a full");
@@ -77,6 +78,7 @@ Result<RestoreStats> WarmRestore::finish() {
   if (pid_ == 0) return make_error(EINVAL, "nothing to restore");
   CKPT_ASSIGN(image::Chain chain, image::open_chain(staging_, last_));
   const image::ImageMeta& meta = chain.newest();
+  CKPT_TRY(restore::check_files_unchanged(meta, false));
   const image::RestorePlan plan = image::plan_chain(chain);
   RestoreStats stats;
   stats.generation = meta.generation;
@@ -93,23 +95,22 @@ Result<RestoreStats> WarmRestore::finish() {
   pause::InPlace ip(pid_, chain, plan, &st);
   CKPT_TRY(ip.begin());
   CKPT_TRY(ip.set_mm());
+  // The helper was set up from the first generation: dispositions and files
+  // may have changed since.
   CKPT_TRY(ip.set_signals());
   CKPT_TRY(ip.set_files());
+  // Threads, rseq, limits, timers, seccomp, masks: as a plain restore does.
+  restore::TaskRestorer tasks(pid_, meta, ip.builder());
+  CKPT_TRY(tasks.create_threads(ip.rs()));
+  for (size_t i = 1; i < meta.threads.size(); ++i) CKPT_TRY(tasks.restore_thread(i));
+  CKPT_TRY(tasks.restore_leader());
   const image::ThreadRecord& t = meta.threads[0];
-  if (t.rseq_len) {
-    CKPT_ASSIGN(long r, ip.rs().call(SYS_rseq, t.rseq_ptr, t.rseq_len, 0, t.rseq_sig));
-    if (r != 0) return sys_error("registering rseq", int(-r));
-  }
   CKPT_TRY(proc::set_xstate(pid_, t.xstate));
-  uint64_t mask = t.sigmask;
-  if (::ptrace(PTRACE_SETSIGMASK, pid_, sizeof mask, &mask) != 0)
-    return sys_error("setting the signal mask");
   user_regs_struct captured;
   std::memcpy(&captured, t.gpregs.data(), sizeof captured);
   user_regs_struct final_regs = restore::resume_registers(captured);
   CKPT_TRY(ip.end(&final_regs));
-  if (::ptrace(PTRACE_DETACH, pid_, nullptr, (void*)(long)t.pending_signal) != 0)
-    return sys_error("releasing the restored process");
+  CKPT_TRY(tasks.release());
   stats.pid = pid_;
   stats.pages_written = pages_written_;
   pid_ = 0;  // it runs: no longer ours to kill

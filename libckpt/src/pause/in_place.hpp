@@ -49,6 +49,7 @@ class InPlace {
   Status set_signals();  // every disposition
   Status set_files();    // fds and offsets; fds not in the generation closed
   proc::RemoteSyscall& rs() { return *rs_; }
+  restore::AddressSpaceBuilder& builder() { return *b_; }
   Status end(const user_regs_struct* final_regs);
 
  private:
