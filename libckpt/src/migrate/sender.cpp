@@ -113,11 +113,12 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
   dump::GenerationOut last;
   bool have_last = false;
   double t_running = 0;
-  // The receiver acknowledges each generation once its process holds it. The
-  // final stop waits until it has caught up, or the downtime would include
-  // the receiver's backlog (building the first generation takes longest).
+  // The receiver acknowledges each generation once its process holds it.
+  // Each pre-copy round starts (the process running) only when the receiver
+  // has caught up, so the final stop never waits for its backlog (building
+  // the first generation takes longest) and what the process dirtied
+  // meanwhile is sent by pre-copy, not in the downtime.
   uint64_t applied = 0, sent_gen = 0;
-  bool wait_for_receiver = false;
   auto read_acks = [&](bool block) -> Status {
     while (applied < sent_gen && (block || r.readable())) {
       CKPT_ASSIGN(Frame f, expect(r, kApplied, "receiver"));
@@ -127,8 +128,7 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
     return {};
   };
   for (int round = 1;; ++round) {
-    if (Status st = read_acks(wait_for_receiver); !st.ok()) return st.error();
-    wait_for_receiver = false;
+    if (Status st = read_acks(true); !st.ok()) return st.error();
     dump::GenerationSpec spec;
     spec.generation = first_gen + uint64_t(round) - 1;
     spec.prev = have_last ? &last.meta : nullptr;
@@ -156,12 +156,6 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
         stats.stop_reason = "maximum number of rounds";
       else
         return false;
-      if (!read_acks(false).ok() || applied < sent_gen) {
-        // Not yet: one more pre-copy round, after the receiver caught up.
-        stats.stop_reason.clear();
-        wait_for_receiver = true;
-        return false;
-      }
       return true;
     };
     double t_sent = 0;
