@@ -14,8 +14,10 @@
 #                    refused with "fd 3: TCP socket A:P -> B:Q: not supported
 #                    yet"; the target keeps running and finishes by itself
 #   unix-socket      the same with a bound UNIX datagram socket
-#   shared-pipe      a pipe whose other end another process holds: refused
-#                    naming that process
+#   shared-pipe      a pipe whose other end another process (the target's
+#                    parent) holds: refused naming that process
+#   shared-fifo      a FIFO another process (this script) holds open too:
+#                    refused naming that process
 #   flock            a file with an flock(2) lock: refused
 #   inotify          an inotify instance: refused naming it
 # Prints "PASS fd_bad_input TEST" or "FAIL fd_bad_input TEST: reason". Exit
@@ -27,7 +29,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/lib.sh"
 
 TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket shared-pipe
-  flock inotify)
+  shared-fifo flock inotify)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
   echo "  TEST: ${TESTS[*]}" >&2
@@ -175,6 +177,13 @@ case $TEST in
     # parent, exits with the child's status.
     CK_PID=$(cut -d' ' -f1 "$WORK/ready")
     refused_at_checkpoint "^cr_full: fd 3: pipe:\[[0-9]+\]: also open in PID [0-9]+ \(fd_unsupported\): .*not supported yet$"
+    ;;
+  shared-fifo)
+    mkfifo "$WORK/ready.fifo"
+    exec {HOLD}<>"$WORK/ready.fifo" # this script holds it too
+    start fd_unsupported shared-fifo
+    refused_at_checkpoint "^cr_full: fd 3: $WORK/ready.fifo: also open in PID $$ \(bash\): pipes and FIFOs shared with other processes are not supported yet$"
+    exec {HOLD}>&-
     ;;
   flock)
     start fd_unsupported flock

@@ -341,6 +341,10 @@ inline image::ImageMeta make_meta(uint64_t generation, const std::array<uint8_t,
   FileRecord ep = file(15, FileKind::kEpoll, O_RDWR, "anon_inode:[eventpoll]");
   ep.params = {12, 0x80000019, 0x1122334455667788ull, 13, 1, ~0ull};
   m.files.push_back(ep);
+  FileRecord mfd = file(16, FileKind::kMemfd, O_RDWR | O_LARGEFILE, "/memfd:ring buffer");
+  mfd.params = {0777, 0, 0, 0x1 | 0x4};
+  mfd.data.assign(8192, 0xab);
+  m.files.push_back(mfd);
   return m;
 }
 

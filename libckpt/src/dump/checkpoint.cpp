@@ -34,7 +34,7 @@ Status describe(pid_t pid, const proc::FrozenProcess& fp, const image::ImageMeta
   CKPT_TRY(dump::collect_vdso(pid, meta->vmas, &meta->vdso));
   CKPT_TRY(dump::collect_threads(fp, previous, &meta->threads));
   CKPT_TRY(dump::collect_signals(fp, meta->threads[0], &meta->process));
-  CKPT_TRY(proc::read_process_state(pid, &meta->state));
+  CKPT_TRY(proc::read_task_states(pid, &meta->threads, &meta->state));
   int tracker_fd = previous && previous->tracker_fd >= 0 ? previous->tracker_fd : dirty::kTrackerFd;
   CKPT_TRY(dump::collect_files(pid, tracker_fd, &meta->files));
   utsname u;

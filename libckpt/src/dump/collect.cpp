@@ -194,7 +194,6 @@ Status collect_threads(const proc::FrozenProcess& fp, const image::ImageMeta* pr
     rec.rseq_sig = rseq.sig;
     CKPT_ASSIGN(proc::SignalMasks masks, proc::read_signal_masks(fp.pid(), t.tid));
     rec.sigmask = masks.blocked;
-    CKPT_TRY(proc::read_thread_state(fp.pid(), &rec));
     out->push_back(std::move(rec));
   }
   return {};

@@ -304,6 +304,11 @@ Status collect_deleted(const std::string& link_path, const RawFd& r, const std::
   f->data.resize(size);
   CKPT_TRY(read_exact(in.get(), f->data.data(), size, 0, what));
   f->params = {uint64_t(r.st.st_mode & 07777), r.st.st_uid, r.st.st_gid};
+  if (f->kind == FileKind::kMemfd) {
+    int seals = ::fcntl(in.get(), F_GET_SEALS);
+    if (seals < 0) return sys_error(what + ": F_GET_SEALS");
+    f->params.push_back(uint64_t(seals));
+  }
   return {};
 }
 
@@ -337,7 +342,7 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out) {
   uint64_t saved_bytes = 0;
   std::vector<std::string> shared_links;  // pipes and FIFOs: no other process may hold them
   std::map<std::pair<uint64_t, uint64_t>, int> first_of_file;  // (dev, ino) -> its first fd
-  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint64_t>> pipe_params;
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint64_t>> pipe_params, deleted_params;
   for (size_t i = 0; i < raw.size(); ++i) {
     const RawFd& r = raw[i];
     const std::string link = fd_dir + "/" + std::to_string(r.fd);
@@ -393,22 +398,24 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out) {
     const auto file_key = std::make_pair(uint64_t(r.st.st_dev), uint64_t(r.st.st_ino));
     const bool first_open = first_of_file.emplace(file_key, r.fd).second;
     if (S_ISREG(r.st.st_mode) && r.st.st_nlink == 0) {
-      if (starts_with(f.path, "/memfd:"))
-        return make_error(ENOTSUP, what + ": memfd not supported yet");
       if (ends_with(f.path, " (deleted)")) f.path.resize(f.path.size() - 10);
       if (f.path.empty() || f.path[0] != '/')
         return make_error(ENOTSUP, what + ": deleted file outside the file system tree");
-      f.kind = FileKind::kDeleted;
+      f.kind = starts_with(f.path, "/memfd:") ? FileKind::kMemfd : FileKind::kDeleted;
       // Several opens of one deleted file: the first carries its content.
       if (first_open) {
         CKPT_TRY(collect_deleted(link, r, what, &f));
         saved_bytes += f.data.size();
+        deleted_params[file_key] = f.params;
       } else {
-        f.params = {uint64_t(r.st.st_mode & 07777), r.st.st_uid, r.st.st_gid};
+        f.params = deleted_params[file_key];
       }
     } else if (S_ISREG(r.st.st_mode) || S_ISDIR(r.st.st_mode)) {
-      if (ends_with(f.path, " (deleted)"))
-        return make_error(ENOTSUP, what + ": deleted directory not supported");
+      if (ends_with(f.path, " (deleted)"))  // a directory, or a file with another link left
+        return make_error(ENOTSUP,
+                          what + ": unlinked while open (" +
+                              (S_ISDIR(r.st.st_mode) ? "a directory" : "still linked elsewhere") +
+                              "): not supported yet");
       f.kind = FileKind::kRegular;
     } else if (S_ISCHR(r.st.st_mode) &&
                (f.path == "/dev/null" || f.path == "/dev/zero" || f.path == "/dev/urandom" ||

@@ -108,6 +108,7 @@ enum class FileKind : uint32_t {
   kTimerfd = 8,       // params: kTimerfd*
   kSignalfd = 9,      // params: kSignalfdMask
   kEpoll = 10,        // params: (tfd, events, data) triples, the interest list
+  kMemfd = 11,        // a memfd_create(2) file: recreated from `data`, params kDeleted* + seals
 };
 
 // FileRecord::params, by kind.
@@ -126,6 +127,12 @@ enum : size_t {
   kTimerfdParams = 6,
   kSignalfdMask = 0,  // kSignalfd: the signals it reads (bit N-1 = signal N)
   kSignalfdParams = 1,
+  kDeletedMode = 0,  // kDeleted, kMemfd: permission bits
+  kDeletedUid = 1,
+  kDeletedGid = 2,
+  kDeletedParams = 3,
+  kMemfdSeals = 3,  // kMemfd: F_GET_SEALS
+  kMemfdParams = 4,
 };
 
 struct FileRecord {
@@ -140,7 +147,7 @@ struct FileRecord {
   // Appended fields (format.md, File record):
   int32_t dup_of = -1;           // an earlier fd sharing this open file description (dup)
   std::vector<uint64_t> params;  // kind-specific numbers (see the enum above)
-  std::vector<uint8_t> data;     // kDeleted: the file's content; kPipe/kFifo: unread bytes
+  std::vector<uint8_t> data;     // kDeleted/kMemfd: the file's content; kPipe/kFifo: unread bytes
                                  // (on the first fd of a file only)
 
   bool has_appended() const { return dup_of != -1 || !params.empty() || !data.empty(); }

@@ -113,6 +113,11 @@ Result<long> RemoteSyscall::call_and_load(const user_regs_struct& final_regs, lo
 
 Status with_injected_calls(pid_t pid, const std::function<Status(RemoteSyscall&)>& body) {
   CKPT_ASSIGN(uint64_t insn, find_syscall_insn(pid));
+  return with_injected_calls(pid, insn, body);
+}
+
+Status with_injected_calls(pid_t pid, uint64_t insn,
+                           const std::function<Status(RemoteSyscall&)>& body) {
   auto captured = get_regs(pid);
   if (!captured.ok()) return captured.error().context("the target must be frozen");
   // Signals arriving meanwhile (a timer's) stay queued instead of stopping

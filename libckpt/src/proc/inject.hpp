@@ -67,6 +67,9 @@ class RemoteSyscall {
 // registers are what the kernel itself would have resumed it with (a call
 // it was blocked in restarts), whatever `body` did or returned.
 Status with_injected_calls(pid_t pid, const std::function<Status(RemoteSyscall&)>& body);
+// The same through a known "syscall" instruction of the tracee's mm.
+Status with_injected_calls(pid_t pid, uint64_t insn,
+                           const std::function<Status(RemoteSyscall&)>& body);
 
 // The same, with a private page mapped in the tracee for the calls'
 // arguments and answers (`scratch`: its address), unmapped afterwards.

@@ -3,6 +3,7 @@
 #include <linux/filter.h>
 #include <linux/prctl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
@@ -17,6 +18,7 @@
 #include <string>
 
 #include "proc/inject.hpp"
+#include "proc/signals.hpp"
 #include "util/fd.hpp"
 #include "util/text.hpp"
 
@@ -131,17 +133,19 @@ Result<std::vector<image::PosixTimer>> parse_timers(const std::string& text) {
 
 }  // namespace
 
-Status read_thread_state(pid_t pid, image::ThreadRecord* t) {
+namespace {
+
+// What needs no injected call: seccomp filters, robust list, queued signals.
+Status read_thread_direct(pid_t pid, image::ThreadRecord* t) {
   const pid_t tid = t->tid;
   const std::string who = "thread " + std::to_string(tid);
-  CKPT_ASSIGN(std::string status, read_file(proc_path(pid, "task/") + std::to_string(tid) +
-                                            "/status"));
+  CKPT_ASSIGN(std::string status,
+              read_file(proc_path(pid, "task/") + std::to_string(tid) + "/status"));
   long mode = status_field(status, "Seccomp");
   if (mode == 1) return make_error(ENOTSUP, who + ": strict seccomp mode: not supported");
   if (mode == 2) {
     CKPT_ASSIGN(t->seccomp, read_seccomp(tid));
   }
-
   long head_len = 0;
   void* head = nullptr;
   if (::syscall(SYS_get_robust_list, tid, &head, &head_len) != 0)
@@ -149,22 +153,26 @@ Status read_thread_state(pid_t pid, image::ThreadRecord* t) {
   t->robust_list = reinterpret_cast<uint64_t>(head);
   t->robust_len = uint64_t(head_len);
   CKPT_ASSIGN(t->pending, peek_signals(tid, false));
-
-  return with_scratch_page(tid, [&](RemoteSyscall& rs, uint64_t scratch) -> Status {
-    CKPT_ASSIGN(long r, rs.call_to_exit(SYS_sigaltstack, 0, scratch));
-    if (r != 0) return sys_error(who + ": sigaltstack", int(-r));
-    stack_t ss;
-    CKPT_TRY(read_remote(tid, scratch, &ss, sizeof ss));
-    t->altstack_sp = reinterpret_cast<uint64_t>(ss.ss_sp);
-    t->altstack_size = ss.ss_size;
-    t->altstack_flags = uint32_t(ss.ss_flags);
-    CKPT_ASSIGN(r, rs.call_to_exit(SYS_prctl, PR_GET_TID_ADDRESS, scratch));
-    if (r != 0) return sys_error(who + ": PR_GET_TID_ADDRESS", int(-r));
-    return read_remote(tid, scratch, &t->clear_child_tid, 8);
-  });
+  return {};
 }
 
-Status read_process_state(pid_t pid, image::ProcessState* out) {
+// The alternate stack and the TID address, answered into `scratch`.
+Status read_thread_injected(RemoteSyscall& rs, uint64_t scratch, image::ThreadRecord* t) {
+  const pid_t tid = t->tid;
+  const std::string who = "thread " + std::to_string(tid);
+  CKPT_ASSIGN(long r, rs.call_to_exit(SYS_sigaltstack, 0, scratch));
+  if (r != 0) return sys_error(who + ": sigaltstack", int(-r));
+  stack_t ss;
+  CKPT_TRY(read_remote(tid, scratch, &ss, sizeof ss));
+  t->altstack_sp = reinterpret_cast<uint64_t>(ss.ss_sp);
+  t->altstack_size = ss.ss_size;
+  t->altstack_flags = uint32_t(ss.ss_flags);
+  CKPT_ASSIGN(r, rs.call_to_exit(SYS_prctl, PR_GET_TID_ADDRESS, scratch));
+  if (r != 0) return sys_error(who + ": PR_GET_TID_ADDRESS", int(-r));
+  return read_remote(tid, scratch, &t->clear_child_tid, 8);
+}
+
+Status read_process_direct(pid_t pid, image::ProcessState* out) {
   for (int r = 0; r < 16; ++r) {
     rlimit64 rl;
     if (::prlimit64(pid, __rlimit_resource(r), nullptr, &rl) != 0)
@@ -182,29 +190,79 @@ Status read_process_state(pid_t pid, image::ProcessState* out) {
   if (timers_text.ok()) {
     CKPT_ASSIGN(out->timers, parse_timers(*timers_text));
   }
+  return {};
+}
 
-  return with_scratch_page(pid, [&](RemoteSyscall& rs, uint64_t scratch) -> Status {
-    CKPT_ASSIGN(long r, rs.call_to_exit(SYS_prctl, PR_GET_DUMPABLE));
-    if (r < 0) return sys_error("PR_GET_DUMPABLE", int(-r));
-    out->dumpable = int32_t(r);
-    CKPT_ASSIGN(r, rs.call_to_exit(SYS_prctl, PR_GET_PDEATHSIG, scratch));
-    if (r != 0) return sys_error("PR_GET_PDEATHSIG", int(-r));
-    CKPT_TRY(read_remote(pid, scratch, &out->pdeathsig, 4));
-    for (int which = 0; which < 3; ++which) {
-      CKPT_ASSIGN(r, rs.call_to_exit(SYS_getitimer, uint64_t(which), scratch));
-      if (r != 0) return sys_error("getitimer", int(-r));
-      itimerval it;
-      CKPT_TRY(read_remote(pid, scratch, &it, sizeof it));
-      out->itimers[which] = {timeval_ns(it.it_interval), timeval_ns(it.it_value)};
+// Dumpable, parent-death signal, interval timers, POSIX timer settings.
+Status read_process_injected(RemoteSyscall& rs, uint64_t scratch, image::ProcessState* out) {
+  const pid_t pid = rs.tid();
+  CKPT_ASSIGN(long r, rs.call_to_exit(SYS_prctl, PR_GET_DUMPABLE));
+  if (r < 0) return sys_error("PR_GET_DUMPABLE", int(-r));
+  out->dumpable = int32_t(r);
+  CKPT_ASSIGN(r, rs.call_to_exit(SYS_prctl, PR_GET_PDEATHSIG, scratch));
+  if (r != 0) return sys_error("PR_GET_PDEATHSIG", int(-r));
+  CKPT_TRY(read_remote(pid, scratch, &out->pdeathsig, 4));
+  for (int which = 0; which < 3; ++which) {
+    CKPT_ASSIGN(r, rs.call_to_exit(SYS_getitimer, uint64_t(which), scratch));
+    if (r != 0) return sys_error("getitimer", int(-r));
+    itimerval it;
+    CKPT_TRY(read_remote(pid, scratch, &it, sizeof it));
+    out->itimers[which] = {timeval_ns(it.it_interval), timeval_ns(it.it_value)};
+  }
+  for (image::PosixTimer& t : out->timers) {
+    CKPT_ASSIGN(r, rs.call_to_exit(SYS_timer_gettime, uint64_t(t.id), scratch));
+    if (r != 0) return sys_error("timer_gettime " + std::to_string(t.id), int(-r));
+    itimerspec its;
+    CKPT_TRY(read_remote(pid, scratch, &its, sizeof its));
+    t.setting = {timespec_ns(its.it_interval), timespec_ns(its.it_value)};
+  }
+  return {};
+}
+
+// Injected calls have a window: a tool killed during one leaves the thread
+// with the call's registers. A single-threaded process whose signals all
+// keep their default action is not touched at all: its alternate stack would
+// never be used, no thread waits on its TID address, and a timer signal or
+// a parent-death signal would end it by default (so a program relying on
+// one has a handler, blocks or ignores it). Its dumpable flag is taken as
+// the default (1); docs/state.md says so.
+bool needs_injected_reads(pid_t pid, const std::vector<image::ThreadRecord>& threads,
+                          const image::ProcessState& state) {
+  if (threads.size() != 1 || !state.timers.empty()) return true;
+  auto masks = read_signal_masks(pid, pid);
+  if (!masks.ok()) return true;
+  uint64_t not_default = masks->caught | masks->ignored | masks->blocked;
+  return not_default != 0;
+}
+
+}  // namespace
+
+Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
+                        image::ProcessState* state) {
+  for (image::ThreadRecord& t : *threads) CKPT_TRY(read_thread_direct(pid, &t));
+  CKPT_TRY(read_process_direct(pid, state));
+  if (!needs_injected_reads(pid, *threads, *state)) return {};
+  // One instruction and one scratch page (the mm is shared) for all threads:
+  // the freeze time grows by a few calls per thread, not a session each.
+  CKPT_ASSIGN(uint64_t insn, find_syscall_insn(pid));
+  return with_injected_calls(pid, insn, [&](RemoteSyscall& leader) -> Status {
+    CKPT_ASSIGN(long scratch, leader.call_to_exit(SYS_mmap, 0, kScratchSize,
+                                                  PROT_READ | PROT_WRITE,
+                                                  MAP_PRIVATE | MAP_ANONYMOUS));
+    if (scratch < 0 && scratch > -4096) return sys_error("mmap in the target", int(-scratch));
+    Status st = read_process_injected(leader, uint64_t(scratch), state);
+    for (image::ThreadRecord& t : *threads) {
+      if (!st.ok()) break;
+      if (t.tid == pid) {
+        st = read_thread_injected(leader, uint64_t(scratch), &t);
+      } else {
+        st = with_injected_calls(t.tid, insn, [&](RemoteSyscall& rs) {
+          return read_thread_injected(rs, uint64_t(scratch), &t);
+        });
+      }
     }
-    for (image::PosixTimer& t : out->timers) {
-      CKPT_ASSIGN(r, rs.call_to_exit(SYS_timer_gettime, uint64_t(t.id), scratch));
-      if (r != 0) return sys_error("timer_gettime " + std::to_string(t.id), int(-r));
-      itimerspec its;
-      CKPT_TRY(read_remote(pid, scratch, &its, sizeof its));
-      t.setting = {timespec_ns(its.it_interval), timespec_ns(its.it_value)};
-    }
-    return {};
+    (void)leader.call_to_exit(SYS_munmap, uint64_t(scratch), kScratchSize);
+    return st;
   });
 }
 

@@ -13,10 +13,10 @@
 
 namespace ckpt::proc {
 
-// Fills the kernel-held fields of `t` (t->tid set, thread in a ptrace stop).
-Status read_thread_state(pid_t pid, image::ThreadRecord* t);
-
-// Process-wide state; `leader` is in a ptrace stop.
-Status read_process_state(pid_t pid, image::ProcessState* out);
+// Fills the kernel-held fields of every thread in `threads` (tids set, all
+// in a ptrace stop; the leader first) and the process-wide `state`, in one
+// session of injected calls sharing one scratch page.
+Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
+                        image::ProcessState* state);
 
 }  // namespace ckpt::proc

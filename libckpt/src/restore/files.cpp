@@ -5,6 +5,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -54,11 +55,17 @@ Status set_nonblock(int fd, bool on, const std::string& what) {
   return {};
 }
 
-// Puts a pipe's saved state back: its capacity, then its unread bytes.
-Status refill_pipe(int wfd, const FileRecord& f, const std::string& what) {
+// A new pipe gets the capacity the checkpointed one had.
+Status size_pipe(int fd, const FileRecord& f, const std::string& what) {
   const uint64_t cap = f.params.size() > image::kPipeCapacity ? f.params[image::kPipeCapacity] : 0;
-  if (cap && ::fcntl(wfd, F_SETPIPE_SZ, int(cap)) < 0)
+  if (cap && ::fcntl(fd, F_SETPIPE_SZ, int(cap)) < 0)
     return sys_error(what + ": setting the pipe size to " + std::to_string(cap));
+  return {};
+}
+
+// The unread bytes a record carries (the checkpoint puts them on the first
+// record of a pipe; any record's are taken).
+Status refill_pipe(int wfd, const FileRecord& f, const std::string& what) {
   if (f.data.empty()) return {};
   CKPT_TRY(set_nonblock(wfd, true, what));
   CKPT_TRY(write_all(wfd, f.data.data(), f.data.size(), "the unread data of " + what));
@@ -67,22 +74,37 @@ Status refill_pipe(int wfd, const FileRecord& f, const std::string& what) {
 
 // A deleted file's inode again: created under its old name and unlinked at
 // once (so /proc shows "NAME (deleted)" as before), or, when the name is
-// taken meanwhile, an unnamed O_TMPFILE in the same directory.
+// taken meanwhile, an unnamed O_TMPFILE in the same directory. A memfd is a
+// new memfd of the same name, with its seals.
 Result<UniqueFd> recreate_deleted(const FileRecord& f, const std::string& what) {
-  UniqueFd fd(::open(f.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (fd.valid()) {
-    if (::unlink(f.path.c_str()) != 0) return sys_error("recreating " + what + ": unlink");
+  const bool memfd = f.kind == FileKind::kMemfd;
+  UniqueFd fd;
+  if (memfd) {
+    // The name after "/memfd:" (the kernel adds the prefix again).
+    fd.reset(::memfd_create(f.path.c_str() + 7, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd.valid()) return sys_error("recreating " + what);
   } else {
-    if (errno != EEXIST) return sys_error("recreating deleted " + what);
-    std::string dir = f.path.substr(0, f.path.rfind('/'));
-    fd.reset(::open(dir.empty() ? "/" : dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-    if (!fd.valid()) return sys_error("recreating deleted " + what + " in " + dir);
+    fd.reset(::open(f.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (fd.valid()) {
+      if (::unlink(f.path.c_str()) != 0) return sys_error("recreating " + what + ": unlink");
+    } else {
+      if (errno != EEXIST) return sys_error("recreating deleted " + what);
+      std::string dir = f.path.substr(0, f.path.rfind('/'));
+      fd.reset(::open(dir.empty() ? "/" : dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+      if (!fd.valid()) return sys_error("recreating deleted " + what + " in " + dir);
+    }
   }
   CKPT_TRY(write_all(fd.get(), f.data.data(), f.data.size(), "deleted " + what));
-  if (f.params.size() >= 3) {
-    if (::fchown(fd.get(), uid_t(f.params[1]), gid_t(f.params[2])) != 0 ||
-        ::fchmod(fd.get(), mode_t(f.params[0])) != 0)
-      return sys_error("recreating deleted " + what + ": owner and mode");
+  if (f.params.size() >= image::kDeletedParams) {
+    if (::fchown(fd.get(), uid_t(f.params[image::kDeletedUid]),
+                 gid_t(f.params[image::kDeletedGid])) != 0 ||
+        ::fchmod(fd.get(), mode_t(f.params[image::kDeletedMode])) != 0)
+      return sys_error("recreating " + what + ": owner and mode");
+  }
+  if (memfd && f.params.size() >= image::kMemfdParams) {
+    // Seals last: F_SEAL_WRITE and the like would stop the content above.
+    if (::fcntl(fd.get(), F_ADD_SEALS, int(f.params[image::kMemfdSeals])) != 0)
+      return sys_error("recreating " + what + ": seals");
   }
   return fd;
 }
@@ -150,6 +172,8 @@ Status check_files_unchanged(const image::ImageMeta& meta, bool force) {
 
   for (const auto& [path, u] : uses) {
     const std::string what = u.who + ": " + path;
+    // Kernel pseudo files are made anew for each process and boot.
+    if (path.rfind("/proc/", 0) == 0 || path.rfind("/sys/", 0) == 0) continue;
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return sys_error(what);
     if (S_ISDIR(st.st_mode)) continue;  // a directory's entries are not its content
@@ -226,11 +250,18 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
           source = keep(std::move(fd));
           break;
         }
-        case FileKind::kDeleted: {
+        case FileKind::kDeleted:
+        case FileKind::kMemfd: {
           auto key = std::make_pair(f.dev, f.ino);
           auto it = deleted.find(key);
           if (it == deleted.end()) {
-            CKPT_ASSIGN(UniqueFd base, recreate_deleted(f, what));
+            // The content is on one record of the file (the first, as the
+            // checkpoint writes it).
+            const FileRecord* full = &f;
+            for (const FileRecord& o : meta.files)
+              if (o.kind == f.kind && o.dev == f.dev && o.ino == f.ino && !o.data.empty())
+                full = &o;
+            CKPT_ASSIGN(UniqueFd base, recreate_deleted(*full, what));
             it = deleted.emplace(key, keep(std::move(base))).first;
           }
           CKPT_ASSIGN(source, reopen(it->second, f.flags, what + " (deleted)"));
@@ -244,9 +275,10 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
             int p[2];
             if (::pipe2(p, O_CLOEXEC) != 0) return sys_error("creating " + what);
             PipeEnds ends{keep(UniqueFd(p[0])), keep(UniqueFd(p[1]))};
-            CKPT_TRY(refill_pipe(ends.w, f, what));
+            CKPT_TRY(size_pipe(ends.w, f, what));
             it = pipes.emplace(f.ino, ends).first;
           }
+          CKPT_TRY(refill_pipe(it->second.w, f, what));
           const bool reader = (f.flags & O_ACCMODE) == O_RDONLY;
           int& end = reader ? it->second.r : it->second.w;
           bool& used = reader ? it->second.r_used : it->second.w_used;
@@ -271,9 +303,10 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
             if (!rw.valid()) return sys_error("reopening FIFO " + what);
             if (::fstat(rw.get(), &st) != 0 || !S_ISFIFO(st.st_mode))
               return make_error(ESTALE, what + ": no longer a FIFO");
-            CKPT_TRY(refill_pipe(rw.get(), f, what));
+            CKPT_TRY(size_pipe(rw.get(), f, what));
             it = fifos.emplace(f.path, keep(std::move(rw))).first;
           }
+          CKPT_TRY(refill_pipe(it->second, f, what));
           UniqueFd fd(::open(f.path.c_str(), reopen_flags(f.flags) | O_NONBLOCK));
           if (!fd.valid()) return sys_error("reopening FIFO " + what);
           CKPT_TRY(set_nonblock(fd.get(), f.flags & O_NONBLOCK, what));
@@ -334,14 +367,18 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
   return {};
 }
 
-bool install_files(PreparedFiles& files, int keep_fd, std::string* err) {
+bool install_files(PreparedFiles& files, int* keep_fd, std::string* err) {
   auto fail = [&](const std::string& what) {
     *err = what + ": " + std::strerror(errno);
     return false;
   };
-  // Lift every source fd above all target numbers so the dup2s cannot collide.
-  int top = keep_fd;
+  // Lift every source fd, and the fd to keep, above all target numbers so
+  // the dup2s cannot collide with them.
+  int top = *keep_fd;
   for (const auto& f : files.fds) top = std::max({top, f.target, f.source});
+  int kept = ::fcntl(*keep_fd, F_DUPFD_CLOEXEC, top + 1);
+  if (kept < 0) return fail("fd shuffle failed");
+  *keep_fd = top = kept;
   for (auto& f : files.fds) {
     if (f.source < 0) continue;
     int high = ::fcntl(f.source, F_DUPFD_CLOEXEC, top + 1);
@@ -365,7 +402,7 @@ bool install_files(PreparedFiles& files, int keep_fd, std::string* err) {
                   " in the epoll set");
   }
   // Close everything else.
-  keep.push_back(keep_fd);
+  keep.push_back(*keep_fd);
   std::sort(keep.begin(), keep.end());
   unsigned lo = 0;
   for (int k : keep) {

@@ -47,7 +47,9 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out);
 
 // In the new process (spawn's child): moves every prepared file to its
 // number, registers the epoll interest lists, closes everything else except
-// `keep_fd`. On failure returns false with *err set (the child then exits).
-bool install_files(PreparedFiles& files, int keep_fd, std::string* err);
+// *keep_fd, which is moved above every target number first (it may sit on
+// one) and updated. On failure returns false with *err set (the child then
+// reports it through *keep_fd and exits).
+bool install_files(PreparedFiles& files, int* keep_fd, std::string* err);
 
 }  // namespace ckpt::restore

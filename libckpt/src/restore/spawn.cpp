@@ -45,9 +45,9 @@ void child_fail(int err_fd, const std::string& msg) {
               __rseq_size < 32 ? 32 : __rseq_size, RSEQ_FLAG_UNREGISTER, RSEQ_SIG);
 
   // Every fd to its number, epoll sets registered, everything else closed
-  // (the err pipe is kept until setup is done).
+  // (the err pipe is kept, moved out of the way, until setup is done).
   std::string err;
-  if (!install_files(files, err_fd, &err)) child_fail(err_fd, err);
+  if (!install_files(files, &err_fd, &err)) child_fail(err_fd, err);
 
   if (::chdir(meta.process.cwd.c_str()) != 0)
     child_fail(err_fd, "working directory " + meta.process.cwd + ": " + std::strerror(errno));

@@ -8,6 +8,7 @@
 //                separate O_RDONLY open at offset 100
 //   shared.map   3 pages mapped MAP_SHARED read-write, pattern written through
 //                the mapping
+//   a memfd      10000 bytes, offset 333, sealed against shrinking and growing
 //   /dev/null, /dev/zero, /dev/urandom
 // then waits ~3 s (the driver checkpoints, kills and restores meanwhile) and
 // checks every offset, flag, content and that the shared mapping still
@@ -56,7 +57,8 @@ static void expect_pattern_at(int fd, uint64_t salt, off_t off, size_t n, const 
 
 static void expect_offset(int fd, off_t want, const char* what) {
   off_t now = lseek(fd, 0, SEEK_CUR);
-  if (now != want) e2e_fail("%s: offset %lld, expected %lld", what, (long long)now, (long long)want);
+  if (now != want)
+    e2e_fail("%s: offset %lld, expected %lld", what, (long long)now, (long long)want);
 }
 
 static void expect_flags(int fd, int want, int mask, const char* what) {
@@ -101,6 +103,13 @@ int main(int argc, char** argv) {
   close(mfd);
   for (long i = 0; i < MAP_PAGES * page; i++) map[i] = pat(3, (size_t)i);
 
+  int mem = memfd_create("fd_regular scratch", MFD_ALLOW_SEALING);
+  if (mem < 0) e2e_fail("memfd_create: %s", strerror(errno));
+  write_pattern(mem, 4, 10000);
+  lseek(mem, 333, SEEK_SET);
+  if (fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0)
+    e2e_fail("F_ADD_SEALS: %s", strerror(errno));
+
   int null_fd = open("/dev/null", O_RDWR);
   int zero_fd = open("/dev/zero", O_RDONLY);
   int rnd_fd = open("/dev/urandom", O_RDONLY);
@@ -140,7 +149,8 @@ int main(int argc, char** argv) {
   // the dup shares the offset, and the separate open sees the same inode.
   struct stat st, st2;
   if (fstat(del, &st) != 0 || fstat(del2, &st2) != 0) e2e_fail("fstat deleted.bin");
-  if (st.st_nlink != 0) e2e_fail("deleted.bin has %lu links after restore", (unsigned long)st.st_nlink);
+  if (st.st_nlink != 0)
+    e2e_fail("deleted.bin has %lu links after restore", (unsigned long)st.st_nlink);
   if (st.st_size != DEL_SIZE) e2e_fail("deleted.bin: size %lld", (long long)st.st_size);
   if (st.st_ino != st2.st_ino || st.st_dev != st2.st_dev)
     e2e_fail("the two opens of deleted.bin are different files now");
@@ -169,6 +179,14 @@ int main(int argc, char** argv) {
     expect_pattern_at(r, 3, 2 * page, 4096, "shared.map on disk");
     close(r);
   }
+
+  // The memfd: content, offset, seals.
+  expect_offset(mem, 333, "memfd");
+  for (off_t off = 0; off + 4096 <= 10000; off += 4096)
+    expect_pattern_at(mem, 4, off, 4096, "memfd");
+  if (fcntl(mem, F_GET_SEALS) != (F_SEAL_SHRINK | F_SEAL_GROW))
+    e2e_fail("memfd: seals 0x%x", fcntl(mem, F_GET_SEALS));
+  if (ftruncate(mem, 20000) != -1 || errno != EPERM) e2e_fail("memfd: F_SEAL_GROW not enforced");
 
   // Devices.
   if (write(null_fd, "x", 1) != 1 || read(null_fd, b, 1) != 0) e2e_fail("/dev/null misbehaves");

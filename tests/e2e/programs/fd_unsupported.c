@@ -4,11 +4,11 @@
 //   unix         a bound UNIX datagram socket at fd 3
 //   shared-pipe  (in a forked child, the target) the read end of a pipe at fd 3
 //                whose write end the parent holds
+//   shared-fifo  the FIFO READY.fifo at fd 3, which the driver holds open too
 //   flock        a file at fd 3 with an flock(2) lock on it
 //   inotify      an inotify instance at fd 3
 #define _GNU_SOURCE
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
@@ -18,7 +18,7 @@
 #include "e2e.h"
 
 int main(int argc, char** argv) {
-  e2e_init(argc, argv, 2, "READY tcp|unix|shared-pipe|flock|inotify");
+  e2e_init(argc, argv, 2, "READY tcp|unix|shared-pipe|shared-fifo|flock|inotify");
   const char* mode = argv[2];
   if (strcmp(mode, "tcp") == 0) {
     int l = socket(AF_INET, SOCK_STREAM, 0);
@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
         getsockname(l, (struct sockaddr*)&a, &len))
       e2e_fail("listen: %s", strerror(errno));
     int c = socket(AF_INET, SOCK_STREAM, 0);
-    if (c < 0 || connect(c, (struct sockaddr*)&a, sizeof a)) e2e_fail("connect: %s", strerror(errno));
+    if (c < 0 || connect(c, (struct sockaddr*)&a, sizeof a))
+      e2e_fail("connect: %s", strerror(errno));
     // Connected socket at fd 3, the listener at fd 4 (the accepted one above).
     if (dup2(c, 100) < 0 || dup2(l, 101) < 0) e2e_fail("dup2: %s", strerror(errno));
     close(c);
@@ -59,6 +60,13 @@ int main(int argc, char** argv) {
     e2e_pid = getpid();
     close(p[1]);
     if (p[0] != 3 && (dup2(p[0], 3) != 3 || close(p[0]))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "shared-fifo") == 0) {
+    // READY.fifo, which the driver holds open too.
+    char path[4096];
+    snprintf(path, sizeof path, "%s.fifo", argv[1]);
+    int f = open(path, O_RDONLY | O_NONBLOCK);
+    if (f < 0) e2e_fail("open %s: %s", path, strerror(errno));
+    if (f != 3 && (dup2(f, 3) != 3 || close(f))) e2e_fail("dup2: %s", strerror(errno));
   } else if (strcmp(mode, "flock") == 0) {
     char path[4096];
     snprintf(path, sizeof path, "%s.lock", argv[1]);

@@ -16,7 +16,7 @@
 
 #define WORKERS 4
 #define WORDS (256 * 1024)  // 2 MiB per thread
-#define ROUNDS 120
+#define ROUNDS 250
 #define READY_ROUND 20
 
 static uint64_t* arrays[WORKERS];

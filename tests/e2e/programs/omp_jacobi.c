@@ -9,7 +9,7 @@
 #include <omp.h>
 
 #define N 512
-#define ITERS 150
+#define ITERS 450
 #define READY_ITER 20
 
 static double grid_a[N][N], grid_b[N][N];

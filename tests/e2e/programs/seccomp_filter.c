@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   add_filter(SCMP_SYS(sched_getscheduler), 77);
   add_filter(SCMP_SYS(getpgid), e2e_sabotage() ? 79 : 78);
   e2e_ready(argv[1]);
-  e2e_sleep_ms(800);
+  e2e_sleep_ms(2000);  // two incrementals fit in here on a loaded machine
   check();
   e2e_done();
 }
