@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config gfortran
-  libcli11-dev nlohmann-json3-dev libxxhash-dev libzstd-dev liburing-dev libseccomp-dev
+  libcli11-dev nlohmann-json3-dev libxxhash-dev libzstd-dev liburing-dev libseccomp-dev libssl-dev
   libgtest-dev googletest util-linux procps iproute2
   # tests/kernel: build the ckpt_dirty module, boot Debian's kernel under qemu
   # with a busybox initramfs, compare with Debian's CRIU in that guest.

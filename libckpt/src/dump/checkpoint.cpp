@@ -11,6 +11,7 @@
 #include "dirty/pagemap_scan.hpp"
 #include "dirty/soft_dirty.hpp"
 #include "dump/collect.hpp"
+#include "dump/generation.hpp"
 #include "dump/hash_filter.hpp"
 #include "dump/memory.hpp"
 #include "image/format.hpp"
@@ -42,6 +43,10 @@ Status describe(pid_t pid, const proc::FrozenProcess& fp, const image::ImageMeta
   return {};
 }
 
+}  // namespace
+
+namespace dump {
+
 // The tracker of a new chain: `auto` is the best one this kernel supports.
 Result<std::string> choose_tracker(const std::string& want) {
   if (want == "hash") return want;
@@ -61,15 +66,14 @@ Result<std::string> choose_tracker(const std::string& want) {
 }
 
 // The parts of a full and an incremental checkpoint that are the same.
-// `prev`: the generation an incremental builds on (nullptr: a full).
-// `hint`: for a full, the newest earlier generation in the directory, if any.
-Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::SnapshotReader* prev,
-                                   uint64_t generation, double t0,
-                                   const image::ImageMeta* hint = nullptr) {
+Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const GenerationSpec& spec,
+                                         GenerationOut* out) {
+  const double t0 = now_seconds();
+  const image::ImageMeta* prev = spec.prev;
   CheckpointStats stats;
   std::string tracker;
   if (prev) {
-    tracker = prev->meta().tracker.empty() ? "hash" : prev->meta().tracker;
+    tracker = prev->tracker.empty() ? "hash" : prev->tracker;
     if (opts.tracker != "auto" && opts.tracker != tracker)
       return make_error(EINVAL, "this chain uses the " + tracker +
                                     " tracker; start a new chain with cr_full --tracker " +
@@ -83,26 +87,26 @@ Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::S
   CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
 
   image::ImageMeta meta;
-  meta.generation = generation;
+  meta.generation = spec.generation;
   meta.tracker = tracker;
   if (prev) {
-    meta.parent_generation = prev->meta().generation;
-    meta.chain_id = prev->meta().chain_id;
+    meta.parent_generation = prev->generation;
+    meta.chain_id = prev->chain_id;
   } else if (::getrandom(meta.chain_id.data(), meta.chain_id.size(), 0) !=
              ssize_t(meta.chain_id.size())) {
     return sys_error("getrandom");
   }
   meta.created_unix_ns = unix_now_ns();
   // Registers are captured here, before any tracker injects calls.
-  CKPT_TRY(describe(opts.pid, *fp, prev ? &prev->meta() : hint, &meta));
+  CKPT_TRY(describe(opts.pid, *fp, prev ? prev : spec.hint, &meta));
 
   std::unique_ptr<dirty::Tracker> tracker_impl = dirty::make_tracker(tracker);
   dirty::TrackerState tstate;
-  tstate.target_fd = prev ? prev->meta().tracker_fd : (hint ? hint->tracker_fd : -1);
-  dump::MemoryPlan plan;
+  tstate.target_fd = prev ? prev->tracker_fd : (spec.hint ? spec.hint->tracker_fd : -1);
+  MemoryPlan plan;
   if (prev && !hashing) {
     CKPT_ASSIGN(dirty::DirtySet ds,
-                tracker_impl->collect(opts.pid, meta.vmas, prev->meta().vmas, &tstate));
+                tracker_impl->collect(opts.pid, meta.vmas, prev->vmas, &tstate));
     std::vector<mem::Range> dirty;
     if (ds.everything) {
       stats.tracker_reset = ds.reason.empty() ? "tracking lost" : ds.reason;
@@ -111,29 +115,46 @@ Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::S
     dirty.insert(dirty.end(), ds.written.begin(), ds.written.end());
     dirty.insert(dirty.end(), ds.unknown.begin(), ds.unknown.end());
     dirty::normalize(dirty);
-    CKPT_ASSIGN(plan, dump::plan_dirty_memory(opts.pid, meta.vmas, dirty, &meta.complete));
+    CKPT_ASSIGN(plan, plan_dirty_memory(opts.pid, meta.vmas, dirty, &meta.complete));
   } else {
-    CKPT_ASSIGN(plan, dump::plan_memory(opts.pid, meta.vmas));
+    CKPT_ASSIGN(plan, plan_memory(opts.pid, meta.vmas));
   }
 
-  CKPT_ASSIGN(auto writer, image::SnapshotWriter::create(opts.dir, meta.generation, meta.chain_id,
-                                                         opts.direct_io));
+  // When the target runs again: after its memory is read (cr_full), after the
+  // commit (--kill, a migration's final round), or before the read (pre-copy).
+  bool kill = opts.kill_after, precopy = false;
+  if (spec.decide_final) {
+    kill = spec.decide_final(plan.bytes());
+    precopy = !kill;
+  }
+  out->final = kill;
+  out->t_frozen = t_frozen;
+  out->plan_bytes = plan.bytes();
+
+  CKPT_ASSIGN(auto writer, spec.open(meta));
   static const std::vector<image::PageHash> kNone;
-  dump::HashFilter filter(prev && hashing ? prev->page_hashes() : kNone, *writer);
+  HashFilter filter(prev && hashing && spec.prev_hashes ? *spec.prev_hashes : kNone, *writer);
+  double t_released = 0;
+  if (precopy) {
+    // Tracking must cover every write from now on, before the target runs.
+    if (!prev && !hashing) CKPT_TRY(tracker_impl->arm(opts.pid, meta.vmas, &tstate));
+    CKPT_TRY(fp->release());
+    t_released = now_seconds();
+  }
   const double t_mem = now_seconds();
   if (hashing) {
-    CKPT_TRY(dump::dump_memory(
+    CKPT_TRY(dump_memory(
         opts.pid, plan,
         [&](uint64_t va, const uint8_t* d, size_t n) { return filter.add(va, d, n); },
         opts.progress));
     filter.finish(meta.vmas, &meta.complete);
   } else {
-    CKPT_TRY(dump::dump_memory(
+    CKPT_TRY(dump_memory(
         opts.pid, plan,
         [&](uint64_t va, const uint8_t* d, size_t n) { return writer->add_pages(va, d, n); },
         opts.progress));
     // A full starts tracking now; an incremental's collect() already re-armed.
-    if (!prev && !opts.kill_after) CKPT_TRY(tracker_impl->arm(opts.pid, meta.vmas, &tstate));
+    if (!prev && !kill && !precopy) CKPT_TRY(tracker_impl->arm(opts.pid, meta.vmas, &tstate));
     meta.tracker_fd = tstate.target_fd;
   }
   stats.memory_seconds = now_seconds() - t_mem;
@@ -141,11 +162,13 @@ Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::S
   // Memory is copied: a running target cannot change the image any more, so
   // it goes back to work while the files are made durable. With --kill it
   // stays stopped until the checkpoint is committed.
-  double t_released;
-  if (opts.kill_after) {
+  if (kill) {
     CKPT_TRY(writer->commit(meta));
+    if (spec.before_kill) CKPT_TRY(spec.before_kill());
     CKPT_TRY(fp->kill());
     t_released = now_seconds();
+  } else if (precopy) {
+    CKPT_TRY(writer->commit(meta));
   } else {
     CKPT_TRY(fp->release());
     t_released = now_seconds();
@@ -164,6 +187,29 @@ Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::S
   stats.pages_zero = writer->zero_pages();
   stats.pages_written = writer->pages() - writer->zero_pages();
   stats.bytes_written = writer->bytes_total();
+  out->page_hashes = writer->page_hashes();
+  out->meta = std::move(meta);
+  return stats;
+}
+
+}  // namespace dump
+
+namespace {
+
+Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::SnapshotReader* prev,
+                                   uint64_t generation, double t0,
+                                   const image::ImageMeta* hint = nullptr) {
+  dump::GenerationSpec spec;
+  spec.generation = generation;
+  spec.prev = prev ? &prev->meta() : nullptr;
+  spec.prev_hashes = prev ? &prev->page_hashes() : nullptr;
+  spec.hint = hint;
+  spec.open = [&](const image::ImageMeta& m) {
+    return image::SnapshotWriter::create(opts.dir, m.generation, m.chain_id, opts.direct_io);
+  };
+  dump::GenerationOut out;
+  CKPT_ASSIGN(CheckpointStats stats, dump::write_generation(opts, spec, &out));
+  stats.total_seconds = now_seconds() - t0;
   return stats;
 }
 

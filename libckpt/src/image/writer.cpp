@@ -68,17 +68,34 @@ Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::create(
   return w;
 }
 
+std::unique_ptr<SnapshotWriter> SnapshotWriter::create_stream(
+    uint64_t generation, const std::array<uint8_t, 16>& chain_id,
+    std::unique_ptr<GenerationStream> stream) {
+  std::unique_ptr<SnapshotWriter> w(new SnapshotWriter);
+  w->generation_ = generation;
+  w->chain_id_ = chain_id;
+  w->stream_ = std::move(stream);
+  return w;
+}
+
 SnapshotWriter::~SnapshotWriter() {
   if (!committed_) discard();
 }
 
 void SnapshotWriter::discard() {
+  if (stream_) return;  // nothing on disk
   pages_fd_.reset();
   for (const char* f : {kPagesFile, kAddrFile, kMetaFile}) ::unlink((tmp_dir_ + "/" + f).c_str());
   ::rmdir(tmp_dir_.c_str());
 }
 
 Status SnapshotWriter::flush_iov() {
+  if (stream_) {
+    Status st = iov_.empty() ? Status{} : stream_->content(iov_.data(), iov_hash_.data(), iov_.size());
+    iov_.clear();
+    iov_hash_.clear();
+    return st;
+  }
   size_t i = 0;
   while (i < iov_.size()) {
     int n = int(std::min<size_t>(iov_.size() - i, IOV_MAX));
@@ -104,7 +121,7 @@ Status SnapshotWriter::flush_iov() {
 }
 
 Status SnapshotWriter::add_pages(uint64_t vaddr, const uint8_t* data, size_t npages) {
-  if (reinterpret_cast<uintptr_t>(data) % kPageSize != 0) {
+  if (!stream_ && reinterpret_cast<uintptr_t>(data) % kPageSize != 0) {
     // O_DIRECT needs page-aligned memory: go through the page cache instead.
     int fl = ::fcntl(pages_fd_.get(), F_GETFL);
     if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
@@ -126,6 +143,7 @@ Status SnapshotWriter::add_pages(uint64_t vaddr, const uint8_t* data, size_t npa
       run.content_hash = xxh3(p, run.bytes());
       content_bytes_ += run.bytes();
       iov_.push_back(iovec{const_cast<uint8_t*>(p), run.bytes()});
+      if (stream_) iov_hash_.push_back(run.content_hash);
     }
     pages_ += run.npages;
     runs_.push_back(run);
@@ -146,12 +164,6 @@ Status SnapshotWriter::commit(const ImageMeta& meta) {
   h.header_size = kPagesHeaderSize;
   h.count = content_bytes_;
   std::vector<uint8_t> ph = encode_header(h);
-  std::string pages = tmp_dir_ + "/" + kPagesFile;
-  int fl = ::fcntl(pages_fd_.get(), F_GETFL);
-  if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
-  CKPT_TRY(write_all(pages_fd_.get(), ph.data(), ph.size(), pages, 0));
-  if (::fsync(pages_fd_.get()) != 0) return sys_error("fsync " + pages);
-  pages_fd_.reset();
 
   std::vector<uint8_t> addr(runs_.size() * kRunRecordSize);
   for (size_t i = 0; i < runs_.size(); ++i) encode_run(runs_[i], &addr[i * kRunRecordSize]);
@@ -162,16 +174,33 @@ Status SnapshotWriter::commit(const ImageMeta& meta) {
     h.flags = kAddrHasPageHashes;
     encode_page_hashes(page_hashes_, addr);
   }
-  CKPT_TRY(write_small_file(tmp_dir_ + "/" + kAddrFile, encode_header(h), addr));
+  std::vector<uint8_t> addr_header = encode_header(h);
 
   uint64_t nrec = 0;
   std::vector<uint8_t> body = encode_meta(meta, &nrec);
   h.magic = kMetaMagic;
   h.count = nrec;
   h.flags = 0;
-  CKPT_TRY(write_small_file(tmp_dir_ + "/" + kMetaFile, encode_header(h), body));
-
+  std::vector<uint8_t> meta_header = encode_header(h);
   bytes_total_ = ph.size() + content_bytes_ + kSmallHeaderSize * 2 + addr.size() + body.size();
+
+  if (stream_) {
+    addr.insert(addr.begin(), addr_header.begin(), addr_header.end());
+    body.insert(body.begin(), meta_header.begin(), meta_header.end());
+    CKPT_TRY(stream_->commit(ph, addr, body));
+    committed_ = true;
+    return {};
+  }
+
+  std::string pages = tmp_dir_ + "/" + kPagesFile;
+  int fl = ::fcntl(pages_fd_.get(), F_GETFL);
+  if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
+  CKPT_TRY(write_all(pages_fd_.get(), ph.data(), ph.size(), pages, 0));
+  if (::fsync(pages_fd_.get()) != 0) return sys_error("fsync " + pages);
+  pages_fd_.reset();
+  CKPT_TRY(write_small_file(tmp_dir_ + "/" + kAddrFile, addr_header, addr));
+  CKPT_TRY(write_small_file(tmp_dir_ + "/" + kMetaFile, meta_header, body));
+
   CKPT_TRY(fsync_dir(tmp_dir_));
   if (::rename(tmp_dir_.c_str(), final_dir_.c_str()) != 0)
     return sys_error("committing " + final_dir_);

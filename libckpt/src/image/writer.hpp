@@ -15,11 +15,29 @@
 
 namespace ckpt::image {
 
+// Where a stream-backed writer sends a generation instead of a directory
+// (migration): the same bytes the three files would hold.
+class GenerationStream {
+ public:
+  virtual ~GenerationStream() = default;
+  // Page content in file order: the bytes pages.img holds after its header,
+  // one iovec per non-zero run, with each run's xxh3 (its content_hash).
+  virtual Status content(const iovec* iov, const uint64_t* hashes, size_t n) = 0;
+  // At commit: pages.img's header, and addr.img and meta.img complete.
+  virtual Status commit(const std::vector<uint8_t>& pages_header,
+                        const std::vector<uint8_t>& addr_file,
+                        const std::vector<uint8_t>& meta_file) = 0;
+};
+
 class SnapshotWriter {
  public:
   static Result<std::unique_ptr<SnapshotWriter>> create(const std::string& dir, uint64_t generation,
                                                         const std::array<uint8_t, 16>& chain_id,
                                                         bool direct_io = false);
+  // A writer that hands everything to `stream`; commit() is the stream's commit.
+  static std::unique_ptr<SnapshotWriter> create_stream(uint64_t generation,
+                                                       const std::array<uint8_t, 16>& chain_id,
+                                                       std::unique_ptr<GenerationStream> stream);
   ~SnapshotWriter();
 
   // Appends the pages [vaddr, vaddr + npages * 4 KiB) whose bytes are at
@@ -33,6 +51,7 @@ class SnapshotWriter {
   Status commit(const ImageMeta& meta);
 
   const std::vector<PageRun>& runs() const { return runs_; }
+  const std::vector<PageHash>& page_hashes() const { return page_hashes_; }
   uint64_t content_bytes() const { return content_bytes_; }
   uint64_t zero_pages() const { return zero_pages_; }
   uint64_t pages() const { return pages_; }
@@ -48,9 +67,11 @@ class SnapshotWriter {
   uint64_t generation_ = 0;
   std::array<uint8_t, 16> chain_id_{};
   UniqueFd pages_fd_;
+  std::unique_ptr<GenerationStream> stream_;
   std::vector<PageRun> runs_;
   std::vector<PageHash> page_hashes_;
   std::vector<iovec> iov_;
+  std::vector<uint64_t> iov_hash_;  // stream writers: each iovec's run hash
   uint64_t content_bytes_ = 0, zero_pages_ = 0, pages_ = 0, bytes_total_ = 0;
   bool committed_ = false;
 };

@@ -132,12 +132,15 @@ Status FrozenProcess::kill() {
   if (released_) return {};
   if (::kill(pid_, SIGKILL) != 0 && errno != ESRCH) return sys_error("kill");
   released_ = true;
-  // Reap the ptrace stops; the real parent reaps the process itself.
-  for (const FrozenThread& t : threads_) {
-    int st;
-    while (::waitpid(t.tid, &st, __WALL) > 0 && !WIFEXITED(st) && !WIFSIGNALED(st)) {
+  // Reap the ptrace stops; the real parent reaps the process itself. The
+  // leader last: its exit is reported only once every other thread is reaped.
+  for (int pass = 0; pass < 2; ++pass)
+    for (const FrozenThread& t : threads_) {
+      if ((t.tid == pid_) != (pass == 1)) continue;
+      int st;
+      while (::waitpid(t.tid, &st, __WALL) > 0 && !WIFEXITED(st) && !WIFSIGNALED(st)) {
+      }
     }
-  }
   return {};
 }
 

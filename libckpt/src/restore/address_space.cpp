@@ -69,15 +69,18 @@ Result<uint64_t> AddressSpaceBuilder::put_data(const void* data, size_t len, siz
   return addr;
 }
 
-Status AddressSpaceBuilder::map_trampoline() {
+Status AddressSpaceBuilder::map_trampoline(bool bare_syscall) {
   CKPT_ASSIGN(auto child_maps, proc::read_maps(pid_));
   std::vector<mem::Range> busy;
   for (const auto& m : child_maps) busy.push_back({m.start, m.end - m.start});
   for (const VmaRecord& v : meta_.vmas) busy.push_back({v.start, v.size()});
   tramp_ = find_gap(busy, kTrampolineLen);
-  CKPT_ASSIGN(long got, sys("mapping the restore trampoline", SYS_mmap, tramp_, kTrampolineLen,
-                            PROT_READ | PROT_WRITE | PROT_EXEC,
-                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, uint64_t(-1), 0));
+  const uint64_t prot = PROT_READ | PROT_WRITE | PROT_EXEC,
+                 flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE;
+  CKPT_ASSIGN(long got, bare_syscall ? rs_.call_to_exit(SYS_mmap, tramp_, kTrampolineLen, prot,
+                                                        flags, uint64_t(-1), 0)
+                                     : sys("mapping the restore trampoline", SYS_mmap, tramp_,
+                                           kTrampolineLen, prot, flags, uint64_t(-1), 0));
   if (uint64_t(got) != tramp_) return make_error(EFAULT, "trampoline landed at the wrong address");
   iovec local{const_cast<uint8_t*>(proc::kInjectInsnBytes), proc::kInjectInsnLen};
   iovec remote{reinterpret_cast<void*>(tramp_), proc::kInjectInsnLen};
@@ -170,7 +173,7 @@ Status AddressSpaceBuilder::map_vmas() {
   Status st;
   for (size_t i = 0; i < vmas.size() && st.ok(); ++i) {
     const VmaRecord& v = vmas[i];
-    if (v.is_special()) continue;
+    if (v.is_special() || (!only_.empty() && !only_[i])) continue;
     const std::string where = "mapping " + hex(v.start) + "-" + hex(v.end) + " " + v.name;
     bool shared = v.flags & image::kVmaShared;
     uint32_t prot = v.prot;

@@ -42,16 +42,22 @@ class AddressSpaceBuilder {
   // Copies bytes into the trampoline's data page (4 KiB); returns their remote address.
   Result<uint64_t> put_data(const void* data, size_t len, size_t offset = 0);
 
- private:
-  Status map_trampoline();
-  Status unmap_inherited();
-  Status move_vdso();
+  // Pieces also used to roll a live process back in place (pause/).
+  // `bare_syscall`: the RemoteSyscall's instruction is a bare "syscall" (a
+  // live process's vdso), so the mmap stops at its exit.
+  Status map_trampoline(bool bare_syscall = false);
+  // Only the VMAs whose index is true are mapped by map_vmas() (default: all).
+  void map_only(std::vector<bool> which) { only_ = std::move(which); }
   Status map_vmas();
-  Status write_content(const ProgressFn& progress, MemoryStats* stats);
-  Status set_mm_fields();
   Status restore_protections();
   Result<long> sys(const char* what, long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0,
                    uint64_t a4 = 0, uint64_t a5 = 0, uint64_t a6 = 0);
+
+ private:
+  Status unmap_inherited();
+  Status move_vdso();
+  Status write_content(const ProgressFn& progress, MemoryStats* stats);
+  Status set_mm_fields();
 
   pid_t pid_;
   const image::Chain& chain_;
@@ -59,7 +65,8 @@ class AddressSpaceBuilder {
   const image::RestorePlan& plan_;
   proc::RemoteSyscall& rs_;
   uint64_t tramp_ = 0;
-  std::vector<int> extra_write_;  // indexes of VMAs mapped writable only for the content copy
+  std::vector<int> extra_write_;
+  std::vector<bool> only_;  // indexes of VMAs mapped writable only for the content copy
 };
 
 }  // namespace ckpt::restore

@@ -1,0 +1,39 @@
+// Job pause: roll a live process back in place to its newest checkpoint
+// (same process, same PID), instead of killing and restoring it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/ckpt.hpp>
+#include <ckpt/result.hpp>
+#include <string>
+
+namespace ckpt {
+
+struct PauseOptions {
+  std::string dir;  // checkpoint directory of this process
+  pid_t pid = 0;
+};
+
+struct PauseStats {
+  uint64_t generation = 0;
+  // How the pages that may differ were found: "tracker" (the chain's
+  // pagemap-scan tracker: only pages written since the checkpoint) or
+  // "compare" (every saved page is read back and compared).
+  std::string method;
+  uint64_t pages_compared = 0;  // pages read back and compared with the image
+  uint64_t pages_written = 0;   // pages rewritten (they differed, or their mapping was new)
+  uint64_t pages_dropped = 0;   // populated now but empty at the checkpoint: MADV_DONTNEED
+  uint64_t vmas_kept = 0, vmas_unmapped = 0, vmas_mapped = 0;
+  uint64_t files_reopened = 0, files_closed = 0;
+  double frozen_seconds = 0;
+  double seconds = 0;
+};
+
+// Rolls process opts.pid back to the newest generation in opts.dir. Refused
+// (process untouched) when the checkpoint is not of this process, cannot be
+// verified, or thread counts differ; a failure after the process began to
+// change kills it rather than leave a mix of two states.
+Result<PauseStats> pause_process(const PauseOptions& opts);
+
+}  // namespace ckpt

@@ -1,0 +1,612 @@
+// cr_recv: the receiving side. The listening process (the "monitor") accepts
+// a connection and forks a handler for it, which installs a seccomp
+// allowlist before it reads a single byte from the network, authenticates
+// the sender, checks every frame and writes the generations into a private
+// staging directory. Only when the whole stream arrived, every generation
+// committed there and opened cleanly, does the handler tell the monitor,
+// which restores the process (restore_process verifies every page run
+// before the process runs). The restore is not done under the allowlist
+// because a seccomp filter is inherited by every child: the restored
+// process would run under it.
+#include <dirent.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ckpt/migrate.hpp>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "image/chain.hpp"
+#include "image/format.hpp"
+#include "image/reader.hpp"
+#include "image/store.hpp"
+#include "migrate/protocol.hpp"
+#include "migrate/sandbox.hpp"
+#include "migrate/warm_restore.hpp"
+#include "util/clock.hpp"
+
+namespace ckpt {
+
+namespace {
+
+using namespace migrate;
+
+// Messages between handler and monitor (SOCK_SEQPACKET): one letter, then data.
+//   handler -> monitor: 'C' u64 generation (complete: restore it), 'E' message, 'D' (done)
+//   monitor -> handler: 'P' i32 pid (running), 'E' message
+Status ctl_send(int fd, char kind, const void* data, size_t len) {
+  std::vector<uint8_t> m(1 + len);
+  m[0] = uint8_t(kind);
+  if (len) std::memcpy(m.data() + 1, data, len);
+  if (::send(fd, m.data(), m.size(), MSG_NOSIGNAL) != ssize_t(m.size()))
+    return sys_error("talking to the receiver's parent");
+  return {};
+}
+
+// Returns the message ('\0' kind on EOF).
+std::pair<char, std::string> ctl_recv(int fd) {
+  char buf[4200];
+  ssize_t n;
+  do n = ::recv(fd, buf, sizeof buf, 0);
+  while (n < 0 && errno == EINTR);
+  if (n <= 0) return {'\0', {}};
+  return {buf[0], std::string(buf + 1, size_t(n - 1))};
+}
+
+// One generation being received into the staging directory.
+struct IncomingGeneration {
+  uint64_t generation = 0, parent = 0;
+  std::array<uint8_t, 16> chain_id{};
+  std::string tmp;
+  UniqueFd pages;
+  uint64_t content = 0;
+  std::vector<iovec> pending;  // content frames not written yet (point into the reader's buffer)
+  // Large content frames are received straight into a shared mapping of
+  // pages.img (one copy fewer than recv + write), in 64 MiB windows.
+  static constexpr uint64_t kWindow = 64ull << 20;
+  std::vector<uint8_t*> windows;
+  uint64_t file_size = 0;
+  uint8_t* placed = nullptr;  // where the frame being received was placed
+
+  ~IncomingGeneration() { unmap(); }
+  IncomingGeneration() = default;
+  IncomingGeneration& operator=(IncomingGeneration&& o) noexcept {
+    unmap();
+    generation = o.generation;
+    parent = o.parent;
+    chain_id = o.chain_id;
+    tmp = std::move(o.tmp);
+    pages = std::move(o.pages);
+    content = o.content;
+    pending = std::move(o.pending);
+    windows = std::move(o.windows);
+    o.windows.clear();
+    file_size = o.file_size;
+    placed = o.placed;
+    pending_at = o.pending_at;
+    return *this;
+  }
+  void unmap() {
+    for (uint8_t* w : windows)
+      if (w) ::munmap(w, kWindow);
+    windows.clear();
+  }
+  // Where content bytes [content, content + len) go, if they fit one window.
+  uint8_t* place(uint64_t len) {
+    const uint64_t w = content / kWindow, off = content % kWindow;
+    if (off + len > kWindow) return nullptr;  // straddles two windows: buffered path
+    const uint64_t need = image::kPagesHeaderSize + (w + 1) * kWindow;
+    if (file_size < need) {
+      if (::ftruncate(pages.get(), off_t(need)) != 0) return nullptr;
+      file_size = need;
+    }
+    if (windows.size() <= w) windows.resize(w + 1, nullptr);
+    if (!windows[w]) {
+      void* p = ::mmap(nullptr, kWindow, PROT_READ | PROT_WRITE, MAP_SHARED, pages.get(),
+                       off_t(image::kPagesHeaderSize + w * kWindow));
+      if (p == MAP_FAILED) return nullptr;
+      windows[w] = static_cast<uint8_t*>(p);
+    }
+    return windows[w] + off;
+  }
+
+  uint64_t pending_at = 0;  // content offset of pending[0]
+  Status flush() {
+    size_t i = 0;
+    uint64_t at = image::kPagesHeaderSize + pending_at;
+    while (i < pending.size()) {
+      int n = int(std::min<size_t>(pending.size() - i, IOV_MAX));
+      ssize_t done = ::pwritev(pages.get(), &pending[i], n, off_t(at));
+      if (done < 0) {
+        if (errno == EINTR) continue;
+        return sys_error("writing " + tmp + "/pages.img");
+      }
+      at += uint64_t(done);
+      while (done > 0) {
+        if (size_t(done) >= pending[i].iov_len) {
+          done -= ssize_t(pending[i++].iov_len);
+        } else {
+          pending[i].iov_base = static_cast<char*>(pending[i].iov_base) + done;
+          pending[i].iov_len -= size_t(done);
+          done = 0;
+        }
+      }
+    }
+    pending.clear();
+    return {};
+  }
+};
+
+Status write_file(const std::string& path, const uint8_t* data, size_t len) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd.valid()) return sys_error("creating " + path);
+  return write_all(fd.get(), data, len, path);
+}
+
+// The handler's whole session; runs under the allowlist.
+class Session {
+ public:
+  Session(int conn, int ctl, const std::string& staging, const std::vector<uint8_t>& token,
+          uint64_t first_gen)
+      : conn_(conn),
+        ctl_(ctl),
+        staging_(staging),
+        token_(token),
+        first_gen_(first_gen),
+        r_(conn),
+        w_(conn) {}
+
+  uint64_t bytes() const { return r_.bytes(); }
+
+  Status run() {
+    CKPT_TRY(authenticate());
+    CKPT_ASSIGN(uint64_t gen, receive());
+    CKPT_TRY(ctl_send(ctl_, 'C', &gen, sizeof gen));
+    auto [kind, msg] = ctl_recv(ctl_);
+    if (kind != 'P') {
+      std::string why = kind == 'E' ? msg : "the receiver's parent went away";
+      std::string m = "restore failed: " + why;
+      (void)w_.send(kError, m.data(), m.size());
+      return make_error(EIO, "restore failed: " + why);
+    }
+    CKPT_TRY(w_.send(kRunning, msg.data(), msg.size()));
+    // The sender ends its copy now and says so; a missing DONE is only reported.
+    auto done = r_.next();
+    if (!done.ok() || done->type != kDone)
+      return make_error(
+          EIO,
+          "the process runs here, but the sender did not confirm that its copy "
+          "ended: " +
+              (done.ok() ? std::string(frame_name(done->type)) + " frame" : done.error().message));
+    return {};
+  }
+
+ private:
+  Status authenticate() {
+    CKPT_ASSIGN(Frame hello, r_.next(8 + kNonceSize));
+    if (hello.type != kHello || hello.len != 8 + kNonceSize)
+      return make_error(EBADMSG, "protocol error: the stream does not start with HELLO");
+    if (get_u32(hello.data) != kProtocolVersion) {
+      std::string m = "unsupported protocol version";
+      (void)w_.send(kError, m.data(), m.size());
+      return make_error(EPROTO,
+                        "sender speaks protocol version " + std::to_string(get_u32(hello.data)));
+    }
+    uint8_t theirs[kNonceSize], mine[kNonceSize];
+    std::memcpy(theirs, hello.data + 8, kNonceSize);
+    if (::getrandom(mine, sizeof mine, 0) != ssize_t(sizeof mine)) return sys_error("getrandom");
+    std::vector<uint8_t> ch;
+    put_u32(ch, kProtocolVersion);
+    put_u32(ch, 0);
+    ch.insert(ch.end(), mine, mine + kNonceSize);
+    CKPT_TRY(w_.send(kChallenge, ch.data(), ch.size()));
+    CKPT_ASSIGN(Frame auth, r_.next(kMacSize));
+    CKPT_ASSIGN(Mac want, hmac(token_, "ckpt-migrate-v1 sender", mine, theirs));
+    if (auth.type != kAuth || auth.len != kMacSize || !mac_equal(auth.data, want.data())) {
+      std::string m = "authentication failed";
+      (void)w_.send(kError, m.data(), m.size());
+      return make_error(EACCES, "authentication failed: the sender does not know the token");
+    }
+    CKPT_ASSIGN(Mac proof, hmac(token_, "ckpt-migrate-v1 receiver", theirs, mine));
+    std::vector<uint8_t> ok(proof.begin(), proof.end());
+    put_u64(ok, first_gen_);
+    return w_.send(kAuthOk, ok.data(), ok.size());
+  }
+
+  // Reads generations until COMMIT; returns the generation to restore.
+  Result<uint64_t> receive() {
+    IncomingGeneration g;
+    bool in_gen = false;
+    uint64_t last = 0;  // last generation committed into staging
+    std::array<uint8_t, 16> chain{};
+    r_.set_before_refill([&] { return g.flush(); });
+    r_.set_place([&](uint32_t type, uint64_t len) -> uint8_t* {
+      if (type != kContent || !in_gen || len % image::kPageSize || !g.flush().ok()) return nullptr;
+      return g.placed = g.place(len);
+    });
+    for (;;) {
+      CKPT_ASSIGN(Frame f, r_.next());
+      switch (f.type) {
+        case kGenBegin: {
+          if (in_gen || f.len != 32)
+            return make_error(EBADMSG, "protocol error: misplaced GEN_BEGIN");
+          g = IncomingGeneration{};
+          g.generation = get_u64(f.data);
+          g.parent = get_u64(f.data + 8);
+          std::memcpy(g.chain_id.data(), f.data + 16, 16);
+          uint64_t want = last ? last + 1 : first_gen_;
+          if (g.generation != want || g.parent != last || (last && g.chain_id != chain))
+            return make_error(EBADMSG, "protocol error: generation " +
+                                           std::to_string(g.generation) + " (parent " +
+                                           std::to_string(g.parent) +
+                                           ") does not continue the chain");
+          chain = g.chain_id;
+          g.tmp = staging_ + "/.tmp-" + std::to_string(g.generation);
+          if (::mkdir(g.tmp.c_str(), 0700) != 0) return sys_error("creating " + g.tmp);
+          std::string pages = g.tmp + "/" + image::kPagesFile;
+          g.pages.reset(::open(pages.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+          if (!g.pages.valid()) return sys_error("creating " + pages);
+          if (::lseek(g.pages.get(), image::kPagesHeaderSize, SEEK_SET) < 0)
+            return sys_error("lseek");
+          in_gen = true;
+          break;
+        }
+        case kContent:
+          if (!in_gen) return make_error(EBADMSG, "protocol error: CONTENT outside a generation");
+          if (f.len % image::kPageSize)
+            return make_error(EBADMSG, "protocol error: CONTENT of " + std::to_string(f.len) +
+                                           " bytes (not whole pages)");
+          if (f.data == g.placed) {  // already in pages.img
+            g.placed = nullptr;
+          } else {
+            if (g.pending.empty()) g.pending_at = g.content;
+            g.pending.push_back({const_cast<uint8_t*>(f.data), f.len});
+          }
+          g.content += f.len;
+          if (g.pending.size() >= IOV_MAX) CKPT_TRY(g.flush());
+          break;
+        case kGenFiles:
+          if (!in_gen) return make_error(EBADMSG, "protocol error: GEN_FILES outside a generation");
+          CKPT_TRY(g.flush());
+          CKPT_TRY(finish(g, f));
+          last = g.generation;
+          in_gen = false;
+          CKPT_TRY(ctl_send(ctl_, 'G', &last, sizeof last));
+          break;
+        case kCommit:
+          if (in_gen || last == 0 || f.len != 8 || get_u64(f.data) != last)
+            return make_error(EBADMSG, "protocol error: COMMIT of a generation not received whole");
+          return last;
+        case kError:
+          return make_error(
+              ECONNABORTED,
+              "the sender gave up: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
+        default:
+          return make_error(
+              EBADMSG, std::string("protocol error: unexpected ") + frame_name(f.type) + " frame");
+      }
+    }
+  }
+
+  // Writes the generation's small files, commits it into staging and opens it
+  // (every header and record checked).
+  Status finish(IncomingGeneration& g, const Frame& f) {
+    const uint8_t* p = f.data;
+    uint64_t left = f.len;
+    const uint8_t* part[3];
+    uint64_t len[3];
+    for (int i = 0; i < 3; ++i) {
+      if (left < 8) return make_error(EBADMSG, "malformed GEN_FILES frame");
+      len[i] = get_u64(p);
+      p += 8;
+      left -= 8;
+      if (len[i] > left) return make_error(EBADMSG, "malformed GEN_FILES frame");
+      part[i] = p;
+      p += len[i];
+      left -= len[i];
+    }
+    if (left != 0 || len[0] != image::kPagesHeaderSize)
+      return make_error(EBADMSG, "malformed GEN_FILES frame");
+    g.unmap();
+    if (::ftruncate(g.pages.get(), off_t(image::kPagesHeaderSize + g.content)) != 0)
+      return sys_error("sizing " + g.tmp + "/pages.img");
+    CKPT_TRY(write_all(g.pages.get(), part[0], len[0], g.tmp + "/pages.img", 0));
+    g.pages.reset();
+    CKPT_TRY(write_file(g.tmp + "/" + image::kAddrFile, part[1], len[1]));
+    CKPT_TRY(write_file(g.tmp + "/" + image::kMetaFile, part[2], len[2]));
+    std::string dir = image::generation_dir(staging_, g.generation);
+    if (::rename(g.tmp.c_str(), dir.c_str()) != 0) return sys_error("committing " + dir);
+    CKPT_ASSIGN(auto reader, image::SnapshotReader::open(dir));
+    const image::ImageMeta& m = reader->meta();
+    if (m.generation != g.generation || m.parent_generation != g.parent ||
+        m.chain_id != g.chain_id || reader->content_bytes() != g.content)
+      return make_error(EBADMSG, "generation " + std::to_string(g.generation) +
+                                     ": its files do not match what the stream announced");
+    return {};
+  }
+
+  int conn_, ctl_;
+  std::string staging_;
+  const std::vector<uint8_t>& token_;
+  uint64_t first_gen_;
+  FrameReader r_;
+  FrameWriter w_;
+};
+
+void remove_tree(const std::string& dir) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      std::string p = dir + "/" + n;
+      if (e->d_type == DT_DIR)
+        remove_tree(p);
+      else
+        ::unlink(p.c_str());
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+
+Status fsync_path(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid() || ::fsync(fd.get()) != 0) return sys_error("fsync " + path);
+  return {};
+}
+
+// Makes the received chain durable and moves it into `dir`; the new full
+// supersedes what was there before (as after cr_full).
+Status keep_chain(const std::string& staging, const std::string& dir) {
+  CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(staging));
+  if (gens.empty()) return make_error(ENOENT, "nothing received");
+  CKPT_ASSIGN(image::Chain chain, image::open_chain(staging, gens.back()));
+  for (const auto& link : chain.links) CKPT_TRY(link->verify_all());
+  for (uint64_t g : gens) {
+    std::string from = image::generation_dir(staging, g);
+    for (const char* f : {image::kPagesFile, image::kAddrFile, image::kMetaFile})
+      CKPT_TRY(fsync_path(from + "/" + f));
+    CKPT_TRY(image::fsync_dir(from));
+    std::string to = image::generation_dir(dir, g);
+    if (::rename(from.c_str(), to.c_str()) != 0) return sys_error("moving the chain into " + to);
+  }
+  CKPT_TRY(image::fsync_dir(dir));
+  image::remove_generations_before(dir, gens.front());
+  return {};
+}
+
+// Staging directories of receivers that died (killed mid-transfer): the
+// PID in "ckpt-recv-PID-XXXXXX" no longer exists.
+void remove_stale_staging() {
+  for (const char* base :
+       std::initializer_list<const char*>{"/dev/shm", ::getenv("TMPDIR"), "/tmp"}) {
+    if (!base) continue;
+    DIR* d = ::opendir(base);
+    if (!d) continue;
+    std::vector<std::string> stale;
+    while (dirent* e = ::readdir(d)) {
+      int pid = 0;
+      if (std::sscanf(e->d_name, "ckpt-recv-%d-", &pid) == 1 && pid > 0 && ::kill(pid, 0) != 0 &&
+          errno == ESRCH)
+        stale.push_back(std::string(base) + "/" + e->d_name);
+    }
+    ::closedir(d);
+    for (const auto& s : stale) remove_tree(s);
+  }
+}
+
+std::string peer_name(const sockaddr_storage& ss, socklen_t len) {
+  char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
+  ::getnameinfo(reinterpret_cast<const sockaddr*>(&ss), len, host, sizeof host, serv, sizeof serv,
+                NI_NUMERICHOST | NI_NUMERICSERV);
+  return std::string(host) + ":" + serv;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Receiver>> Receiver::open(const ReceiveOptions& opts) {
+  std::unique_ptr<Receiver> rc(new Receiver);
+  rc->opts_ = opts;
+  CKPT_ASSIGN(rc->token_, load_token(opts.token_file));
+  if (!opts.dir.empty()) CKPT_TRY(image::ensure_dir(opts.dir));
+  remove_stale_staging();
+  std::string host, port;
+  CKPT_TRY(split_host_port(opts.listen, &host, &port));
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  if (int e = ::getaddrinfo(host == "*" ? nullptr : host.c_str(), port.c_str(), &hints, &res);
+      e != 0)
+    return make_error(EINVAL, "resolving " + opts.listen + ": " + gai_strerror(e));
+  Error last = make_error(EADDRNOTAVAIL, "cannot listen on " + opts.listen);
+  for (addrinfo* a = res; a && rc->listen_fd_ < 0; a = a->ai_next) {
+    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd.valid()) continue;
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), 4) != 0) {
+      last = sys_error("listening on " + opts.listen);
+      continue;
+    }
+    sockaddr_storage ss{};
+    socklen_t sl = sizeof ss;
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &sl);
+    rc->port_ = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);  // same offset for v6
+    rc->listen_fd_ = fd.release();
+  }
+  ::freeaddrinfo(res);
+  if (rc->listen_fd_ < 0) return last;
+  return rc;
+}
+
+Receiver::~Receiver() {
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+Result<ReceivedProcess> Receiver::serve_one() {
+  sockaddr_storage ss{};
+  socklen_t sl = sizeof ss;
+  int c;
+  do c = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &sl, SOCK_CLOEXEC);
+  while (c < 0 && errno == EINTR);
+  if (c < 0) return sys_error("accepting a connection");
+  UniqueFd conn(c);
+  const double t0 = now_seconds();
+  ReceivedProcess out;
+  out.peer = peer_name(ss, sl);
+  set_timeouts(conn.get(), opts_.timeout_seconds);
+
+  // A private staging directory: inside --dir (same file system, so the
+  // chain is moved, not copied), else in memory (/dev/shm) or TMPDIR.
+  uint64_t first_gen = 1;
+  std::string staging;
+  if (!opts_.dir.empty()) {
+    CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts_.dir));
+    if (!gens.empty()) first_gen = gens.back() + 1;
+    staging = opts_.dir + "/.recv-" + image::temp_prefix_host() + "-" + std::to_string(::getpid()) +
+              "-" + std::to_string(conn.get());
+    if (::mkdir(staging.c_str(), 0700) != 0) return sys_error("creating " + staging);
+  } else {
+    std::string base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm"
+                       : ::getenv("TMPDIR")            ? ::getenv("TMPDIR")
+                                                       : "/tmp";
+    std::string tmpl = base + "/ckpt-recv-" + std::to_string(::getpid()) + "-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) return sys_error("creating a staging directory in " + base);
+    staging = tmpl;
+  }
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { remove_tree(dir); }
+  } cleanup{staging};
+
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return sys_error("socketpair");
+  UniqueFd ctl(sv[0]), ctl_child(sv[1]);
+  pid_t worker = ::fork();
+  if (worker < 0) return sys_error("fork");
+  if (worker == 0) {
+    ::close(listen_fd_);
+    ctl.reset();
+    Status st = opts_.sandbox ? apply_receiver_sandbox() : Status{};
+    uint64_t bytes = 0;
+    if (st.ok()) {
+      Session session(conn.get(), ctl_child.get(), staging, token_, first_gen);
+      st = session.run();
+      bytes = session.bytes();
+    }
+    if (!st.ok()) {
+      (void)ctl_send(ctl_child.get(), 'E', st.error().message.data(), st.error().message.size());
+      ::_exit(1);
+    }
+    uint64_t got = bytes;
+    (void)ctl_send(ctl_child.get(), 'D', &got, sizeof got);
+    ::_exit(0);
+  }
+  ctl_child.reset();
+  auto reap = [&]() -> std::string {
+    int ws = 0;
+    while (::waitpid(worker, &ws, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGSYS)
+      return "the connection handler made a system call outside its seccomp allowlist";
+    if (WIFSIGNALED(ws))
+      return "the connection handler died (signal " + std::to_string(WTERMSIG(ws)) + ")";
+    return "the connection handler ended without a report";
+  };
+
+  // Each generation is applied to a process built in the background while
+  // the next one arrives (warm restore); a problem there falls back to a
+  // plain restore of the whole chain once the stream is complete.
+  WarmRestore warm(staging, opts_.new_pid);
+  FrameWriter acks(conn.get());
+  bool warm_ok = opts_.warm;
+  std::string kind_msg;
+  char kind;
+  const bool trace = ::getenv("CKPT_RECV_TRACE") != nullptr;
+  for (;;) {
+    auto m = ctl_recv(ctl.get());
+    kind = m.first;
+    kind_msg = m.second;
+    if (kind != 'G' || kind_msg.size() != 8) break;
+    uint64_t g;
+    std::memcpy(&g, kind_msg.data(), 8);
+    const double ta = now_seconds();
+    Status added = warm_ok ? warm.add(g) : Status{};
+    if (trace)
+      std::fprintf(stderr, "cr_recv: generation %llu applied in %.1f ms%s%s\n",
+                   (unsigned long long)g, (now_seconds() - ta) * 1e3, added.ok() ? "" : ": ",
+                   added.ok() ? "" : added.error().message.c_str());
+    if (!added.ok()) {
+      warm_ok = false;
+      warm.abort();
+    }
+    // The sender waits for this before its final stop (best effort: a lost
+    // connection shows up in the handler's report).
+    uint8_t gb[8];
+    for (int i = 0; i < 8; ++i) gb[i] = uint8_t(g >> (8 * i));
+    (void)acks.send(kApplied, gb, sizeof gb);
+  }
+  if (kind != 'C' || kind_msg.size() != 8) {
+    std::string why = kind == 'E' ? kind_msg : reap();
+    if (kind == 'E') reap();
+    return make_error(EIO, out.peer + ": " + why + "; nothing restored");
+  }
+  uint64_t final_gen;
+  std::memcpy(&final_gen, kind_msg.data(), 8);
+  const double tr = now_seconds();
+  Result<RestoreStats> restored = make_error(EINVAL, "not restored");
+  if (warm_ok && warm.last() == final_gen) {
+    restored = warm.finish();
+    if (trace)
+      std::fprintf(stderr, "cr_recv: warm finish in %.1f ms%s%s\n", (now_seconds() - tr) * 1e3,
+                   restored.ok() ? "" : ": ",
+                   restored.ok() ? "" : restored.error().message.c_str());
+    if (!restored.ok()) warm.abort();
+  }
+  if (!restored.ok()) {
+    RestoreOptions ro;
+    ro.dir = staging;
+    ro.new_pid = opts_.new_pid;
+    restored = restore_process(ro);
+  }
+  if (!restored.ok()) {
+    const std::string& m = restored.error().message;
+    (void)ctl_send(ctl.get(), 'E', m.data(), m.size());
+    reap();
+    return restored.error().context(out.peer + ": restore failed");
+  }
+  out.restore_seconds = now_seconds() - tr;
+  out.pid = restored->pid;
+  out.generations = restored->generations_read;
+  int32_t pid32 = restored->pid;
+  uint8_t pidb[4] = {uint8_t(pid32), uint8_t(pid32 >> 8), uint8_t(pid32 >> 16),
+                     uint8_t(pid32 >> 24)};
+  (void)ctl_send(ctl.get(), 'P', pidb, 4);
+  out.seconds = now_seconds() - t0;
+  auto [k2, m2] = ctl_recv(ctl.get());
+  if (k2 != 'D') {
+    std::string why = k2 == 'E' ? m2 : reap();
+    if (k2 == 'E') reap();
+    // The process runs here; say so along with the problem.
+    return make_error(
+        EIO, out.peer + ": process restored as PID " + std::to_string(out.pid) + ", but: " + why);
+  }
+  reap();
+  if (m2.size() == 8) std::memcpy(&out.bytes, m2.data(), 8);
+  if (!opts_.dir.empty())
+    if (Status k = keep_chain(staging, opts_.dir); !k.ok())
+      out.warning = "the received chain was not kept in " + opts_.dir + ": " + k.error().message;
+  return out;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,216 @@
+// cr_migrate: the sending side. Every generation is written by the
+// checkpoint code (dump/generation) into a writer whose output is the
+// connection, so memory goes from process_vm_readv to the socket without a
+// file in between.
+#include <netdb.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include <ckpt/migrate.hpp>
+#include <cstdlib>
+#include <cstring>
+
+#include "dump/generation.hpp"
+#include "migrate/protocol.hpp"
+#include "util/clock.hpp"
+
+namespace ckpt {
+
+namespace {
+
+using namespace migrate;
+
+class WireStream : public image::GenerationStream {
+ public:
+  explicit WireStream(FrameWriter& w) : w_(w) {}
+  Status content(const iovec* iov, const uint64_t* hashes, size_t n) override {
+    return w_.send_content(iov, hashes, n);
+  }
+  Status commit(const std::vector<uint8_t>& ph, const std::vector<uint8_t>& addr,
+                const std::vector<uint8_t>& meta) override {
+    std::vector<uint8_t> p;
+    p.reserve(24 + ph.size() + addr.size() + meta.size());
+    for (const auto* v : {&ph, &addr, &meta}) {
+      put_u64(p, v->size());
+      p.insert(p.end(), v->begin(), v->end());
+    }
+    return w_.send(kGenFiles, p.data(), p.size());
+  }
+
+ private:
+  FrameWriter& w_;
+};
+
+Result<UniqueFd> connect_to(const std::string& to, double timeout) {
+  std::string host, port;
+  CKPT_TRY(split_host_port(to, &host, &port));
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
+    return make_error(EINVAL, "resolving " + to + ": " + gai_strerror(rc));
+  Error last = make_error(ECONNREFUSED, "connecting to " + to + ": no address");
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd.valid()) continue;
+    set_timeouts(fd.get(), timeout);
+    if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) {
+      ::freeaddrinfo(res);
+      return fd;
+    }
+    last = sys_error("connecting to " + to);
+  }
+  ::freeaddrinfo(res);
+  return last;
+}
+
+// Mutual challenge-response; returns the first generation number to use.
+Result<uint64_t> handshake(FrameWriter& w, FrameReader& r, const std::vector<uint8_t>& token) {
+  uint8_t mine[kNonceSize];
+  if (::getrandom(mine, sizeof mine, 0) != ssize_t(sizeof mine)) return sys_error("getrandom");
+  std::vector<uint8_t> hello;
+  put_u32(hello, kProtocolVersion);
+  put_u32(hello, 0);
+  hello.insert(hello.end(), mine, mine + kNonceSize);
+  CKPT_TRY(w.send(kHello, hello.data(), hello.size()));
+  CKPT_ASSIGN(Frame ch, expect(r, kChallenge, "receiver"));
+  if (ch.len != 8 + kNonceSize) return make_error(EBADMSG, "malformed CHALLENGE frame");
+  if (get_u32(ch.data) != kProtocolVersion)
+    return make_error(EPROTO,
+                      "receiver speaks protocol version " + std::to_string(get_u32(ch.data)));
+  uint8_t theirs[kNonceSize];
+  std::memcpy(theirs, ch.data + 8, kNonceSize);
+  CKPT_ASSIGN(Mac mac, hmac(token, "ckpt-migrate-v1 sender", theirs, mine));
+  CKPT_TRY(w.send(kAuth, mac.data(), mac.size()));
+  CKPT_ASSIGN(Frame ok, expect(r, kAuthOk, "receiver"));
+  if (ok.len != kMacSize + 8) return make_error(EBADMSG, "malformed AUTH_OK frame");
+  CKPT_ASSIGN(Mac want, hmac(token, "ckpt-migrate-v1 receiver", mine, theirs));
+  if (!mac_equal(ok.data, want.data()))
+    return make_error(EACCES, "the receiver does not know the token (authentication failed)");
+  uint64_t first = get_u64(ok.data + kMacSize);
+  if (first == 0) return make_error(EBADMSG, "receiver asked for generation 0");
+  return first;
+}
+
+}  // namespace
+
+Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
+  const double t0 = now_seconds();
+  MigrateStats stats;
+  stats.live = opts.live;
+  CKPT_ASSIGN(std::vector<uint8_t> token, load_token(opts.token_file));
+  CKPT_ASSIGN(UniqueFd fd, connect_to(opts.to, opts.timeout_seconds));
+  FrameWriter w(fd.get());
+  FrameReader r(fd.get());
+  if (const char* c = ::getenv("CKPT_TEST_CORRUPT_CONTENT_FRAME"))
+    w.corrupt_content_frame(std::atoll(c));
+  CKPT_ASSIGN(uint64_t first_gen, handshake(w, r, token));
+
+  CheckpointOptions co;
+  co.pid = opts.pid;
+  co.tracker = opts.tracker;
+  co.progress = opts.progress;
+  dump::GenerationOut last;
+  bool have_last = false;
+  double t_running = 0;
+  // The receiver acknowledges each generation once its process holds it.
+  // Each pre-copy round starts (the process running) only when the receiver
+  // has caught up, so the final stop never waits for its backlog (building
+  // the first generation takes longest) and what the process dirtied
+  // meanwhile is sent by pre-copy, not in the downtime.
+  uint64_t applied = 0, sent_gen = 0;
+  auto read_acks = [&](bool block) -> Status {
+    while (applied < sent_gen && (block || r.readable())) {
+      CKPT_ASSIGN(Frame f, expect(r, kApplied, "receiver"));
+      if (f.len != 8) return make_error(EBADMSG, "malformed APPLIED frame");
+      applied = std::max(applied, get_u64(f.data));
+    }
+    return {};
+  };
+  for (int round = 1;; ++round) {
+    if (Status st = read_acks(true); !st.ok()) return st.error();
+    dump::GenerationSpec spec;
+    spec.generation = first_gen + uint64_t(round) - 1;
+    spec.prev = have_last ? &last.meta : nullptr;
+    spec.prev_hashes = have_last ? &last.page_hashes : nullptr;
+    spec.open = [&](const image::ImageMeta& m) -> Result<std::unique_ptr<image::SnapshotWriter>> {
+      std::vector<uint8_t> p;
+      put_u64(p, m.generation);
+      put_u64(p, m.parent_generation);
+      p.insert(p.end(), m.chain_id.begin(), m.chain_id.end());
+      CKPT_TRY(w.send(kGenBegin, p.data(), p.size()));
+      return image::SnapshotWriter::create_stream(m.generation, m.chain_id,
+                                                  std::make_unique<WireStream>(w));
+    };
+    spec.decide_final = [&](uint64_t bytes) {
+      if (!opts.live) return true;
+      if (round == 1) return false;  // round 1 sends everything while the process runs
+      uint64_t prev = stats.rounds.back().dirty_bytes;
+      if (bytes <= opts.threshold_bytes)
+        stats.stop_reason = "dirty set under the threshold";
+      else if (round > 2 && bytes + opts.diff_bytes > prev)
+        stats.stop_reason = "dirty set no longer shrinks";
+      else if (now_seconds() - t0 >= opts.deadline_seconds)
+        stats.stop_reason = "deadline";
+      else if (round >= opts.max_rounds)
+        stats.stop_reason = "maximum number of rounds";
+      else
+        return false;
+      return true;
+    };
+    double t_sent = 0;
+    spec.before_kill = [&]() -> Status {
+      t_sent = now_seconds();
+      std::vector<uint8_t> p;
+      put_u64(p, spec.generation);
+      CKPT_TRY(w.send(kCommit, p.data(), p.size()));
+      Frame f;
+      do {  // acknowledgments of earlier generations may come first
+        CKPT_ASSIGN(f, r.next());
+        if (f.type == kApplied && f.len == 8) applied = std::max(applied, get_u64(f.data));
+      } while (f.type == kApplied);
+      if (f.type == kError)
+        return make_error(ECONNABORTED,
+                          "receiver: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
+      if (f.type != kRunning || f.len != 4)
+        return make_error(
+            EBADMSG, std::string("protocol error: expected RUNNING, got ") + frame_name(f.type));
+      stats.remote_pid = pid_t(get_u32(f.data));
+      t_running = now_seconds();
+      return {};
+    };
+    const double tr = now_seconds();
+    const uint64_t sent = w.bytes();
+    dump::GenerationOut out;
+    auto res = dump::write_generation(co, spec, &out);
+    if (!res.ok()) {
+      // Tell the receiver why (best effort); the source was released untouched.
+      std::string msg = res.error().message;
+      (void)w.send(kError, msg.data(), std::min<size_t>(msg.size(), 4000));
+      return res.error();
+    }
+    stats.tracker = res->tracker;
+    MigrateRound mr;
+    mr.generation = spec.generation;
+    mr.dirty_bytes = out.plan_bytes;
+    mr.bytes = w.bytes() - sent;
+    mr.seconds = now_seconds() - tr;
+    mr.send_seconds = t_sent ? t_sent - tr : mr.seconds;
+    mr.frozen_seconds = res->frozen_seconds;
+    stats.rounds.push_back(mr);
+    if (out.final) {
+      stats.downtime_seconds = t_running - out.t_frozen;
+      break;
+    }
+    sent_gen = spec.generation;
+    last = std::move(out);
+    have_last = true;
+  }
+  (void)w.send(kDone, nullptr, 0);
+  if (!opts.live) stats.stop_reason = "frozen";
+  stats.bytes_total = w.bytes();
+  stats.migration_seconds = now_seconds() - t0;
+  return stats;
+}
+
+}  // namespace ckpt

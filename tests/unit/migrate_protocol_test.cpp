@@ -1,0 +1,204 @@
+// The migration stream's frames, token rules, HMAC handshake pieces and the
+// receiver's seccomp allowlist.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "migrate/protocol.hpp"
+#include "migrate/sandbox.hpp"
+#include "util/hash.hpp"
+
+using namespace ckpt;
+using namespace ckpt::migrate;
+
+namespace {
+
+struct Pair {
+  int a = -1, b = -1;
+  Pair() {
+    int sv[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    a = sv[0];
+    b = sv[1];
+  }
+  ~Pair() {
+    if (a >= 0) ::close(a);
+    if (b >= 0) ::close(b);
+  }
+};
+
+void raw_send(int fd, const std::vector<uint8_t>& v) {
+  ASSERT_EQ(::send(fd, v.data(), v.size(), MSG_NOSIGNAL), ssize_t(v.size()));
+}
+
+std::vector<uint8_t> frame(uint32_t type, const std::vector<uint8_t>& payload) {
+  std::vector<uint8_t> f(kFrameHeaderSize);
+  encode_frame_header(type, payload.size(), xxh3(payload.data(), payload.size()), f.data());
+  f.insert(f.end(), payload.begin(), payload.end());
+  return f;
+}
+
+}  // namespace
+
+TEST(MigrateFrames, RoundTrip) {
+  Pair p;
+  FrameWriter w(p.a);
+  FrameReader r(p.b);
+  std::vector<uint8_t> hello(8 + kNonceSize, 7);
+  ASSERT_TRUE(w.send(kHello, hello.data(), hello.size()).ok());
+  std::vector<uint8_t> page(4096 * 3);
+  for (size_t i = 0; i < page.size(); ++i) page[i] = uint8_t(i * 31);
+  iovec iov[2] = {{page.data(), 4096}, {page.data() + 4096, 8192}};
+  uint64_t hashes[2] = {xxh3(page.data(), 4096), xxh3(page.data() + 4096, 8192)};
+  ASSERT_TRUE(w.send_content(iov, hashes, 2).ok());
+  ASSERT_TRUE(w.send_content(iov, nullptr, 1).ok());
+  EXPECT_EQ(w.bytes(), 4 * kFrameHeaderSize + hello.size() + 3 * 4096 + 4096);
+
+  auto f = r.next();
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(f->type, kHello);
+  EXPECT_EQ(std::vector<uint8_t>(f->data, f->data + f->len), hello);
+  for (size_t want : {4096u, 8192u, 4096u}) {
+    auto c = r.next();
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    EXPECT_EQ(c->type, kContent);
+    EXPECT_EQ(c->len, want);
+  }
+}
+
+TEST(MigrateFrames, PlacedPayloadLandsInCallerMemory) {
+  Pair p;
+  FrameWriter w(p.a);
+  FrameReader r(p.b);
+  std::vector<uint8_t> big(256 << 10);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t(i ^ (i >> 8));
+  std::vector<uint8_t> dst(big.size());
+  r.set_place([&](uint32_t type, uint64_t len) {
+    return type == kContent && len == dst.size() ? dst.data() : nullptr;
+  });
+  iovec iov{big.data(), big.size()};
+  std::thread t([&] { ASSERT_TRUE(w.send_content(&iov, nullptr, 1).ok()); });
+  auto f = r.next();
+  t.join();
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(f->data, dst.data());
+  EXPECT_EQ(dst, big);
+}
+
+TEST(MigrateFrames, CorruptionIsRefused) {
+  std::vector<uint8_t> payload(32, 1);
+  {
+    Pair p;
+    auto f = frame(kAuth, payload);
+    f[kFrameHeaderSize + 5] ^= 1;  // payload changed, check not
+    raw_send(p.a, f);
+    auto r = FrameReader(p.b).next();
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("checksum mismatch"), std::string::npos) << r.error().message;
+  }
+  {
+    Pair p;
+    auto f = frame(kAuth, payload);
+    f[0] ^= 0xff;
+    raw_send(p.a, f);
+    auto r = FrameReader(p.b).next();
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("bad frame magic"), std::string::npos);
+  }
+  {
+    Pair p;
+    raw_send(p.a, frame(99, payload));
+    auto r = FrameReader(p.b).next();
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("unknown frame type 99"), std::string::npos);
+  }
+  {
+    Pair p;
+    raw_send(p.a, frame(kAuth, std::vector<uint8_t>(33)));  // AUTH is 32 bytes at most
+    auto r = FrameReader(p.b).next();
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("too long"), std::string::npos);
+  }
+  {
+    Pair p;
+    auto f = frame(kContent, std::vector<uint8_t>(4096, 3));
+    f.resize(f.size() - 100);
+    raw_send(p.a, f);
+    ::close(p.a);
+    p.a = -1;
+    auto r = FrameReader(p.b).next();
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("stream truncated"), std::string::npos);
+  }
+}
+
+TEST(MigrateAuth, TokenFileMustBeOwnerOnly) {
+  char dir[] = "/tmp/migrate-token-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/tok";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "0123456789abcdef0123456789abcdef", 32), 32);
+  ::close(fd);
+  auto ok = load_token(path);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->size(), 32u);
+  ::chmod(path.c_str(), 0640);
+  auto open = load_token(path);
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.error().message.find("chmod 600"), std::string::npos);
+  ::chmod(path.c_str(), 0600);
+  ::truncate(path.c_str(), 8);
+  EXPECT_FALSE(load_token(path).ok());  // too short to be a secret
+  EXPECT_FALSE(load_token(std::string(dir) + "/missing").ok());
+  ::unlink(path.c_str());
+  ::rmdir(dir);
+}
+
+TEST(MigrateAuth, MacDependsOnKeyLabelAndNonces) {
+  std::vector<uint8_t> k1(32, 1), k2(32, 2);
+  uint8_t a[kNonceSize], b[kNonceSize];
+  std::memset(a, 0xaa, sizeof a);
+  std::memset(b, 0xbb, sizeof b);
+  auto m = hmac(k1, "ckpt-migrate-v1 sender", a, b);
+  ASSERT_TRUE(m.ok());
+  EXPECT_TRUE(mac_equal(m->data(), hmac(k1, "ckpt-migrate-v1 sender", a, b)->data()));
+  EXPECT_FALSE(mac_equal(m->data(), hmac(k2, "ckpt-migrate-v1 sender", a, b)->data()));
+  EXPECT_FALSE(mac_equal(m->data(), hmac(k1, "ckpt-migrate-v1 receiver", a, b)->data()));
+  EXPECT_FALSE(mac_equal(m->data(), hmac(k1, "ckpt-migrate-v1 sender", b, a)->data()));
+}
+
+TEST(MigrateSandbox, AllowlistKillsOtherCalls) {
+  // Allowed calls work under the filter...
+  pid_t ok = ::fork();
+  if (ok == 0) {
+    if (!apply_receiver_sandbox().ok()) ::_exit(2);
+    char buf[16] = "x";
+    int sv[2];
+    (void)sv;
+    if (::write(STDERR_FILENO, buf, 0) != 0) ::_exit(3);
+    ::_exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(ok, &st, 0), ok);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  // ... anything else kills the process.
+  pid_t bad = ::fork();
+  if (bad == 0) {
+    if (!apply_receiver_sandbox().ok()) ::_exit(2);
+    ::syscall(SYS_getppid);
+    ::_exit(0);
+  }
+  ASSERT_EQ(::waitpid(bad, &st, 0), bad);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) << st;
+}

@@ -1,0 +1,69 @@
+// cr_migrate --to HOST:PORT --token FILE (--frozen|--live) [--json] PID:
+// move a running process to the node where cr_recv listens.
+#include <ckpt/migrate.hpp>
+#include <cstdio>
+
+#include "common/cli.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Move a running process to another node (where cr_recv listens). The process here\n"
+      "ends only after the destination reports it running; on any failure it continues\n"
+      "here as if nothing happened."};
+  ckpt::MigrateOptions opts;
+  bool json = false, frozen = false, live = false;
+  app.add_option("--to", opts.to, "receiver address HOST:PORT")->required();
+  app.add_option("--token", opts.token_file, "shared token file (owner-only)")->required();
+  auto* f = app.add_flag("--frozen", frozen, "stop the process, send everything, resume there");
+  auto* l = app.add_flag("--live", live, "pre-copy while the process runs, then a short stop");
+  f->excludes(l);
+  app.add_option("pid", opts.pid, "process to migrate")->required();
+  app.add_option("--tracker", opts.tracker, "live: dirty-page tracker of the pre-copy rounds")
+      ->check(CLI::IsMember({"auto", "pagemap-scan", "soft-dirty", "hash"}));
+  app.add_option("--threshold", opts.threshold_bytes,
+                 "live: stop pre-copy when the dirty set is under this many bytes (default 1 MiB)");
+  app.add_option("--diff-threshold", opts.diff_bytes,
+                 "live: stop pre-copy when the dirty set shrank by less than this many bytes "
+                 "(default 256 KiB)");
+  app.add_option("--deadline", opts.deadline_seconds,
+                 "live: stop pre-copy after this many seconds (default 60)");
+  app.add_option("--max-rounds", opts.max_rounds, "live: at most this many rounds (default 30)")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--timeout", opts.timeout_seconds,
+                 "connect and I/O timeout, seconds (default 60)");
+  app.add_flag("--json", json, "print statistics as JSON on stdout");
+  if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (frozen == live) return ckpt::cli::fail("cr_migrate", "say --frozen or --live");
+  opts.live = live;
+
+  opts.progress = ckpt::cli::progress_line("migrate");
+  auto r = ckpt::migrate_process(opts);
+  ckpt::cli::progress_done();
+  if (!r.ok())
+    return ckpt::cli::fail(
+        "cr_migrate", r.error().message + " (PID " + std::to_string(opts.pid) + " continues here)");
+  const ckpt::MigrateStats& s = *r;
+  if (json) {
+    nlohmann::json rounds = nlohmann::json::array(), per = nlohmann::json::array();
+    for (const auto& x : s.rounds) {
+      per.push_back(x.bytes);
+      rounds.push_back({{"generation", x.generation},
+                        {"dirty_bytes", x.dirty_bytes},
+                        {"bytes", x.bytes},
+                        {"seconds", x.seconds},
+                        {"send_seconds", x.send_seconds},
+                        {"frozen_seconds", x.frozen_seconds}});
+    }
+    ckpt::cli::print_json({{"mode", s.live ? "live" : "frozen"},
+                           {"tracker", s.tracker},
+                           {"rounds", s.rounds.size()},
+                           {"bytes_per_round", per},
+                           {"round_details", rounds},
+                           {"bytes_total", s.bytes_total},
+                           {"migration_seconds", s.migration_seconds},
+                           {"downtime_seconds", s.downtime_seconds},
+                           {"stop_reason", s.stop_reason},
+                           {"remote_pid", s.remote_pid}});
+  }
+  return 0;
+}
