@@ -86,9 +86,11 @@ int main(int argc, char** argv) {
     if (verify) j["verified"] = true;
     if (!json) {
       std::printf(
-          "generation %llu (%s): pid %d %s, %zu vmas, %llu pages (%llu zero), %.1f MiB content%s\n",
+          "generation %llu (%s): pid %d %s, %zu thread%s, %zu vmas, %llu pages (%llu zero), %.1f MiB "
+          "content%s\n",
           (unsigned long long)g, j["kind"].get<std::string>().c_str(), j["pid"].get<int>(),
-          j["comm"].get<std::string>().c_str(), j["vmas"].get<size_t>(),
+          j["comm"].get<std::string>().c_str(), j["threads"].get<size_t>(),
+          j["threads"].get<size_t>() == 1 ? "" : "s", j["vmas"].get<size_t>(),
           (unsigned long long)j["pages"].get<uint64_t>(),
           (unsigned long long)j["pages_zero"].get<uint64_t>(),
           double(j["content_bytes"].get<uint64_t>()) / (1 << 20), verify ? ", verified" : "");

@@ -1,4 +1,4 @@
-// cr_restart --dir DIR [--generation N] [--detach] [--new-pid] [--json]:
+// cr_restart --dir DIR [--generation N] [--detach] [--new-pid] [--force] [--json]:
 // restore a checkpointed process, wait for it and exit with its status.
 #include <signal.h>
 #include <sys/wait.h>
@@ -46,6 +46,8 @@ int main(int argc, char** argv) {
   app.add_option("--generation", opts.generation, "restore this generation (default: newest)");
   app.add_flag("--detach", detach, "print the restored PID and return once it runs");
   app.add_flag("--new-pid", opts.new_pid, "use a new PID if the original one is taken");
+  app.add_flag("--force", opts.force,
+               "restore even if files the process uses changed on disk since the checkpoint");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
 

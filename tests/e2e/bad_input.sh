@@ -20,7 +20,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(no-such-pid not-traceable readonly-dir private-dir disk-full corrupt-pages corrupt-addr
+TESTS=(no-such-pid has-children not-traceable readonly-dir private-dir disk-full corrupt-pages corrupt-addr
   corrupt-meta corrupt-header truncated-pages restart-missing pid-taken)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
@@ -237,6 +237,24 @@ case $TEST in
     expect_no_generation "$WORK/ck"
     expect_target_running
     expect_target_ok
+    ;;
+
+  has-children)
+    # A process with a child: the child would be lost, so it is refused.
+    (close_fds && exec bash -c 'sleep 30 & wait' </dev/null >/dev/null 2>&1) &
+    TPID=$!
+    OWN_PIDS+=("$TPID")
+    for ((i = 0; i < 100; i++)); do
+      [[ -n $(cat /proc/$TPID/task/*/children 2>/dev/null) ]] && break
+      sleep 0.05
+    done
+    tool "$BIN_DIR/cr_full" --dir "$WORK/ck" "$TPID"
+    expect_refusal "cr_full of a process with a child"
+    grep -q "has child process .* (sleep): process trees are not supported yet" "$WORK/tool.err" ||
+      fail "refused for another reason: $(first_line "$WORK/tool.err")"
+    expect_no_generation "$WORK/ck"
+    [[ $(proc_state "$TPID") == S ]] || fail "target not running after the refusal"
+    [[ $(tracer_of "$TPID") == 0 ]] || fail "target still traced after the refusal"
     ;;
 
   not-traceable)

@@ -146,7 +146,49 @@ std::vector<uint8_t> spec_meta_stream(const ImageMeta& m, uint64_t* count) {
     p.u64(t.sigmask);
     p.u64(t.restart_nr);
     p.u64(t.restart_rip);
+    p.u64(t.altstack_sp);
+    p.u64(t.altstack_size);
+    p.u32(t.altstack_flags);
+    p.u64(t.clear_child_tid);
+    p.u64(t.robust_list);
+    p.u64(t.robust_len);
+    p.u32(uint32_t(t.pending.size()));
+    for (const SigInfo& si : t.pending) p.raw(si.data(), 128);
+    p.u32(uint32_t(t.seccomp.size()));
+    for (const SeccompFilter& f : t.seccomp) {
+      p.u64(f.flags);
+      p.u32(uint32_t(f.instructions.size()));
+      p.raw(f.instructions.data(), f.instructions.size());
+    }
     record(out, 6, p);
+    ++*count;
+  }
+  {
+    const ProcessState& ps = m.state;
+    Le p;
+    p.u32(ps.has_rlimits ? 1 : 0);
+    for (uint64_t v : ps.rlimits) p.u64(v);
+    p.u32(ps.personality);
+    p.u32(uint32_t(ps.dumpable));
+    p.u32(uint32_t(ps.pdeathsig));
+    p.u32(ps.no_new_privs ? 1 : 0);
+    for (const TimerSetting& t : ps.itimers) {
+      p.u64(t.interval_ns);
+      p.u64(t.value_ns);
+    }
+    p.u32(uint32_t(ps.pending.size()));
+    for (const SigInfo& si : ps.pending) p.raw(si.data(), 128);
+    record(out, 20, p);
+    ++*count;
+  }
+  for (const PosixTimer& t : m.state.timers) {
+    Le p;
+    for (int32_t v : {t.id, t.clock, t.notify, t.signo}) p.u32(uint32_t(v));
+    p.u64(t.value);
+    p.u32(uint32_t(t.notify_tid));
+    p.u64(t.setting.interval_ns);
+    p.u64(t.setting.value_ns);
+    record(out, 21, p);
     ++*count;
   }
   for (const FileRecord& f : m.files) {
@@ -161,6 +203,14 @@ std::vector<uint8_t> spec_meta_stream(const ImageMeta& m, uint64_t* count) {
     p.u64(f.size);
     p.u64(uint64_t(f.mtime_ns));
     p.str(f.path);
+    // Appended fields, present only when one is not at its default.
+    if (f.dup_of != -1 || !f.params.empty() || !f.data.empty()) {
+      p.u32(uint32_t(f.dup_of));
+      p.u32(uint32_t(f.params.size()));
+      for (uint64_t v : f.params) p.u64(v);
+      p.u32(uint32_t(f.data.size()));
+      p.raw(f.data.data(), f.data.size());
+    }
     record(out, 7, p);
     ++*count;
   }
@@ -241,7 +291,8 @@ TEST(FormatSpec, FilesAreLaidOutAsDocumented) {
   const std::vector<uint8_t> m = read_bytes(gen + "/meta.img");
   uint64_t nrec = 0;
   const std::vector<uint8_t> stream = spec_meta_stream(meta, &nrec);
-  EXPECT_EQ(nrec, 5 + meta.vmas.size() + meta.threads.size() + meta.files.size());
+  EXPECT_EQ(nrec, 6 + meta.vmas.size() + meta.threads.size() + meta.state.timers.size() +
+                      meta.files.size());
   expect_header(m, "M", 64, 7, chain, nrec);
   ASSERT_EQ(m.size(), 64 + stream.size());
   for (size_t i = 0; i < stream.size(); ++i)
@@ -316,6 +367,66 @@ TEST(FormatSpec, BytesAfterKnownFieldsOfARecordAreIgnored) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ((*r)->meta().vdso.vdso_size, 12288u);
   EXPECT_EQ((*r)->meta().vdso.vdso_hash, 0x1122334455667788u);
+}
+
+// A File record as version-1 writers before the appended fields wrote it
+// (ending with `path`) still reads, with the defaults; a record cut inside
+// the appended fields is malformed.
+TEST(FormatSpec, FileRecordAppendedFieldsAreOptional) {
+  TempDir tmp;
+  const auto chain = ckpt::testing::make_chain_id(34);
+  ImageMeta meta = ckpt::testing::make_meta(1, chain, 64);
+  meta.files.clear();
+  auto w = SnapshotWriter::create(tmp.path(), 1, chain);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->commit(meta).ok());
+  const std::string path = tmp.path() + "/gen-000001/meta.img";
+  const std::vector<uint8_t> orig = read_bytes(path);
+
+  Le old_style;
+  old_style.u32(5);
+  old_style.u32(uint32_t(FileKind::kRegular));
+  old_style.u32(O_RDONLY);
+  old_style.u32(0);
+  for (uint64_t v : {11ull, 22ull, 33ull, 44ull, 55ull}) old_style.u64(v);
+  old_style.str("/old/file");
+  Le rec;
+  record(rec, 7, old_style);
+  write_bytes(path, with_extra_records(orig, rec, 1));
+  auto r = SnapshotReader::open(tmp.path() + "/gen-000001");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ((*r)->meta().files.size(), 1u);
+  const FileRecord& f = (*r)->meta().files[0];
+  EXPECT_EQ(f.fd, 5);
+  EXPECT_EQ(f.offset, 11u);
+  EXPECT_EQ(f.mtime_ns, 55);
+  EXPECT_EQ(f.path, "/old/file");
+  EXPECT_EQ(f.dup_of, -1);
+  EXPECT_TRUE(f.params.empty());
+  EXPECT_TRUE(f.data.empty());
+
+  // dup_of and a params count of 2, but only one u64 follows.
+  Le cut = old_style;
+  cut.u32(3);
+  cut.u32(2);
+  cut.u64(7);
+  Le rec2;
+  record(rec2, 7, cut);
+  write_bytes(path, with_extra_records(orig, rec2, 1));
+  auto r2 = SnapshotReader::open(tmp.path() + "/gen-000001");
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.error().message.find("malformed"), std::string::npos) << r2.error().message;
+
+  // A data length beyond the payload.
+  Le big = old_style;
+  big.u32(uint32_t(-1));
+  big.u32(0);
+  big.u32(100);
+  big.u8(1);
+  Le rec3;
+  record(rec3, 7, big);
+  write_bytes(path, with_extra_records(orig, rec3, 1));
+  EXPECT_FALSE(SnapshotReader::open(tmp.path() + "/gen-000001").ok());
 }
 
 // ---- Golden version-1 generation ----------------------------------------

@@ -247,7 +247,46 @@ inline image::ImageMeta make_meta(uint64_t generation, const std::array<uint8_t,
   t.rseq_len = 32;
   t.rseq_sig = 0x53053053;
   t.sigmask = (1ull << (SIGUSR1 - 1)) | (1ull << 63);
+  t.altstack_sp = 0x7ffff7a00000;
+  t.altstack_size = 65536;
+  t.altstack_flags = 0;
+  t.clear_child_tid = 0x7ffff7d8a910;
+  t.robust_list = 0x7ffff7d8a920;
+  t.robust_len = 24;
+  SigInfo si{};
+  si[0] = SIGUSR2;
+  si[8] = 0xfa;  // si_code SI_QUEUE (-6 as a byte pattern is enough here)
+  t.pending.push_back(si);
+  SeccompFilter filter;
+  filter.flags = 1;
+  filter.instructions.assign(3 * 8, 0x11);
+  t.seccomp.push_back(filter);
   m.threads.push_back(t);
+  ThreadRecord worker = t;
+  worker.tid = 424243;
+  worker.pending.clear();
+  worker.altstack_flags = 2;  // SS_DISABLE
+  m.threads.push_back(worker);
+
+  m.state.has_rlimits = true;
+  for (size_t i = 0; i < m.state.rlimits.size(); ++i) m.state.rlimits[i] = ~0ull - i;
+  m.state.personality = 0x0040000;
+  m.state.dumpable = 0;
+  m.state.pdeathsig = SIGTERM;
+  m.state.no_new_privs = true;
+  m.state.itimers[0] = {100000000, 55000000};
+  SigInfo shared{};
+  shared[0] = SIGHUP;
+  m.state.pending.push_back(shared);
+  PosixTimer pt;
+  pt.id = 3;
+  pt.clock = 1;
+  pt.notify = 4;  // SIGEV_THREAD_ID
+  pt.signo = SIGRTMIN;
+  pt.value = 0xabcdef;
+  pt.notify_tid = 424243;
+  pt.setting = {1000000, 999};
+  m.state.timers.push_back(pt);
 
   auto file = [](int32_t fd, FileKind kind, uint32_t flags, std::string path) {
     FileRecord f;
@@ -269,6 +308,43 @@ inline image::ImageMeta make_meta(uint64_t generation, const std::array<uint8_t,
   reg.mtime_ns = 1711111111000000001;
   m.files.push_back(reg);
   m.files.push_back(file(7, FileKind::kCharDevice, O_RDONLY, "/dev/urandom"));
+  // Kinds with appended fields (dup_of, params, data).
+  FileRecord dup = reg;
+  dup.fd = 8;
+  dup.dup_of = 3;
+  m.files.push_back(dup);
+  FileRecord del = file(9, FileKind::kDeleted, O_RDWR, "/tmp/scratch file");
+  del.offset = 5000;
+  del.ino = 4444;
+  del.size = 3000;
+  del.params = {0640, 1000, 1000};
+  for (int i = 0; i < 3000; ++i) del.data.push_back(uint8_t(i * 7));
+  m.files.push_back(del);
+  FileRecord pr = file(10, FileKind::kPipe, O_RDONLY | O_NONBLOCK, "pipe:[777]");
+  pr.ino = 777;
+  pr.params = {65536};
+  pr.data = {'u', 'n', 'r', 'e', 'a', 'd', 0, 0xff};
+  m.files.push_back(pr);
+  FileRecord pw = file(11, FileKind::kPipe, O_WRONLY, "pipe:[777]");
+  pw.ino = 777;
+  pw.params = {65536};
+  m.files.push_back(pw);
+  FileRecord ev = file(12, FileKind::kEventfd, O_RDWR, "anon_inode:[eventfd]");
+  ev.params = {0xfffffffffffffffeull, 1};
+  m.files.push_back(ev);
+  FileRecord tf = file(13, FileKind::kTimerfd, O_RDWR, "anon_inode:[timerfd]");
+  tf.params = {1, 1, 4696813512, 100000000, 3, 0x7fffffffffffffffull};
+  m.files.push_back(tf);
+  FileRecord sf = file(14, FileKind::kSignalfd, O_RDWR, "anon_inode:[signalfd]");
+  sf.params = {0x0000000800000200ull};
+  m.files.push_back(sf);
+  FileRecord ep = file(15, FileKind::kEpoll, O_RDWR, "anon_inode:[eventpoll]");
+  ep.params = {12, 0x80000019, 0x1122334455667788ull, 13, 1, ~0ull};
+  m.files.push_back(ep);
+  FileRecord mfd = file(16, FileKind::kMemfd, O_RDWR | O_LARGEFILE, "/memfd:ring buffer");
+  mfd.params = {0777, 0, 0, 0x1 | 0x4};
+  mfd.data.assign(8192, 0xab);
+  m.files.push_back(mfd);
   return m;
 }
 
@@ -334,6 +410,41 @@ inline void expect_meta_eq(const image::ImageMeta& a, const image::ImageMeta& b)
     EXPECT_EQ(x.rseq_len, y.rseq_len);
     EXPECT_EQ(x.rseq_sig, y.rseq_sig);
     EXPECT_EQ(x.sigmask, y.sigmask);
+    EXPECT_EQ(x.altstack_sp, y.altstack_sp);
+    EXPECT_EQ(x.altstack_size, y.altstack_size);
+    EXPECT_EQ(x.altstack_flags, y.altstack_flags);
+    EXPECT_EQ(x.clear_child_tid, y.clear_child_tid);
+    EXPECT_EQ(x.robust_list, y.robust_list);
+    EXPECT_EQ(x.robust_len, y.robust_len);
+    EXPECT_EQ(x.pending, y.pending);
+    ASSERT_EQ(x.seccomp.size(), y.seccomp.size());
+    for (size_t f = 0; f < x.seccomp.size(); ++f) {
+      EXPECT_EQ(x.seccomp[f].flags, y.seccomp[f].flags);
+      EXPECT_EQ(x.seccomp[f].instructions, y.seccomp[f].instructions);
+    }
+  }
+  EXPECT_EQ(a.state.has_rlimits, b.state.has_rlimits);
+  EXPECT_EQ(a.state.rlimits, b.state.rlimits);
+  EXPECT_EQ(a.state.personality, b.state.personality);
+  EXPECT_EQ(a.state.dumpable, b.state.dumpable);
+  EXPECT_EQ(a.state.pdeathsig, b.state.pdeathsig);
+  EXPECT_EQ(a.state.no_new_privs, b.state.no_new_privs);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(a.state.itimers[i].interval_ns, b.state.itimers[i].interval_ns);
+    EXPECT_EQ(a.state.itimers[i].value_ns, b.state.itimers[i].value_ns);
+  }
+  EXPECT_EQ(a.state.pending, b.state.pending);
+  ASSERT_EQ(a.state.timers.size(), b.state.timers.size());
+  for (size_t i = 0; i < a.state.timers.size(); ++i) {
+    const image::PosixTimer &x = a.state.timers[i], &y = b.state.timers[i];
+    EXPECT_EQ(x.id, y.id);
+    EXPECT_EQ(x.clock, y.clock);
+    EXPECT_EQ(x.notify, y.notify);
+    EXPECT_EQ(x.signo, y.signo);
+    EXPECT_EQ(x.value, y.value);
+    EXPECT_EQ(x.notify_tid, y.notify_tid);
+    EXPECT_EQ(x.setting.interval_ns, y.setting.interval_ns);
+    EXPECT_EQ(x.setting.value_ns, y.setting.value_ns);
   }
   ASSERT_EQ(a.files.size(), b.files.size());
   for (size_t i = 0; i < a.files.size(); ++i) {
@@ -349,6 +460,9 @@ inline void expect_meta_eq(const image::ImageMeta& a, const image::ImageMeta& b)
     EXPECT_EQ(x.size, y.size);
     EXPECT_EQ(x.mtime_ns, y.mtime_ns);
     EXPECT_EQ(x.path, y.path);
+    EXPECT_EQ(x.dup_of, y.dup_of);
+    EXPECT_EQ(x.params, y.params);
+    EXPECT_EQ(x.data, y.data);
   }
 }
 

@@ -54,6 +54,7 @@ struct RestoreOptions {
   std::string dir;
   uint64_t generation = 0;  // 0: the newest committed generation
   bool new_pid = false;     // restore under a new PID when the original is taken
+  bool force = false;       // restore even if files changed on disk since the checkpoint
   ProgressFn progress;
 };
 

@@ -384,6 +384,11 @@ Status PagemapScanTracker::arm(pid_t pid, const std::vector<VmaRecord>& vmas, Tr
     uffd.reset();  // our copy must not keep the stale context alive
     return arm_fresh(pid, vmas, state, state->target_fd);
   }
+  // A restored process gets its userfaultfd back at the recorded number when
+  // that is free, so later checkpoints recognise it.
+  if (state->target_fd >= 0 &&
+      ::access(proc_path(pid, "fd/" + std::to_string(state->target_fd)).c_str(), F_OK) != 0)
+    return arm_fresh(pid, vmas, state, state->target_fd);
   return arm_fresh(pid, vmas, state, -1);
 }
 

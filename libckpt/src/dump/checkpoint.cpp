@@ -18,6 +18,7 @@
 #include "image/store.hpp"
 #include "image/writer.hpp"
 #include "proc/freeze.hpp"
+#include "proc/task_state.hpp"
 #include "util/clock.hpp"
 
 namespace ckpt {
@@ -33,6 +34,7 @@ Status describe(pid_t pid, const proc::FrozenProcess& fp, const image::ImageMeta
   CKPT_TRY(dump::collect_vdso(pid, meta->vmas, &meta->vdso));
   CKPT_TRY(dump::collect_threads(fp, previous, &meta->threads));
   CKPT_TRY(dump::collect_signals(fp, meta->threads[0], &meta->process));
+  CKPT_TRY(proc::read_task_states(pid, &meta->threads, &meta->state));
   int tracker_fd = previous && previous->tracker_fd >= 0 ? previous->tracker_fd : dirty::kTrackerFd;
   CKPT_TRY(dump::collect_files(pid, tracker_fd, &meta->files));
   utsname u;

@@ -15,6 +15,7 @@
 
 #include "proc/regs.hpp"
 #include "proc/signals.hpp"
+#include "proc/task_state.hpp"
 #include "util/fd.hpp"
 #include "util/hash.hpp"
 #include "util/text.hpp"
@@ -43,7 +44,30 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
+// Children (running or zombie) would be lost: a restored process's wait()
+// would not find them. Process trees are not supported yet.
+Status refuse_children(pid_t pid) {
+  DIR* d = ::opendir(proc_path(pid, "task").c_str());
+  if (!d) return sys_error("listing " + proc_path(pid, "task"));
+  std::string kids;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    auto c = read_file(proc_path(pid, "task/") + e->d_name + "/children");
+    if (c.ok()) kids += *c;
+  }
+  ::closedir(d);
+  pid_t child = pid_t(std::atoi(kids.c_str()));
+  if (child <= 0) return {};
+  auto comm = read_file(proc_path(child, "comm"));
+  std::string name = comm.ok() ? *comm : "?";
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  return make_error(ENOTSUP, "PID " + std::to_string(pid) + " has child process " +
+                                 std::to_string(child) + " (" + name +
+                                 "): process trees are not supported yet");
+}
+
 Status collect_process(pid_t pid, image::ProcessRecord* out) {
+  CKPT_TRY(refuse_children(pid));
   out->pid = pid;
   CKPT_ASSIGN(std::string comm, read_file(proc_path(pid, "comm")));
   if (!comm.empty() && comm.back() == '\n') comm.pop_back();
@@ -144,10 +168,6 @@ Status collect_vdso(pid_t pid, const std::vector<VmaRecord>& vmas, image::VdsoRe
 
 Status collect_threads(const proc::FrozenProcess& fp, const image::ImageMeta* previous,
                        std::vector<image::ThreadRecord>* out) {
-  if (fp.threads().size() != 1)
-    return make_error(ENOTSUP, "PID " + std::to_string(fp.pid()) + " has " +
-                                   std::to_string(fp.threads().size()) +
-                                   " threads: multi-threaded processes are not supported yet");
   for (const proc::FrozenThread& t : fp.threads()) {
     image::ThreadRecord rec;
     rec.tid = t.tid;
@@ -183,67 +203,6 @@ Status collect_signals(const proc::FrozenProcess& fp, const image::ThreadRecord&
                        image::ProcessRecord* out) {
   CKPT_ASSIGN(proc::SignalMasks masks, proc::read_signal_masks(fp.pid(), leader.tid));
   CKPT_ASSIGN(out->sigactions, proc::dump_sigactions(leader.tid, masks));
-  return {};
-}
-
-Status collect_files(pid_t pid, int tracker_fd, std::vector<image::FileRecord>* out) {
-  std::string fd_dir = proc_path(pid, "fd");
-  DIR* d = ::opendir(fd_dir.c_str());
-  if (!d) return sys_error("listing " + fd_dir);
-  std::vector<int> fds;
-  while (dirent* e = ::readdir(d))
-    if (e->d_name[0] != '.') fds.push_back(std::atoi(e->d_name));
-  ::closedir(d);
-  std::sort(fds.begin(), fds.end());
-
-  for (int fd : fds) {
-    std::string link = fd_dir + "/" + std::to_string(fd);
-    auto target = read_link(link);
-    if (!target.ok()) continue;  // closed meanwhile
-    if (fd == tracker_fd && *target == "anon_inode:[userfaultfd]") continue;
-    CKPT_ASSIGN(std::string info, read_file(proc_path(pid, "fdinfo/") + std::to_string(fd)));
-    image::FileRecord f;
-    f.fd = fd;
-    f.path = *target;
-    unsigned long long pos = 0;
-    unsigned flags = 0;
-    if (const char* p = std::strstr(info.c_str(), "pos:")) pos = std::strtoull(p + 4, nullptr, 10);
-    if (const char* p = std::strstr(info.c_str(), "flags:"))
-      flags = unsigned(std::strtoul(p + 6, nullptr, 8));
-    f.offset = pos;
-    f.fd_flags = (flags & O_CLOEXEC) ? FD_CLOEXEC : 0;
-    f.flags = flags & ~unsigned(O_CLOEXEC);
-    const std::string what = "fd " + std::to_string(fd) + ": " + f.path;
-
-    struct stat st;
-    if (::stat(link.c_str(), &st) != 0) return sys_error(what);
-    f.dev = st.st_dev;
-    f.ino = st.st_ino;
-    f.size = uint64_t(st.st_size);
-    f.mtime_ns = mtime_ns(st);
-    bool is_pipe = S_ISFIFO(st.st_mode) && f.path.rfind("pipe:", 0) == 0;
-    bool is_tty =
-        S_ISCHR(st.st_mode) && (f.path.rfind("/dev/pts/", 0) == 0 ||
-                                f.path.rfind("/dev/tty", 0) == 0 || f.path == "/dev/console");
-    if (fd <= 2 && (is_pipe || is_tty)) {
-      f.kind = image::FileKind::kInheritStdio;
-    } else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
-      if (ends_with(f.path, " (deleted)"))
-        return make_error(ENOTSUP, what + ": file deleted while open: not supported yet");
-      f.kind = image::FileKind::kRegular;
-    } else if (S_ISCHR(st.st_mode) &&
-               (f.path == "/dev/null" || f.path == "/dev/zero" || f.path == "/dev/urandom" ||
-                f.path == "/dev/random" || f.path == "/dev/full")) {
-      f.kind = image::FileKind::kCharDevice;
-    } else {
-      const char* kind = is_pipe                ? "pipe"
-                         : is_tty               ? "terminal"
-                         : S_ISSOCK(st.st_mode) ? "socket"
-                                                : "file of this type";
-      return make_error(ENOTSUP, what + ": " + kind + " not supported yet");
-    }
-    out->push_back(std::move(f));
-  }
   return {};
 }
 

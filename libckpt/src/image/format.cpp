@@ -30,6 +30,24 @@ void put_u64s(ByteWriter& w, std::initializer_list<uint64_t> vs) {
   for (uint64_t v : vs) w.u64(v);
 }
 
+void put_siginfos(ByteWriter& w, const std::vector<SigInfo>& v) {
+  w.u32(uint32_t(v.size()));
+  for (const SigInfo& si : v) w.bytes(si.data(), si.size());
+}
+
+bool get_siginfos(ByteReader& r, std::vector<SigInfo>* v) {
+  uint32_t n;
+  if (!r.u32(&n) || n > r.left() / sizeof(SigInfo)) return false;
+  v->resize(n);
+  for (SigInfo& si : *v)
+    if (!r.bytes(si.data(), si.size())) return false;
+  return true;
+}
+
+bool get_timer(ByteReader& r, TimerSetting* t) {
+  return r.u64(&t->interval_ns) && r.u64(&t->value_ns);
+}
+
 }  // namespace
 
 std::vector<uint8_t> encode_header(FileHeader h) {
@@ -155,7 +173,38 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     w.u64(t.sigmask);
     w.u64(t.restart_nr);
     w.u64(t.restart_rip);
+    put_u64s(w, {t.altstack_sp, t.altstack_size});
+    w.u32(t.altstack_flags);
+    put_u64s(w, {t.clear_child_tid, t.robust_list, t.robust_len});
+    put_siginfos(w, t.pending);
+    w.u32(uint32_t(t.seccomp.size()));
+    for (const SeccompFilter& f : t.seccomp) {
+      w.u64(f.flags);
+      w.u32(uint32_t(f.instructions.size()));
+      w.bytes(f.instructions.data(), f.instructions.size());
+    }
     put_record(out, RecordType::kThread, w, nrecords);
+  }
+  {
+    const ProcessState& ps = m.state;
+    ByteWriter w;
+    w.u32(ps.has_rlimits);
+    for (uint64_t v : ps.rlimits) w.u64(v);
+    w.u32(ps.personality);
+    w.i32(ps.dumpable);
+    w.i32(ps.pdeathsig);
+    w.u32(ps.no_new_privs);
+    for (const TimerSetting& t : ps.itimers) put_u64s(w, {t.interval_ns, t.value_ns});
+    put_siginfos(w, ps.pending);
+    put_record(out, RecordType::kProcessState, w, nrecords);
+  }
+  for (const PosixTimer& t : m.state.timers) {
+    ByteWriter w;
+    for (int32_t v : {t.id, t.clock, t.notify, t.signo}) w.i32(v);
+    w.u64(t.value);
+    w.i32(t.notify_tid);
+    put_u64s(w, {t.setting.interval_ns, t.setting.value_ns});
+    put_record(out, RecordType::kPosixTimer, w, nrecords);
   }
   if (!m.complete.empty()) {
     ByteWriter w;
@@ -178,6 +227,15 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     put_u64s(w, {f.offset, f.dev, f.ino, f.size});
     w.i64(f.mtime_ns);
     w.str(f.path);
+    // Appended fields, written only when one differs from its default, so
+    // records of the kinds older readers know stay byte for byte as they were.
+    if (f.has_appended()) {
+      w.i32(f.dup_of);
+      w.u32(uint32_t(f.params.size()));
+      for (uint64_t p : f.params) w.u64(p);
+      w.u32(uint32_t(f.data.size()));
+      w.bytes(f.data.data(), f.data.size());
+    }
     put_record(out, RecordType::kFile, w, nrecords);
   }
   return std::move(out.data());
@@ -250,8 +308,44 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       // Appended fields: optional for readers of older images.
       if (r.left() >= 8 && !r.u64(&t.sigmask)) return false;
       if (r.left() >= 16 && (!r.u64(&t.restart_nr) || !r.u64(&t.restart_rip))) return false;
+      if (r.left() > 0) {  // the second appended block is all or nothing
+        uint32_t nfilters;
+        if (!r.u64(&t.altstack_sp) || !r.u64(&t.altstack_size) || !r.u32(&t.altstack_flags) ||
+            !r.u64(&t.clear_child_tid) || !r.u64(&t.robust_list) || !r.u64(&t.robust_len) ||
+            !get_siginfos(r, &t.pending) || !r.u32(&nfilters) || nfilters > r.left() / 12)
+          return false;
+        t.seccomp.resize(nfilters);
+        for (SeccompFilter& f : t.seccomp) {
+          uint32_t len;
+          if (!r.u64(&f.flags) || !r.u32(&len) || len > r.left() || len % 8) return false;
+          f.instructions.resize(len);
+          if (!r.bytes(f.instructions.data(), len)) return false;
+        }
+      }
       m->threads.push_back(std::move(t));
       return true;
+    }
+    case RecordType::kProcessState: {
+      ProcessState& ps = m->state;
+      uint32_t has, nnp;
+      if (!r.u32(&has)) return false;
+      ps.has_rlimits = has != 0;
+      for (uint64_t& v : ps.rlimits)
+        if (!r.u64(&v)) return false;
+      if (!r.u32(&ps.personality) || !r.i32(&ps.dumpable) || !r.i32(&ps.pdeathsig) ||
+          !r.u32(&nnp))
+        return false;
+      ps.no_new_privs = nnp != 0;
+      for (TimerSetting& t : ps.itimers)
+        if (!get_timer(r, &t)) return false;
+      return get_siginfos(r, &ps.pending);
+    }
+    case RecordType::kPosixTimer: {
+      PosixTimer t;
+      bool ok = r.i32(&t.id) && r.i32(&t.clock) && r.i32(&t.notify) && r.i32(&t.signo) &&
+                r.u64(&t.value) && r.i32(&t.notify_tid) && get_timer(r, &t.setting);
+      if (ok) m->state.timers.push_back(t);
+      return ok;
     }
     case RecordType::kFile: {
       FileRecord f;
@@ -259,9 +353,21 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       bool ok = r.i32(&f.fd) && r.u32(&kind) && r.u32(&f.flags) && r.u32(&f.fd_flags) &&
                 r.u64(&f.offset) && r.u64(&f.dev) && r.u64(&f.ino) && r.u64(&f.size) &&
                 r.i64(&f.mtime_ns) && r.str(&f.path);
+      if (!ok) return false;
       f.kind = FileKind(kind);
-      if (ok) m->files.push_back(std::move(f));
-      return ok;
+      // Appended fields: absent in older images and for plain files.
+      if (r.left() > 0) {
+        uint32_t n;
+        if (!r.i32(&f.dup_of) || !r.u32(&n) || n > r.left() / 8) return false;
+        f.params.resize(n);
+        for (uint64_t& p : f.params)
+          if (!r.u64(&p)) return false;
+        if (!r.u32(&n) || n > r.left()) return false;
+        f.data.resize(n);
+        if (!r.bytes(f.data.data(), n)) return false;
+      }
+      m->files.push_back(std::move(f));
+      return true;
     }
   }
   return true;  // unknown record types from a newer minor revision are skipped

@@ -63,6 +63,9 @@ enum class RecordType : uint32_t {
   kSignals = 8,
   kComplete = 9,
   kTracker = 10,
+  // 11-19 are kept for descriptor kinds.
+  kProcessState = 20,
+  kPosixTimer = 21,
 };
 
 // Little-endian byte sink/source for record payloads.

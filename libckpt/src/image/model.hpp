@@ -51,6 +51,16 @@ struct MmRecord {
 // x86_64 `struct user_regs_struct`, kept as 27 raw 64-bit words in kernel order.
 constexpr size_t kGpRegWords = 27;
 
+// A queued signal exactly as the kernel reports it (PTRACE_PEEKSIGINFO): a
+// 128-byte siginfo_t.
+using SigInfo = std::array<uint8_t, 128>;
+
+// One seccomp BPF filter (PTRACE_SECCOMP_GET_FILTER) and its install flags.
+struct SeccompFilter {
+  uint64_t flags = 0;                 // SECCOMP_FILTER_FLAG_* (PTRACE_GET_SECCOMP_METADATA)
+  std::vector<uint8_t> instructions;  // struct sock_filter[], 8 bytes each
+};
+
 struct ThreadRecord {
   int32_t tid = 0;
   int32_t pending_signal = 0;  // a signal caught at the freeze stop; delivered at resume
@@ -67,6 +77,15 @@ struct ThreadRecord {
   // inside restart_syscall, knows what it is really waiting in.
   uint64_t restart_nr = 0;
   uint64_t restart_rip = 0;
+  // sigaltstack (ss_flags SS_DISABLE: none).
+  uint64_t altstack_sp = 0;
+  uint64_t altstack_size = 0;
+  uint32_t altstack_flags = 2;  // SS_DISABLE
+  uint64_t clear_child_tid = 0;  // set_tid_address / CLONE_CHILD_CLEARTID
+  uint64_t robust_list = 0;      // set_robust_list head and length
+  uint64_t robust_len = 0;
+  std::vector<SigInfo> pending;          // signals queued for this thread only
+  std::vector<SeccompFilter> seccomp;    // oldest first (the order to install them)
 };
 
 // A signal disposition as the kernel stores it (struct kernel_sigaction).
@@ -82,6 +101,38 @@ enum class FileKind : uint32_t {
   kRegular = 1,       // reopened by path with flags, at offset
   kInheritStdio = 2,  // a terminal or pipe on fd 0-2: connected to cr_restart's same fd
   kCharDevice = 3,    // /dev/null, /dev/zero, /dev/urandom...: reopened by path
+  kDeleted = 4,       // a regular file deleted while open: recreated from `data`, then unlinked
+  kPipe = 5,          // one end of a pipe (flags say which); ends pair by `ino`
+  kFifo = 6,          // a named FIFO: reopened by path
+  kEventfd = 7,       // params: kEventfd*
+  kTimerfd = 8,       // params: kTimerfd*
+  kSignalfd = 9,      // params: kSignalfdMask
+  kEpoll = 10,        // params: (tfd, events, data) triples, the interest list
+  kMemfd = 11,        // a memfd_create(2) file: recreated from `data`, params kDeleted* + seals
+};
+
+// FileRecord::params, by kind.
+enum : size_t {
+  kPipeCapacity = 0,  // kPipe, kFifo: F_GETPIPE_SZ
+  kPipeParams = 1,
+  kEventfdCount = 0,      // kEventfd: the counter
+  kEventfdSemaphore = 1,  // 1: EFD_SEMAPHORE
+  kEventfdParams = 2,
+  kTimerfdClock = 0,     // clockid
+  kTimerfdSetFlags = 1,  // TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET of the last settime
+  kTimerfdValueNs = 2,   // time left to the next expiry (0: disarmed)
+  kTimerfdIntervalNs = 3,
+  kTimerfdTicks = 4,       // expirations not read yet
+  kTimerfdDeadlineNs = 5,  // the next expiry on the timer's own clock (absolute)
+  kTimerfdParams = 6,
+  kSignalfdMask = 0,  // kSignalfd: the signals it reads (bit N-1 = signal N)
+  kSignalfdParams = 1,
+  kDeletedMode = 0,  // kDeleted, kMemfd: permission bits
+  kDeletedUid = 1,
+  kDeletedGid = 2,
+  kDeletedParams = 3,
+  kMemfdSeals = 3,  // kMemfd: F_GET_SEALS
+  kMemfdParams = 4,
 };
 
 struct FileRecord {
@@ -92,7 +143,14 @@ struct FileRecord {
   uint64_t offset = 0;
   uint64_t dev = 0, ino = 0, size = 0;
   int64_t mtime_ns = 0;
-  std::string path;
+  std::string path;  // link target; kDeleted: the name it had, without " (deleted)"
+  // Appended fields (format.md, File record):
+  int32_t dup_of = -1;           // an earlier fd sharing this open file description (dup)
+  std::vector<uint64_t> params;  // kind-specific numbers (see the enum above)
+  std::vector<uint8_t> data;     // kDeleted/kMemfd: the file's content; kPipe/kFifo: unread bytes
+                                 // (on the first fd of a file only)
+
+  bool has_appended() const { return dup_of != -1 || !params.empty() || !data.empty(); }
 };
 
 struct ProcessRecord {
@@ -101,6 +159,36 @@ struct ProcessRecord {
   std::string comm;
   std::string cwd;
   std::vector<SignalAction> sigactions;  // every disposition that is not SIG_DFL
+};
+
+// An interval timer: setitimer(2) or a POSIX timer's setting, in ns.
+struct TimerSetting {
+  uint64_t interval_ns = 0;
+  uint64_t value_ns = 0;  // time to the next expiry; 0: disarmed
+};
+
+// A timer_create(2) timer.
+struct PosixTimer {
+  int32_t id = 0;
+  int32_t clock = 0;
+  int32_t notify = 0;     // SIGEV_SIGNAL, SIGEV_NONE, SIGEV_THREAD_ID
+  int32_t signo = 0;
+  uint64_t value = 0;     // sigev_value
+  int32_t notify_tid = 0; // SIGEV_THREAD_ID: the thread
+  TimerSetting setting;
+};
+
+// Process-wide state beyond memory, threads and files.
+struct ProcessState {
+  std::array<uint64_t, 32> rlimits{};  // (soft, hard) for RLIMIT 0..15; all zero: not saved
+  bool has_rlimits = false;
+  uint32_t personality = 0;
+  int32_t dumpable = 1;
+  int32_t pdeathsig = 0;
+  bool no_new_privs = false;
+  std::array<TimerSetting, 3> itimers{};  // ITIMER_REAL, _VIRTUAL, _PROF
+  std::vector<SigInfo> pending;           // signals queued for the whole process
+  std::vector<PosixTimer> timers;
 };
 
 struct VdsoRecord {
@@ -120,6 +208,7 @@ struct ImageMeta {
   int64_t created_unix_ns = 0;
   std::string kernel_release;  // uname -r at checkpoint time
   ProcessRecord process;
+  ProcessState state;
   MmRecord mm;
   VdsoRecord vdso;
   std::vector<VmaRecord> vmas;

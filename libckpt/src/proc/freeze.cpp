@@ -37,7 +37,14 @@ constexpr unsigned long kPfKthread = 0x00200000;
 }  // namespace
 
 Status FrozenProcess::seize_thread(pid_t tid) {
-  if (::ptrace(PTRACE_SEIZE, tid, nullptr, (void*)(long)PTRACE_O_TRACESYSGOOD) != 0) {
+  // Seccomp filters of the target must not see the calls we inject: suspend
+  // them while we hold it (needs CAP_SYS_ADMIN; without it, try plainly).
+  long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_SUSPEND_SECCOMP;
+  if (::ptrace(PTRACE_SEIZE, tid, nullptr, (void*)opts) != 0 && (errno == EPERM || errno == EINVAL))
+    opts &= ~long(PTRACE_O_SUSPEND_SECCOMP);
+  else
+    opts = -1;  // seized
+  if (opts != -1 && ::ptrace(PTRACE_SEIZE, tid, nullptr, (void*)opts) != 0) {
     if (errno == ESRCH) return make_error(ESRCH, "thread " + std::to_string(tid) + " vanished");
     if (errno == EPERM)
       return make_error(EPERM, "permission denied: cannot trace PID " + std::to_string(pid_) +

@@ -2,7 +2,9 @@
 
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 
@@ -72,6 +74,10 @@ Result<long> RemoteSyscall::call(long nr, uint64_t a1, uint64_t a2, uint64_t a3,
   if (::ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) return sys_error("ptrace cont");
   int st;
   CKPT_TRY(wait_stop(&st));
+  while (WSTOPSIG(st) == SIGTRAP && (st >> 16) != 0) {  // e.g. PTRACE_EVENT_CLONE
+    if (::ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) return sys_error("ptrace cont");
+    CKPT_TRY(wait_stop(&st));
+  }
   if (WSTOPSIG(st) != SIGTRAP || (st >> 16) != 0)
     return make_error(EFAULT, "remote syscall " + std::to_string(nr) + " stopped by signal " +
                                   std::to_string(WSTOPSIG(st)) + " (" + strsignal(WSTOPSIG(st)) +
@@ -107,13 +113,53 @@ Result<long> RemoteSyscall::call_and_load(const user_regs_struct& final_regs, lo
 
 Status with_injected_calls(pid_t pid, const std::function<Status(RemoteSyscall&)>& body) {
   CKPT_ASSIGN(uint64_t insn, find_syscall_insn(pid));
+  return with_injected_calls(pid, insn, body);
+}
+
+Status with_injected_calls(pid_t pid, uint64_t insn,
+                           const std::function<Status(RemoteSyscall&)>& body) {
   auto captured = get_regs(pid);
   if (!captured.ok()) return captured.error().context("the target must be frozen");
+  // Signals arriving meanwhile (a timer's) stay queued instead of stopping
+  // the calls: everything is blocked until the thread's own mask returns.
+  uint64_t mask = 0, all = ~0ull;
+  if (::ptrace(PTRACE_GETSIGMASK, pid, (void*)sizeof mask, &mask) != 0 ||
+      ::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof all, &all) != 0)
+    return sys_error("blocking signals during injected calls");
   RemoteSyscall rs(pid, *captured, insn);
   Status st = body(rs);
   Status back = set_regs(pid, restore::live_resume_registers(*captured));
+  if (::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof mask, &mask) != 0 && back.ok())
+    back = sys_error("restoring the signal mask after injected calls");
   if (!st.ok()) return st;
   return back;
+}
+
+Status with_scratch_page(pid_t tid,
+                         const std::function<Status(RemoteSyscall&, uint64_t scratch)>& body) {
+  return with_injected_calls(tid, [&](RemoteSyscall& rs) -> Status {
+    CKPT_ASSIGN(long scratch, rs.call_to_exit(SYS_mmap, 0, kScratchSize, PROT_READ | PROT_WRITE,
+                                              MAP_PRIVATE | MAP_ANONYMOUS));
+    if (scratch < 0 && scratch > -4096) return sys_error("mmap in the target", int(-scratch));
+    Status st = body(rs, uint64_t(scratch));
+    (void)rs.call_to_exit(SYS_munmap, uint64_t(scratch), kScratchSize);
+    return st;
+  });
+}
+
+Status read_remote(pid_t tid, uint64_t addr, void* out, size_t len) {
+  iovec l{out, len}, r{reinterpret_cast<void*>(addr), len};
+  if (::process_vm_readv(tid, &l, 1, &r, 1, 0) != ssize_t(len))
+    return sys_error("reading " + std::to_string(len) + " bytes of process " + std::to_string(tid));
+  return {};
+}
+
+Status write_remote(pid_t tid, uint64_t addr, const void* in, size_t len) {
+  iovec l{const_cast<void*>(in), len}, r{reinterpret_cast<void*>(addr), len};
+  if (::process_vm_writev(tid, &l, 1, &r, 1, 0) != ssize_t(len))
+    return sys_error("writing " + std::to_string(len) + " bytes into process " +
+                     std::to_string(tid));
+  return {};
 }
 
 }  // namespace ckpt::proc

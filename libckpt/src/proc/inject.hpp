@@ -34,9 +34,11 @@ class RemoteSyscall {
       : tid_(tid), base_(base), insn_(insn) {}
 
   void set_insn(uint64_t insn) { insn_ = insn; }
+  pid_t tid() const { return tid_; }
 
   // Runs one system call; returns the kernel's raw return value (a negative
   // errno on failure). The Result fails only when the tracee misbehaves.
+  // ptrace event stops on the way (a traced clone) are passed through.
   Result<long> call(long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0, uint64_t a4 = 0,
                     uint64_t a5 = 0, uint64_t a6 = 0);
 
@@ -65,5 +67,18 @@ class RemoteSyscall {
 // registers are what the kernel itself would have resumed it with (a call
 // it was blocked in restarts), whatever `body` did or returned.
 Status with_injected_calls(pid_t pid, const std::function<Status(RemoteSyscall&)>& body);
+// The same through a known "syscall" instruction of the tracee's mm.
+Status with_injected_calls(pid_t pid, uint64_t insn,
+                           const std::function<Status(RemoteSyscall&)>& body);
+
+// The same, with a private page mapped in the tracee for the calls'
+// arguments and answers (`scratch`: its address), unmapped afterwards.
+constexpr size_t kScratchSize = 4096;
+Status with_scratch_page(pid_t tid,
+                         const std::function<Status(RemoteSyscall&, uint64_t scratch)>& body);
+
+// Copies `len` bytes between the tracee's memory at `addr` and ours.
+Status read_remote(pid_t tid, uint64_t addr, void* out, size_t len);
+Status write_remote(pid_t tid, uint64_t addr, const void* in, size_t len);
 
 }  // namespace ckpt::proc

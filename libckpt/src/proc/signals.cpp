@@ -36,29 +36,16 @@ Result<std::vector<image::SignalAction>> dump_sigactions(pid_t tid, const Signal
     if ((masks.ignored >> (s - 1)) & 1) out.push_back({s, uint64_t(SIG_IGN), 0, 0, 0});
   if (masks.caught == 0) return out;
 
-  Status st = with_injected_calls(tid, [&](RemoteSyscall& rs) -> Status {
-    // A scratch page in the target receives the kernel's answers.
-    CKPT_ASSIGN(long scratch, rs.call_to_exit(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE,
-                                              MAP_PRIVATE | MAP_ANONYMOUS));
-    if (scratch < 0 && scratch > -4096) return sys_error("mmap in the target", int(-scratch));
-    Status inner;
-    for (uint32_t s = 1; s <= 64 && inner.ok(); ++s) {
+  Status st = with_scratch_page(tid, [&](RemoteSyscall& rs, uint64_t scratch) -> Status {
+    for (uint32_t s = 1; s <= 64; ++s) {
       if (!((masks.caught >> (s - 1)) & 1)) continue;
-      auto r = rs.call_to_exit(SYS_rt_sigaction, s, 0, uint64_t(scratch), 8);
-      if (!r.ok() || *r != 0) {
-        inner = r.ok() ? sys_error("rt_sigaction in the target", int(-*r)) : r.error();
-        break;
-      }
+      CKPT_ASSIGN(long r, rs.call_to_exit(SYS_rt_sigaction, s, 0, scratch, 8));
+      if (r != 0) return sys_error("rt_sigaction in the target", int(-r));
       uint64_t ksa[4];  // handler, flags, restorer, mask
-      iovec l{ksa, sizeof ksa}, rem{reinterpret_cast<void*>(scratch), sizeof ksa};
-      if (::process_vm_readv(tid, &l, 1, &rem, 1, 0) != ssize_t(sizeof ksa)) {
-        inner = sys_error("reading sigaction from the target");
-        break;
-      }
+      CKPT_TRY(read_remote(tid, scratch, ksa, sizeof ksa));
       out.push_back({s, ksa[0], ksa[1], ksa[2], ksa[3]});
     }
-    (void)rs.call_to_exit(SYS_munmap, uint64_t(scratch), 4096);
-    return inner;
+    return {};
   });
   if (!st.ok()) return st.error();
   return out;

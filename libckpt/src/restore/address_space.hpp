@@ -39,6 +39,8 @@ class AddressSpaceBuilder {
   // Start of the trampoline mapping and its length, for the final munmap.
   uint64_t trampoline() const { return tramp_; }
   static constexpr uint64_t kTrampolineLen = 2 * 4096;
+  // Copies bytes into the trampoline's data page (4 KiB); returns their remote address.
+  Result<uint64_t> put_data(const void* data, size_t len, size_t offset = 0);
 
  private:
   Status map_trampoline();
@@ -48,8 +50,6 @@ class AddressSpaceBuilder {
   Status write_content(const ProgressFn& progress, MemoryStats* stats);
   Status set_mm_fields();
   Status restore_protections();
-  // Copies bytes into the trampoline's data page; returns their remote address.
-  Result<uint64_t> put_data(const void* data, size_t len, size_t offset = 0);
   Result<long> sys(const char* what, long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0,
                    uint64_t a4 = 0, uint64_t a5 = 0, uint64_t a6 = 0);
 

@@ -13,8 +13,10 @@
 #include "proc/inject.hpp"
 #include "proc/regs.hpp"
 #include "restore/address_space.hpp"
+#include "restore/files.hpp"
 #include "restore/spawn.hpp"
 #include "restore/syscall_restart.hpp"
+#include "restore/tasks.hpp"
 #include "util/clock.hpp"
 
 namespace ckpt {
@@ -31,13 +33,6 @@ Result<image::Chain> open_generation(const RestoreOptions& opts, bool* newest) {
     return make_error(ENOENT, "no generation " + std::to_string(gen) + " in " + opts.dir);
   *newest = gen == gens.back();
   return image::open_chain(opts.dir, gen);
-}
-
-Status check_restorable(const image::ImageMeta& meta) {
-  if (meta.threads.size() != 1)
-    return make_error(ENOTSUP, "image has " + std::to_string(meta.threads.size()) +
-                                   " threads: only single-threaded restore is supported yet");
-  return {};
 }
 
 // Everything after the child exists; on error the caller kills the child.
@@ -71,10 +66,10 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
     CKPT_TRY(tracker->arm(pid, meta.vmas, &state));
     stats->tracking = state.target_fd == meta.tracker_fd ? "armed" : "armed at another fd";
   }
-  if (t.rseq_len) {
-    CKPT_ASSIGN(long r, rs.call(SYS_rseq, t.rseq_ptr, t.rseq_len, 0, t.rseq_sig));
-    if (r != 0) return sys_error("registering rseq", int(-r));
-  }
+  restore::TaskRestorer tasks(pid, meta, builder);
+  CKPT_TRY(tasks.create_threads(rs));
+  for (size_t i = 1; i < meta.threads.size(); ++i) CKPT_TRY(tasks.restore_thread(i));
+  CKPT_TRY(tasks.restore_leader());
   CKPT_TRY(proc::set_xstate(pid, t.xstate));
   user_regs_struct captured;
   std::memcpy(&captured, t.gpregs.data(), sizeof captured);
@@ -84,8 +79,7 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
   CKPT_ASSIGN(long ret, rs.call_and_load(final_regs, SYS_munmap, builder.trampoline(),
                                          restore::AddressSpaceBuilder::kTrampolineLen));
   if (ret != 0) return sys_error("removing the restore trampoline", int(-ret));
-  if (::ptrace(PTRACE_DETACH, pid, nullptr, (void*)(long)t.pending_signal) != 0)
-    return sys_error("releasing the restored process");
+  CKPT_TRY(tasks.release());
   return {};
 }
 
@@ -96,7 +90,6 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   bool newest = false;
   CKPT_ASSIGN(image::Chain chain, open_generation(opts, &newest));
   const image::ImageMeta& meta = chain.newest();
-  CKPT_TRY(check_restorable(meta));
   const image::RestorePlan plan = image::plan_chain(chain);
   RestoreStats stats;
   stats.generation = meta.generation;
@@ -104,6 +97,7 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   stats.generations_read = chain.links.size();
   stats.pages_skipped = plan.pages_skipped;
 
+  CKPT_TRY(restore::check_files_unchanged(meta, opts.force));
   CKPT_ASSIGN(pid_t pid, restore::spawn_stopped(meta, opts.new_pid));
   RebuildOptions ro{opts, newest};
   Status st = rebuild(pid, chain, plan, ro, &stats);

@@ -17,50 +17,12 @@
 #include <vector>
 
 #include "proc/maps.hpp"
+#include "restore/files.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::restore {
 
 namespace {
-
-struct PreparedFile {
-  int target;    // fd number in the restored process
-  int source;    // fd in this process holding the open file (-1: inherit our own `target`)
-  int fd_flags;  // FD_CLOEXEC
-};
-
-// Opens every file of the image here, before any process exists, so a missing
-// file fails the restore cleanly.
-Result<std::vector<PreparedFile>> prepare_files(const image::ImageMeta& meta,
-                                                std::vector<UniqueFd>& owned) {
-  std::vector<PreparedFile> out;
-  for (const image::FileRecord& f : meta.files) {
-    const std::string what = "fd " + std::to_string(f.fd) + ": " + f.path;
-    switch (f.kind) {
-      case image::FileKind::kInheritStdio:
-        if (::fcntl(f.fd, F_GETFD) < 0)
-          return make_error(EBADF, what + ": the restoring process has no fd " +
-                                       std::to_string(f.fd) + " to connect it to");
-        out.push_back({f.fd, -1, int(f.fd_flags)});
-        break;
-      case image::FileKind::kRegular:
-      case image::FileKind::kCharDevice: {
-        int flags = int(f.flags) & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
-        UniqueFd fd(::open(f.path.c_str(), flags | O_CLOEXEC));
-        if (!fd.valid()) return sys_error("reopening " + what);
-        if (f.kind == image::FileKind::kRegular &&
-            ::lseek(fd.get(), off_t(f.offset), SEEK_SET) != off_t(f.offset) && errno != ESPIPE)
-          return sys_error("seeking " + what);
-        out.push_back({f.fd, fd.get(), int(f.fd_flags)});
-        owned.push_back(std::move(fd));
-        break;
-      }
-      default:
-        return make_error(ENOTSUP, what + ": unknown file kind in image");
-    }
-  }
-  return out;
-}
 
 bool is_zombie(pid_t pid) {
   auto st = proc::read_stat_mm(pid);
@@ -73,8 +35,7 @@ void child_fail(int err_fd, const std::string& msg) {
 }
 
 // Runs in the child: only this process's own state is touched, then it stops.
-[[noreturn]] void child_main(const image::ImageMeta& meta, std::vector<PreparedFile>& files,
-                             int err_fd) {
+[[noreturn]] void child_main(const image::ImageMeta& meta, PreparedFiles& files, int err_fd) {
   if (::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0)
     child_fail(err_fd, "PTRACE_TRACEME failed");
   // glibc registered rseq for this thread; the kernel writes that area on
@@ -83,33 +44,10 @@ void child_fail(int err_fd, const std::string& msg) {
     ::syscall(SYS_rseq, static_cast<char*>(__builtin_thread_pointer()) + __rseq_offset,
               __rseq_size < 32 ? 32 : __rseq_size, RSEQ_FLAG_UNREGISTER, RSEQ_SIG);
 
-  // Lift every source fd above all target numbers so the dup2s cannot collide.
-  int top = err_fd;
-  for (const auto& f : files) top = std::max({top, f.target, f.source});
-  for (auto& f : files) {
-    if (f.source < 0) continue;
-    int high = ::fcntl(f.source, F_DUPFD_CLOEXEC, top + 1);
-    if (high < 0) child_fail(err_fd, "fd shuffle failed: " + std::string(std::strerror(errno)));
-    f.source = high;
-    top = high;
-  }
-  std::vector<int> keep;
-  for (const auto& f : files) {
-    if (f.source >= 0 && ::dup2(f.source, f.target) < 0)
-      child_fail(err_fd, "dup2 to fd " + std::to_string(f.target) + ": " + std::strerror(errno));
-    ::fcntl(f.target, F_SETFD, f.fd_flags);
-    keep.push_back(f.target);
-  }
-  // Close everything else (the err pipe goes when we stop: it is close-on-exec
-  // in spirit, but there is no exec, so it is closed explicitly below).
-  keep.push_back(err_fd);
-  std::sort(keep.begin(), keep.end());
-  unsigned lo = 0;
-  for (int k : keep) {
-    if (unsigned(k) > lo) ::syscall(SYS_close_range, lo, unsigned(k) - 1, 0);
-    lo = unsigned(k) + 1;
-  }
-  ::syscall(SYS_close_range, lo, ~0u, 0);
+  // Every fd to its number, epoll sets registered, everything else closed
+  // (the err pipe is kept, moved out of the way, until setup is done).
+  std::string err;
+  if (!install_files(files, &err_fd, &err)) child_fail(err_fd, err);
 
   if (::chdir(meta.process.cwd.c_str()) != 0)
     child_fail(err_fd, "working directory " + meta.process.cwd + ": " + std::strerror(errno));
@@ -139,8 +77,8 @@ void child_fail(int err_fd, const std::string& msg) {
 }  // namespace
 
 Result<pid_t> spawn_stopped(const image::ImageMeta& meta, bool new_pid) {
-  std::vector<UniqueFd> owned;
-  CKPT_ASSIGN(std::vector<PreparedFile> files, prepare_files(meta, owned));
+  PreparedFiles files;
+  CKPT_TRY(prepare_files(meta, &files));
 
   int errp[2];
   if (::pipe2(errp, O_CLOEXEC) != 0) return sys_error("pipe");
@@ -187,8 +125,13 @@ Result<pid_t> spawn_stopped(const image::ImageMeta& meta, bool new_pid) {
     if (WIFSTOPPED(st)) ::waitpid(pid_t(pid), &st, __WALL);
     return make_error(EIO, msg.empty() ? "the new process did not start" : msg);
   }
-  if (::ptrace(PTRACE_SETOPTIONS, pid_t(pid), nullptr,
-               (void*)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD)) != 0) {
+  // Threads are created by calls we inject (TRACECLONE attaches them); the
+  // process's seccomp filters, reinstalled before its last calls, must not
+  // judge those (SUSPEND_SECCOMP needs CAP_SYS_ADMIN: without, filters go last).
+  long opts = PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE;
+  if (::ptrace(PTRACE_SETOPTIONS, pid_t(pid), nullptr, (void*)(opts | PTRACE_O_SUSPEND_SECCOMP)) !=
+          0 &&
+      ::ptrace(PTRACE_SETOPTIONS, pid_t(pid), nullptr, (void*)opts) != 0) {
     Error e = sys_error("ptrace setoptions");
     ::kill(pid_t(pid), SIGKILL);
     ::waitpid(pid_t(pid), &st, __WALL);

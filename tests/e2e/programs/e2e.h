@@ -116,9 +116,10 @@ static inline int e2e_list_fds(char (*out)[300], int max) {
     if (len < 0) continue;
     target[len] = '\0';
     // libckpt's pagemap-scan tracker keeps its userfaultfd open in the
-    // tracked process at a documented high fd (1000, close-on-exec) between
-    // checkpoints: not the program's own.
-    if (fd >= 1000 && strcmp(target, "anon_inode:[userfaultfd]") == 0) continue;
+    // tracked process between checkpoints (fd 1000, or below RLIMIT_NOFILE
+    // when that is lower; close-on-exec): not the program's own, and these
+    // programs make none themselves.
+    if (strcmp(target, "anon_inode:[userfaultfd]") == 0) continue;
     // "pipe:[1234]" -> "pipe:", "socket:[..]" -> "socket:".
     char* bracket = strstr(target, ":[");
     if (bracket && target[0] != '/') bracket[1] = '\0';

@@ -1,0 +1,484 @@
+// The open file descriptors of a frozen process (collect_files, declared in
+// dump/collect.hpp). What is saved and what is refused: docs/state.md.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/kcmp.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dump/collect.hpp"
+#include "util/fd.hpp"
+#include "util/text.hpp"
+
+namespace ckpt::dump {
+
+using image::FileKind;
+using image::FileRecord;
+
+namespace {
+
+// What a checkpoint may carry in file content (deleted files, unread pipe
+// data): the metadata holds it, and restore reads the metadata into memory.
+constexpr uint64_t kMaxDeletedFileBytes = 64ull << 20;
+constexpr uint64_t kMaxSavedBytes = 256ull << 20;
+
+// One fd as /proc shows it.
+struct RawFd {
+  int fd = -1;
+  std::string link;  // /proc/PID/fd/N target
+  std::string info;  // /proc/PID/fdinfo/N
+  struct stat st {};
+};
+
+int64_t mtime_ns(const struct stat& st) {
+  return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+bool starts_with(const std::string& s, const char* p) {
+  return s.rfind(p, 0) == 0;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The value after "KEY" at the start of a line of an fdinfo text (nullptr if absent).
+const char* field(const std::string& info, const char* key) {
+  size_t klen = std::strlen(key);
+  for (size_t at = 0; at < info.size();) {
+    if (info.compare(at, klen, key) == 0) return info.c_str() + at + klen;
+    at = info.find('\n', at);
+    if (at == std::string::npos) break;
+    ++at;
+  }
+  return nullptr;
+}
+
+Result<std::string> read_link(const std::string& path) {
+  char buf[4096];
+  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+  if (n < 0) return sys_error("readlink " + path);
+  return std::string(buf, size_t(n));
+}
+
+long kcmp(pid_t pid, int type, unsigned long a, unsigned long b) {
+  return ::syscall(SYS_kcmp, pid, pid, type, a, b);
+}
+
+// ---- sockets: only described, for the refusal message ----------------------
+
+std::string ipv4(const std::string& hex8) {
+  uint32_t a = uint32_t(std::strtoul(hex8.c_str(), nullptr, 16));
+  char b[INET_ADDRSTRLEN];
+  ::inet_ntop(AF_INET, &a, b, sizeof b);
+  return b;
+}
+
+std::string ipv6(const std::string& hex32) {
+  uint32_t w[4];
+  for (int i = 0; i < 4; ++i)
+    w[i] = uint32_t(std::strtoul(hex32.substr(size_t(i) * 8, 8).c_str(), nullptr, 16));
+  char b[INET6_ADDRSTRLEN];
+  ::inet_ntop(AF_INET6, w, b, sizeof b);
+  return std::string("[") + b + "]";
+}
+
+// "ADDR:PORT" from /proc/net/tcp's "0100007F:1F90".
+std::string endpoint(const std::string& s) {
+  size_t colon = s.find(':');
+  if (colon == std::string::npos) return s;
+  std::string addr = s.substr(0, colon);
+  unsigned port = unsigned(std::strtoul(s.c_str() + colon + 1, nullptr, 16));
+  return (addr.size() == 32 ? ipv6(addr) : ipv4(addr)) + ":" + std::to_string(port);
+}
+
+// Finds socket inode `ino` in the target's /proc/PID/net tables.
+std::string describe_socket(pid_t pid, uint64_t ino) {
+  const std::string want = std::to_string(ino);
+  for (const char* table : {"tcp", "tcp6", "udp", "udp6"}) {
+    auto text = read_file(proc_path(pid, std::string("net/") + table));
+    if (!text.ok()) continue;
+    size_t at = text->find('\n');  // header line
+    while (at != std::string::npos && at + 1 < text->size()) {
+      size_t end = text->find('\n', at + 1);
+      std::string line = text->substr(at + 1, end == std::string::npos ? end : end - at - 1);
+      at = end;
+      char local[64], remote[64], inode[32];
+      unsigned st;
+      if (std::sscanf(line.c_str(), " %*s %63s %63s %x %*s %*s %*s %*s %*s %31s", local, remote,
+                      &st, inode) != 4 ||
+          want != inode)
+        continue;
+      bool tcp = table[0] == 't';
+      std::string what = tcp ? "TCP socket " : "UDP socket ";
+      if (tcp && st == 0x0A) return what + "listening on " + endpoint(local);
+      std::string peer = endpoint(remote);
+      bool unconnected = peer.find_first_not_of("0.:[]") == std::string::npos ||
+                         peer.substr(peer.rfind(':')) == ":0";
+      return what + endpoint(local) + (unconnected ? "" : " -> " + peer);
+    }
+  }
+  if (auto text = read_file(proc_path(pid, "net/unix")); text.ok()) {
+    size_t at = text->find('\n');
+    while (at != std::string::npos && at + 1 < text->size()) {
+      size_t end = text->find('\n', at + 1);
+      std::string line = text->substr(at + 1, end == std::string::npos ? end : end - at - 1);
+      at = end;
+      unsigned type = 0;
+      char inode[32];
+      int n = 0;
+      if (std::sscanf(line.c_str(), "%*s %*s %*s %*s %x %*s %31s%n", &type, inode, &n) < 2 ||
+          want != inode)
+        continue;
+      std::string path = line.substr(size_t(n));
+      path.erase(0, path.find_first_not_of(' '));
+      const char* kind = type == 1 ? "stream" : type == 2 ? "datagram" : "seqpacket";
+      return std::string("UNIX ") + kind + " socket " + (path.empty() ? "(unnamed)" : path);
+    }
+  }
+  return "socket:[" + want + "] (not TCP, UDP or UNIX)";
+}
+
+// ---- pipes and FIFOs --------------------------------------------------------
+
+// The unread bytes of the pipe behind /proc/PID/fd/N, without consuming
+// them: a second read end (opened through /proc) tee(2)s the pipe's buffers
+// into a scratch pipe of the same capacity, and those are read back.
+Status peek_pipe(const std::string& link_path, const std::string& what, FileRecord* f) {
+  UniqueFd rd(::open(link_path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!rd.valid()) return sys_error("opening " + what + " to read its unread data");
+  int cap = ::fcntl(rd.get(), F_GETPIPE_SZ);
+  int avail = 0;
+  if (cap < 0 || ::ioctl(rd.get(), FIONREAD, &avail) != 0) return sys_error(what);
+  f->params.assign(image::kPipeParams, 0);
+  f->params[image::kPipeCapacity] = uint64_t(cap);
+  if (avail == 0) return {};
+  int sp[2];
+  if (::pipe2(sp, O_CLOEXEC | O_NONBLOCK) != 0) return sys_error("pipe");
+  UniqueFd sr(sp[0]), sw(sp[1]);
+  if (::fcntl(sw.get(), F_SETPIPE_SZ, cap) < cap) return sys_error("sizing a scratch pipe");
+  ssize_t n = ::tee(rd.get(), sw.get(), size_t(avail), SPLICE_F_NONBLOCK);
+  if (n != avail)
+    return n < 0 ? sys_error("copying the unread data of " + what)
+                 : make_error(EIO, what + ": could copy only " + std::to_string(n) + " of " +
+                                       std::to_string(avail) + " unread bytes");
+  f->data.resize(size_t(avail));
+  size_t got = 0;
+  while (got < f->data.size()) {
+    ssize_t r = ::read(sr.get(), f->data.data() + got, f->data.size() - got);
+    if (r <= 0) return sys_error("reading the unread data of " + what);
+    got += size_t(r);
+  }
+  return {};
+}
+
+// Other processes that hold one of `files` (pipes by "pipe:[ino]", FIFOs by
+// path): a pipe shared with another process cannot be restored with only
+// one side of it. Returns the first one found, as "PID N (comm)".
+std::map<std::string, std::string> other_holders(pid_t pid, const std::vector<std::string>& links) {
+  std::map<std::string, std::string> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  const pid_t self = ::getpid();
+  while (dirent* e = ::readdir(d)) {
+    char* end;
+    long p = std::strtol(e->d_name, &end, 10);
+    if (*end || p <= 0 || p == pid || p == self) continue;
+    std::string dir = "/proc/" + std::string(e->d_name) + "/fd";
+    DIR* fds = ::opendir(dir.c_str());
+    if (!fds) continue;
+    while (dirent* f = ::readdir(fds)) {
+      if (f->d_name[0] == '.') continue;
+      auto t = read_link(dir + "/" + f->d_name);
+      if (!t.ok() || out.count(*t) || std::find(links.begin(), links.end(), *t) == links.end())
+        continue;
+      auto c = read_file("/proc/" + std::string(e->d_name) + "/comm");
+      std::string comm = c.ok() ? *c : "?";
+      if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+      out[*t] = "PID " + std::string(e->d_name) + " (" + comm + ")";
+    }
+    ::closedir(fds);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// ---- anonymous-inode files --------------------------------------------------
+
+Status collect_eventfd(const RawFd& r, const std::string& what, FileRecord* f) {
+  const char* count = field(r.info, "eventfd-count:");
+  const char* sem = field(r.info, "eventfd-semaphore:");
+  if (!count) return make_error(EPROTO, what + ": no eventfd-count in fdinfo");
+  if (!sem)
+    return make_error(ENOTSUP,
+                      what + ": this kernel does not report EFD_SEMAPHORE: not supported here");
+  f->params.assign(image::kEventfdParams, 0);
+  f->params[image::kEventfdCount] = std::strtoull(count, nullptr, 16);
+  f->params[image::kEventfdSemaphore] = std::strtoul(sem, nullptr, 10) ? 1 : 0;
+  return {};
+}
+
+Status collect_timerfd(const RawFd& r, const std::string& what, FileRecord* f) {
+  const char *clock = field(r.info, "clockid:"), *ticks = field(r.info, "ticks:"),
+             *sflags = field(r.info, "settime flags:"), *value = field(r.info, "it_value:"),
+             *interval = field(r.info, "it_interval:");
+  unsigned long long vs, vns, is, ins;
+  if (!clock || !ticks || !sflags || !value || !interval ||
+      std::sscanf(value, " (%llu, %llu)", &vs, &vns) != 2 ||
+      std::sscanf(interval, " (%llu, %llu)", &is, &ins) != 2)
+    return make_error(EPROTO, what + ": unexpected timerfd fdinfo");
+  f->params.assign(image::kTimerfdParams, 0);
+  const int clk = std::atoi(clock);
+  f->params[image::kTimerfdClock] = uint64_t(clk);
+  f->params[image::kTimerfdSetFlags] = std::strtoul(sflags, nullptr, 8);
+  f->params[image::kTimerfdValueNs] = vs * 1000000000ull + vns;
+  f->params[image::kTimerfdIntervalNs] = is * 1000000000ull + ins;
+  f->params[image::kTimerfdTicks] = std::strtoull(ticks, nullptr, 10);
+  if (f->params[image::kTimerfdValueNs]) {
+    // fdinfo shows the time left; the deadline on the timer's own clock lets
+    // restore keep an absolute wall-clock expiry (docs/state.md).
+    timespec now{};
+    int base = clk == CLOCK_REALTIME_ALARM   ? CLOCK_REALTIME
+               : clk == CLOCK_BOOTTIME_ALARM ? CLOCK_BOOTTIME
+                                             : clk;
+    if (::clock_gettime(base, &now) != 0) return sys_error(what + ": clock_gettime");
+    f->params[image::kTimerfdDeadlineNs] = uint64_t(now.tv_sec) * 1000000000ull +
+                                           uint64_t(now.tv_nsec) +
+                                           f->params[image::kTimerfdValueNs];
+  }
+  return {};
+}
+
+Status collect_signalfd(const RawFd& r, const std::string& what, FileRecord* f) {
+  const char* mask = field(r.info, "sigmask:");
+  if (!mask) return make_error(EPROTO, what + ": no sigmask in fdinfo");
+  f->params.assign(image::kSignalfdParams, 0);
+  f->params[image::kSignalfdMask] = std::strtoull(mask, nullptr, 16);
+  return {};
+}
+
+// The interest list: one "tfd: N events: X data: Y ..." line per watched file.
+// Each must still be the file at fd N in the process (kcmp), since restore
+// registers the fd number the program uses.
+Status collect_epoll(pid_t pid, const RawFd& r, const std::string& what, FileRecord* f) {
+  size_t at = 0;
+  while ((at = r.info.find("tfd:", at)) != std::string::npos) {
+    int tfd;
+    unsigned events;
+    unsigned long long data;
+    if (std::sscanf(r.info.c_str() + at, "tfd: %d events: %x data: %llx", &tfd, &events, &data) !=
+        3)
+      return make_error(EPROTO, what + ": unexpected epoll fdinfo");
+    kcmp_epoll_slot slot{__u32(r.fd), __u32(tfd), 0};
+    if (kcmp(pid, KCMP_EPOLL_TFD, unsigned(tfd), reinterpret_cast<unsigned long>(&slot)) != 0)
+      return make_error(ENOTSUP, what + ": watches a file no longer open at fd " +
+                                     std::to_string(tfd) + ": not supported");
+    f->params.insert(f->params.end(), {uint64_t(tfd), events, data});
+    at += 4;
+  }
+  return {};
+}
+
+// Reads a deleted file's content through the process's own link to it.
+Status collect_deleted(const std::string& link_path, const RawFd& r, const std::string& what,
+                       FileRecord* f) {
+  const uint64_t size = uint64_t(r.st.st_size);
+  if (size > kMaxDeletedFileBytes)
+    return make_error(EFBIG, what + ": deleted file of " + std::to_string(size) +
+                                 " bytes: more than the " +
+                                 std::to_string(kMaxDeletedFileBytes >> 20) +
+                                 " MiB a checkpoint saves of a deleted file");
+  UniqueFd in(::open(link_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in.valid()) return sys_error("opening " + what + " to save its content");
+  f->data.resize(size);
+  CKPT_TRY(read_exact(in.get(), f->data.data(), size, 0, what));
+  f->params = {uint64_t(r.st.st_mode & 07777), r.st.st_uid, r.st.st_gid};
+  if (f->kind == FileKind::kMemfd) {
+    int seals = ::fcntl(in.get(), F_GET_SEALS);
+    if (seals < 0) return sys_error(what + ": F_GET_SEALS");
+    f->params.push_back(uint64_t(seals));
+  }
+  return {};
+}
+
+}  // namespace
+
+Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out) {
+  const std::string fd_dir = proc_path(pid, "fd");
+  DIR* d = ::opendir(fd_dir.c_str());
+  if (!d) return sys_error("listing " + fd_dir);
+  std::vector<int> fds;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') fds.push_back(std::atoi(e->d_name));
+  ::closedir(d);
+  std::sort(fds.begin(), fds.end());
+
+  std::vector<RawFd> raw;
+  for (int fd : fds) {
+    RawFd r;
+    r.fd = fd;
+    const std::string link = fd_dir + "/" + std::to_string(fd);
+    auto target = read_link(link);
+    if (!target.ok()) continue;  // closed meanwhile
+    if (fd == tracker_fd && *target == "anon_inode:[userfaultfd]") continue;
+    r.link = *target;
+    CKPT_ASSIGN(r.info, read_file(proc_path(pid, "fdinfo/") + std::to_string(fd)));
+    if (::stat(link.c_str(), &r.st) != 0)
+      return sys_error("fd " + std::to_string(fd) + ": " + r.link);
+    raw.push_back(std::move(r));
+  }
+
+  uint64_t saved_bytes = 0;
+  std::vector<std::string> shared_links;  // pipes and FIFOs: no other process may hold them
+  std::map<std::pair<uint64_t, uint64_t>, int> first_of_file;  // (dev, ino) -> its first fd
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint64_t>> pipe_params, deleted_params;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const RawFd& r = raw[i];
+    const std::string link = fd_dir + "/" + std::to_string(r.fd);
+    FileRecord f;
+    f.fd = r.fd;
+    f.path = r.link;
+    unsigned flags = 0;
+    if (const char* p = field(r.info, "pos:")) f.offset = std::strtoull(p, nullptr, 10);
+    if (const char* p = field(r.info, "flags:")) flags = unsigned(std::strtoul(p, nullptr, 8));
+    f.fd_flags = (flags & O_CLOEXEC) ? FD_CLOEXEC : 0;
+    f.flags = flags & ~unsigned(O_CLOEXEC);
+    f.dev = r.st.st_dev;
+    f.ino = r.st.st_ino;
+    f.size = uint64_t(r.st.st_size);
+    f.mtime_ns = mtime_ns(r.st);
+    const std::string what = "fd " + std::to_string(r.fd) + ": " + f.path;
+
+    const bool is_pipe = S_ISFIFO(r.st.st_mode) && starts_with(f.path, "pipe:");
+    const bool is_tty =
+        S_ISCHR(r.st.st_mode) && (starts_with(f.path, "/dev/pts/") ||
+                                  starts_with(f.path, "/dev/tty") || f.path == "/dev/console");
+    if (r.fd <= 2 && (is_pipe || is_tty)) {
+      f.kind = FileKind::kInheritStdio;  // stays connected to cr_restart's own
+      out->push_back(std::move(f));
+      continue;
+    }
+
+    // The same open file description as an earlier fd (dup, dup2, fork
+    // inheritance): restored as a dup of it, sharing offset and flags.
+    bool dup = false;
+    for (size_t j = 0; j < i && !dup; ++j) {
+      const FileRecord& e = (*out)[j];
+      if (e.dup_of != -1 || raw[j].st.st_dev != r.st.st_dev || raw[j].st.st_ino != r.st.st_ino)
+        continue;
+      if (kcmp(pid, KCMP_FILE, unsigned(e.fd), unsigned(r.fd)) == 0) {
+        f.kind = e.kind;
+        f.dup_of = e.fd;
+        dup = true;
+      }
+    }
+    if (dup) {
+      out->push_back(std::move(f));
+      continue;
+    }
+
+    // State an open file can carry that a reopen would silently drop.
+    if (field(r.info, "lock:"))
+      return make_error(ENOTSUP,
+                        what + ": holds a file lock (flock/fcntl/lease): not supported yet");
+    if (flags & O_ASYNC)
+      return make_error(ENOTSUP, what + ": signal-driven I/O (O_ASYNC) not supported yet");
+
+    const auto file_key = std::make_pair(uint64_t(r.st.st_dev), uint64_t(r.st.st_ino));
+    const bool first_open = first_of_file.emplace(file_key, r.fd).second;
+    if (S_ISREG(r.st.st_mode) && r.st.st_nlink == 0) {
+      if (ends_with(f.path, " (deleted)")) f.path.resize(f.path.size() - 10);
+      if (f.path.empty() || f.path[0] != '/')
+        return make_error(ENOTSUP, what + ": deleted file outside the file system tree");
+      f.kind = starts_with(f.path, "/memfd:") ? FileKind::kMemfd : FileKind::kDeleted;
+      // Several opens of one deleted file: the first carries its content.
+      if (first_open) {
+        CKPT_TRY(collect_deleted(link, r, what, &f));
+        saved_bytes += f.data.size();
+        deleted_params[file_key] = f.params;
+      } else {
+        f.params = deleted_params[file_key];
+      }
+    } else if (S_ISREG(r.st.st_mode) || S_ISDIR(r.st.st_mode)) {
+      if (ends_with(f.path, " (deleted)"))  // a directory, or a file with another link left
+        return make_error(ENOTSUP,
+                          what + ": unlinked while open (" +
+                              (S_ISDIR(r.st.st_mode) ? "a directory" : "still linked elsewhere") +
+                              "): not supported yet");
+      f.kind = FileKind::kRegular;
+    } else if (S_ISCHR(r.st.st_mode) &&
+               (f.path == "/dev/null" || f.path == "/dev/zero" || f.path == "/dev/urandom" ||
+                f.path == "/dev/random" || f.path == "/dev/full")) {
+      f.kind = FileKind::kCharDevice;
+    } else if (S_ISFIFO(r.st.st_mode)) {
+      if (!is_pipe && (f.path.empty() || f.path[0] != '/' || ends_with(f.path, " (deleted)")))
+        return make_error(ENOTSUP, what + ": FIFO without a path: not supported");
+      if (flags & O_DIRECT)
+        return make_error(ENOTSUP, what + ": packet-mode pipe (O_DIRECT) not supported yet");
+      f.kind = is_pipe ? FileKind::kPipe : FileKind::kFifo;
+      if (first_open) {
+        CKPT_TRY(peek_pipe(link, what, &f));
+        saved_bytes += f.data.size();
+      } else {
+        f.params = pipe_params[file_key];
+      }
+      pipe_params[file_key] = f.params;
+      if (std::find(shared_links.begin(), shared_links.end(), f.path) == shared_links.end())
+        shared_links.push_back(f.path);
+    } else if (f.path == "anon_inode:[eventfd]") {
+      f.kind = FileKind::kEventfd;
+      CKPT_TRY(collect_eventfd(r, what, &f));
+    } else if (f.path == "anon_inode:[timerfd]") {
+      f.kind = FileKind::kTimerfd;
+      CKPT_TRY(collect_timerfd(r, what, &f));
+    } else if (f.path == "anon_inode:[signalfd]") {
+      f.kind = FileKind::kSignalfd;
+      CKPT_TRY(collect_signalfd(r, what, &f));
+    } else if (f.path == "anon_inode:[eventpoll]") {
+      f.kind = FileKind::kEpoll;
+      CKPT_TRY(collect_epoll(pid, r, what, &f));
+    } else if (S_ISSOCK(r.st.st_mode)) {
+      return make_error(ENOTSUP, "fd " + std::to_string(r.fd) + ": " +
+                                     describe_socket(pid, r.st.st_ino) + ": not supported yet");
+    } else {
+      if (starts_with(f.path, "anon_inode:"))  // inotify, pidfd, io_uring, perf_event...
+        return make_error(ENOTSUP, what + ": not supported yet");
+      const char* kind = is_tty                  ? "terminal"
+                         : S_ISCHR(r.st.st_mode) ? "character device"
+                         : S_ISBLK(r.st.st_mode) ? "block device"
+                                                 : "file of this type";
+      return make_error(ENOTSUP, what + ": " + kind + " not supported yet");
+    }
+    if (saved_bytes > kMaxSavedBytes)
+      return make_error(EFBIG, what + ": deleted files and unread pipe data exceed the " +
+                                   std::to_string(kMaxSavedBytes >> 20) +
+                                   " MiB a checkpoint saves of them");
+    out->push_back(std::move(f));
+  }
+
+  if (!shared_links.empty()) {
+    auto holders = other_holders(pid, shared_links);
+    for (const FileRecord& f : *out) {
+      auto h = holders.find(f.path);
+      if (h == holders.end() || (f.kind != FileKind::kPipe && f.kind != FileKind::kFifo)) continue;
+      return make_error(ENOTSUP, "fd " + std::to_string(f.fd) + ": " + f.path + ": also open in " +
+                                     h->second +
+                                     ": pipes and FIFOs shared with other processes are not "
+                                     "supported yet");
+    }
+  }
+  return {};
+}
+
+}  // namespace ckpt::dump

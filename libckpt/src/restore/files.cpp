@@ -1,0 +1,416 @@
+// Restore side of the file descriptors (docs/state.md, "Files and descriptors").
+#include "restore/files.hpp"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <map>
+
+#include "util/text.hpp"
+
+#ifndef TFD_IOC_SET_TICKS  // linux/timerfd.h, which clashes with glibc's sys/timerfd.h
+#define TFD_IOC_SET_TICKS _IOW('T', 0, uint64_t)
+#endif
+
+namespace ckpt::restore {
+
+using image::FileKind;
+using image::FileRecord;
+
+namespace {
+
+int64_t mtime_ns(const struct stat& st) {
+  return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+std::string fd_name(int fd) {
+  return "fd " + std::to_string(fd);
+}
+
+std::string self_fd(int fd) {
+  return "/proc/self/fd/" + std::to_string(fd);
+}
+
+// Flags for reopening: creation flags dropped, close-on-exec until the child
+// sets the real fd flags.
+int reopen_flags(uint32_t flags) {
+  return (int(flags) & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY)) | O_CLOEXEC;
+}
+
+Status set_nonblock(int fd, bool on, const std::string& what) {
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK) != 0)
+    return sys_error(what);
+  return {};
+}
+
+// A new pipe gets the capacity the checkpointed one had.
+Status size_pipe(int fd, const FileRecord& f, const std::string& what) {
+  const uint64_t cap = f.params.size() > image::kPipeCapacity ? f.params[image::kPipeCapacity] : 0;
+  if (cap && ::fcntl(fd, F_SETPIPE_SZ, int(cap)) < 0)
+    return sys_error(what + ": setting the pipe size to " + std::to_string(cap));
+  return {};
+}
+
+// The unread bytes a record carries (the checkpoint puts them on the first
+// record of a pipe; any record's are taken).
+Status refill_pipe(int wfd, const FileRecord& f, const std::string& what) {
+  if (f.data.empty()) return {};
+  CKPT_TRY(set_nonblock(wfd, true, what));
+  CKPT_TRY(write_all(wfd, f.data.data(), f.data.size(), "the unread data of " + what));
+  return set_nonblock(wfd, false, what);
+}
+
+// A deleted file's inode again: created under its old name and unlinked at
+// once (so /proc shows "NAME (deleted)" as before), or, when the name is
+// taken meanwhile, an unnamed O_TMPFILE in the same directory. A memfd is a
+// new memfd of the same name, with its seals.
+Result<UniqueFd> recreate_deleted(const FileRecord& f, const std::string& what) {
+  const bool memfd = f.kind == FileKind::kMemfd;
+  UniqueFd fd;
+  if (memfd) {
+    // The name after "/memfd:" (the kernel adds the prefix again).
+    fd.reset(::memfd_create(f.path.c_str() + 7, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd.valid()) return sys_error("recreating " + what);
+  } else {
+    fd.reset(::open(f.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (fd.valid()) {
+      if (::unlink(f.path.c_str()) != 0) return sys_error("recreating " + what + ": unlink");
+    } else {
+      if (errno != EEXIST) return sys_error("recreating deleted " + what);
+      std::string dir = f.path.substr(0, f.path.rfind('/'));
+      fd.reset(::open(dir.empty() ? "/" : dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+      if (!fd.valid()) return sys_error("recreating deleted " + what + " in " + dir);
+    }
+  }
+  CKPT_TRY(write_all(fd.get(), f.data.data(), f.data.size(), "deleted " + what));
+  if (f.params.size() >= image::kDeletedParams) {
+    if (::fchown(fd.get(), uid_t(f.params[image::kDeletedUid]),
+                 gid_t(f.params[image::kDeletedGid])) != 0 ||
+        ::fchmod(fd.get(), mode_t(f.params[image::kDeletedMode])) != 0)
+      return sys_error("recreating " + what + ": owner and mode");
+  }
+  if (memfd && f.params.size() >= image::kMemfdParams) {
+    // Seals last: F_SEAL_WRITE and the like would stop the content above.
+    if (::fcntl(fd.get(), F_ADD_SEALS, int(f.params[image::kMemfdSeals])) != 0)
+      return sys_error("recreating " + what + ": seals");
+  }
+  return fd;
+}
+
+Result<UniqueFd> make_timerfd(const FileRecord& f, const std::string& what) {
+  if (f.params.size() < image::kTimerfdParams)
+    return make_error(EBADMSG, what + ": timerfd record is malformed");
+  const int clk = int(f.params[image::kTimerfdClock]);
+  const uint64_t set_flags = f.params[image::kTimerfdSetFlags];
+  UniqueFd fd(::timerfd_create(clk, TFD_CLOEXEC | ((f.flags & O_NONBLOCK) ? TFD_NONBLOCK : 0)));
+  if (!fd.valid()) return sys_error("creating " + what);
+  auto ts = [](uint64_t ns) { return timespec{time_t(ns / 1000000000), long(ns % 1000000000)}; };
+  itimerspec its{};
+  its.it_interval = ts(f.params[image::kTimerfdIntervalNs]);
+  int flags = 0;
+  uint64_t left = f.params[image::kTimerfdValueNs];
+  // A periodic timer that expired and was not read yet shows no time left:
+  // the kernel moves it on at the next read. Its next expiry is then one
+  // interval away (its unread expirations are restored as ticks below).
+  if (!left) left = f.params[image::kTimerfdIntervalNs];
+  if (left) {
+    const bool wall = clk == CLOCK_REALTIME || clk == CLOCK_REALTIME_ALARM || clk == CLOCK_TAI;
+    if ((set_flags & TFD_TIMER_ABSTIME) && wall && f.params[image::kTimerfdValueNs]) {
+      // A wall-clock deadline stays the same deadline (it may be past: the
+      // timer then fires at once).
+      its.it_value = ts(f.params[image::kTimerfdDeadlineNs]);
+      flags = int(set_flags & (TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET));
+    } else {
+      // Relative timers, and deadlines on clocks that restart with each boot:
+      // the time that was left when the checkpoint was taken.
+      its.it_value = ts(left);
+    }
+    if (::timerfd_settime(fd.get(), flags, &its, nullptr) != 0) return sys_error("arming " + what);
+  }
+  if (uint64_t ticks = f.params[image::kTimerfdTicks]) {
+    if (::ioctl(fd.get(), TFD_IOC_SET_TICKS, &ticks) != 0)
+      return sys_error(what + ": restoring " + std::to_string(ticks) + " unread expirations");
+  }
+  return fd;
+}
+
+}  // namespace
+
+Status check_files_unchanged(const image::ImageMeta& meta, bool force) {
+  struct Use {
+    std::string who;
+    uint64_t dev, ino, size;
+    int64_t mtime_ns;
+    bool writable;
+  };
+  std::map<std::string, Use> uses;  // by path; the first user names it
+  auto add = [&](const std::string& path, const std::string& who, uint64_t dev, uint64_t ino,
+                 uint64_t size, int64_t mtime, bool writable) {
+    auto [it, fresh] = uses.emplace(path, Use{who, dev, ino, size, mtime, writable});
+    if (!fresh) it->second.writable |= writable;
+  };
+  for (const FileRecord& f : meta.files)
+    if (f.kind == FileKind::kRegular && f.dup_of == -1)
+      add(f.path, fd_name(f.fd), f.dev, f.ino, f.size, f.mtime_ns,
+          (f.flags & O_ACCMODE) != O_RDONLY);
+  for (const image::VmaRecord& v : meta.vmas)
+    if (v.is_file())
+      add(v.name, "mapping " + hex(v.start) + "-" + hex(v.end), v.dev, v.ino, v.file_size,
+          v.mtime_ns, (v.flags & image::kVmaShared) && (v.prot & 2 /* PROT_WRITE */));
+
+  for (const auto& [path, u] : uses) {
+    const std::string what = u.who + ": " + path;
+    // Kernel pseudo files are made anew for each process and boot.
+    if (path.rfind("/proc/", 0) == 0 || path.rfind("/sys/", 0) == 0) continue;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return sys_error(what);
+    if (S_ISDIR(st.st_mode)) continue;  // a directory's entries are not its content
+    std::string change;
+    if (uint64_t(st.st_dev) == u.dev && uint64_t(st.st_ino) != u.ino) {
+      change = "replaced by another file (inode " + std::to_string(st.st_ino) + ", was " +
+               std::to_string(u.ino) + ")";
+    } else if (u.writable) {
+      // The process writes this file itself and may have gone on writing
+      // after the checkpoint; it rewrites from its saved offset. Only a file
+      // shorter than it was is a change it cannot survive.
+      if (uint64_t(st.st_size) < u.size)
+        change = "size now " + std::to_string(st.st_size) + " bytes, was " + std::to_string(u.size);
+    } else if (uint64_t(st.st_size) != u.size) {
+      change = "size now " + std::to_string(st.st_size) + " bytes, was " + std::to_string(u.size);
+    } else if (mtime_ns(st) != u.mtime_ns) {
+      change = "modified (mtime differs, same size)";
+    }
+    if (!change.empty() && !force)
+      return make_error(ESTALE, what + ": changed on disk since the checkpoint: " + change +
+                                    "; use --force to restore anyway");
+  }
+  return {};
+}
+
+Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
+  std::map<int, int> source_of;                          // target fd -> fd here holding its file
+  std::map<std::pair<uint64_t, uint64_t>, int> deleted;  // (dev, ino) -> recreated inode
+  struct PipeEnds {
+    int r, w;
+    bool r_used = false, w_used = false;
+  };
+  std::map<uint64_t, PipeEnds> pipes;  // by the checkpointed pipe's inode
+  std::map<std::string, int> fifos;    // path -> a read-write handle here
+  std::vector<int> targets;
+
+  auto keep = [&](UniqueFd fd) {
+    int raw = fd.get();
+    out->owned.push_back(std::move(fd));
+    return raw;
+  };
+  auto reopen = [&](int base, uint32_t flags, const std::string& what) -> Result<int> {
+    UniqueFd fd(::open(self_fd(base).c_str(), reopen_flags(flags)));
+    if (!fd.valid()) return sys_error("reopening " + what);
+    return keep(std::move(fd));
+  };
+
+  for (const FileRecord& f : meta.files) {
+    const std::string what = fd_name(f.fd) + ": " + f.path;
+    int source = -1;
+    if (f.dup_of != -1) {
+      auto it = source_of.find(f.dup_of);
+      if (it == source_of.end())
+        return make_error(EBADMSG, what + ": shares the file of fd " + std::to_string(f.dup_of) +
+                                       ", which is not in the image before it");
+      source = it->second;
+    } else {
+      switch (f.kind) {
+        case FileKind::kInheritStdio:
+          if (::fcntl(f.fd, F_GETFD) < 0)
+            return make_error(EBADF, what + ": the restoring process has no fd " +
+                                         std::to_string(f.fd) + " to connect it to");
+          out->fds.push_back({f.fd, -1, int(f.fd_flags)});
+          source_of[f.fd] = f.fd;
+          targets.push_back(f.fd);
+          continue;
+        case FileKind::kRegular:
+        case FileKind::kCharDevice: {
+          UniqueFd fd(::open(f.path.c_str(), reopen_flags(f.flags)));
+          if (!fd.valid()) return sys_error("reopening " + what);
+          if (f.kind == FileKind::kRegular && !(f.flags & O_PATH) &&
+              ::lseek(fd.get(), off_t(f.offset), SEEK_SET) != off_t(f.offset) && errno != ESPIPE)
+            return sys_error("seeking " + what);
+          source = keep(std::move(fd));
+          break;
+        }
+        case FileKind::kDeleted:
+        case FileKind::kMemfd: {
+          auto key = std::make_pair(f.dev, f.ino);
+          auto it = deleted.find(key);
+          if (it == deleted.end()) {
+            // The content is on one record of the file (the first, as the
+            // checkpoint writes it).
+            const FileRecord* full = &f;
+            for (const FileRecord& o : meta.files)
+              if (o.kind == f.kind && o.dev == f.dev && o.ino == f.ino && !o.data.empty())
+                full = &o;
+            CKPT_ASSIGN(UniqueFd base, recreate_deleted(*full, what));
+            it = deleted.emplace(key, keep(std::move(base))).first;
+          }
+          CKPT_ASSIGN(source, reopen(it->second, f.flags, what + " (deleted)"));
+          if (::lseek(source, off_t(f.offset), SEEK_SET) != off_t(f.offset))
+            return sys_error("seeking " + what);
+          break;
+        }
+        case FileKind::kPipe: {
+          auto it = pipes.find(f.ino);
+          if (it == pipes.end()) {
+            int p[2];
+            if (::pipe2(p, O_CLOEXEC) != 0) return sys_error("creating " + what);
+            PipeEnds ends{keep(UniqueFd(p[0])), keep(UniqueFd(p[1]))};
+            CKPT_TRY(size_pipe(ends.w, f, what));
+            it = pipes.emplace(f.ino, ends).first;
+          }
+          CKPT_TRY(refill_pipe(it->second.w, f, what));
+          const bool reader = (f.flags & O_ACCMODE) == O_RDONLY;
+          int& end = reader ? it->second.r : it->second.w;
+          bool& used = reader ? it->second.r_used : it->second.w_used;
+          if (used) {
+            // Another open file description of the same end (opened again
+            // through /proc): a new one, as it was.
+            CKPT_ASSIGN(source, reopen(end, f.flags & ~uint32_t(O_NONBLOCK), what));
+          } else {
+            source = end;
+            used = true;
+          }
+          CKPT_TRY(set_nonblock(source, f.flags & O_NONBLOCK, what));
+          break;
+        }
+        case FileKind::kFifo: {
+          auto it = fifos.find(f.path);
+          if (it == fifos.end()) {
+            // A read-write handle keeps the FIFO's buffer alive and lets
+            // write-only opens succeed without blocking.
+            UniqueFd rw(::open(f.path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC));
+            struct stat st;
+            if (!rw.valid()) return sys_error("reopening FIFO " + what);
+            if (::fstat(rw.get(), &st) != 0 || !S_ISFIFO(st.st_mode))
+              return make_error(ESTALE, what + ": no longer a FIFO");
+            CKPT_TRY(size_pipe(rw.get(), f, what));
+            it = fifos.emplace(f.path, keep(std::move(rw))).first;
+          }
+          CKPT_TRY(refill_pipe(it->second, f, what));
+          UniqueFd fd(::open(f.path.c_str(), reopen_flags(f.flags) | O_NONBLOCK));
+          if (!fd.valid()) return sys_error("reopening FIFO " + what);
+          CKPT_TRY(set_nonblock(fd.get(), f.flags & O_NONBLOCK, what));
+          source = keep(std::move(fd));
+          break;
+        }
+        case FileKind::kEventfd: {
+          if (f.params.size() < image::kEventfdParams)
+            return make_error(EBADMSG, what + ": eventfd record is malformed");
+          const uint64_t count = f.params[image::kEventfdCount];
+          int flags = EFD_CLOEXEC | (f.params[image::kEventfdSemaphore] ? EFD_SEMAPHORE : 0) |
+                      ((f.flags & O_NONBLOCK) ? EFD_NONBLOCK : 0);
+          UniqueFd fd(::eventfd(count <= UINT_MAX ? unsigned(count) : 0, flags));
+          if (!fd.valid()) return sys_error("creating " + what);
+          if (count > UINT_MAX && ::write(fd.get(), &count, 8) != 8)
+            return sys_error("setting the counter of " + what);
+          source = keep(std::move(fd));
+          break;
+        }
+        case FileKind::kTimerfd: {
+          CKPT_ASSIGN(UniqueFd fd, make_timerfd(f, what));
+          source = keep(std::move(fd));
+          break;
+        }
+        case FileKind::kSignalfd: {
+          if (f.params.size() < image::kSignalfdParams)
+            return make_error(EBADMSG, what + ": signalfd record is malformed");
+          uint64_t mask = f.params[image::kSignalfdMask];
+          int flags = O_CLOEXEC | int(f.flags & O_NONBLOCK);
+          UniqueFd fd(int(::syscall(SYS_signalfd4, -1, &mask, sizeof mask, flags)));
+          if (!fd.valid()) return sys_error("creating " + what);
+          source = keep(std::move(fd));
+          break;
+        }
+        case FileKind::kEpoll: {
+          if (f.params.size() % 3 != 0)
+            return make_error(EBADMSG, what + ": epoll record is malformed");
+          UniqueFd fd(::epoll_create1(EPOLL_CLOEXEC));
+          if (!fd.valid()) return sys_error("creating " + what);
+          for (size_t i = 0; i < f.params.size(); i += 3)
+            out->epoll.push_back(
+                {f.fd, int(f.params[i]), uint32_t(f.params[i + 1]), f.params[i + 2]});
+          source = keep(std::move(fd));
+          break;
+        }
+        default:
+          return make_error(ENOTSUP, what + ": unknown file kind in image");
+      }
+    }
+    out->fds.push_back({f.fd, source, int(f.fd_flags)});
+    source_of[f.fd] = source;
+    targets.push_back(f.fd);
+  }
+  for (const EpollAdd& e : out->epoll)
+    if (std::find(targets.begin(), targets.end(), e.tfd) == targets.end())
+      return make_error(EBADMSG, fd_name(e.epfd) + ": epoll watches fd " + std::to_string(e.tfd) +
+                                     ", which is not in the image");
+  return {};
+}
+
+bool install_files(PreparedFiles& files, int* keep_fd, std::string* err) {
+  auto fail = [&](const std::string& what) {
+    *err = what + ": " + std::strerror(errno);
+    return false;
+  };
+  // Lift every source fd, and the fd to keep, above all target numbers so
+  // the dup2s cannot collide with them.
+  int top = *keep_fd;
+  for (const auto& f : files.fds) top = std::max({top, f.target, f.source});
+  int kept = ::fcntl(*keep_fd, F_DUPFD_CLOEXEC, top + 1);
+  if (kept < 0) return fail("fd shuffle failed");
+  *keep_fd = top = kept;
+  for (auto& f : files.fds) {
+    if (f.source < 0) continue;
+    int high = ::fcntl(f.source, F_DUPFD_CLOEXEC, top + 1);
+    if (high < 0) return fail("fd shuffle failed");
+    f.source = high;
+    top = high;
+  }
+  std::vector<int> keep;
+  for (const auto& f : files.fds) {
+    if (f.source >= 0 && ::dup2(f.source, f.target) < 0)
+      return fail("dup2 to fd " + std::to_string(f.target));
+    ::fcntl(f.target, F_SETFD, f.fd_flags);
+    keep.push_back(f.target);
+  }
+  for (const EpollAdd& e : files.epoll) {
+    epoll_event ev{};
+    ev.events = e.events;
+    ev.data.u64 = e.data;
+    if (::epoll_ctl(e.epfd, EPOLL_CTL_ADD, e.tfd, &ev) != 0)
+      return fail("fd " + std::to_string(e.epfd) + ": registering fd " + std::to_string(e.tfd) +
+                  " in the epoll set");
+  }
+  // Close everything else.
+  keep.push_back(*keep_fd);
+  std::sort(keep.begin(), keep.end());
+  unsigned lo = 0;
+  for (int k : keep) {
+    if (unsigned(k) > lo) ::syscall(SYS_close_range, lo, unsigned(k) - 1, 0);
+    lo = unsigned(k) + 1;
+  }
+  ::syscall(SYS_close_range, lo, ~0u, 0);
+  return true;
+}
+
+}  // namespace ckpt::restore

@@ -1,0 +1,55 @@
+// File descriptors of the restored process: checked and opened (or created)
+// here in the restorer before the process exists, then moved into place by
+// the new process itself (spawn's child) before it stops.
+#pragma once
+
+#include <ckpt/result.hpp>
+#include <string>
+#include <vector>
+
+#include "image/model.hpp"
+#include "util/fd.hpp"
+
+namespace ckpt::restore {
+
+struct PreparedFile {
+  int target;    // fd number in the restored process
+  int source;    // fd in this process holding the open file (-1: inherit our own `target`)
+  int fd_flags;  // FD_CLOEXEC
+};
+
+// An epoll registration, made in the new process once every fd has its
+// number (the kernel keys registrations by fd number).
+struct EpollAdd {
+  int epfd;  // target numbers
+  int tfd;
+  uint32_t events;
+  uint64_t data;
+};
+
+struct PreparedFiles {
+  std::vector<PreparedFile> fds;
+  std::vector<EpollAdd> epoll;
+  std::vector<UniqueFd> owned;  // this process's copies, closed once the child has its own
+};
+
+// Refuses a restore when a file the image refers to by path (an fd or a
+// file mapping) changed on disk since the checkpoint, unless `force`. One
+// line naming the fd or mapping, the path and what changed.
+Status check_files_unchanged(const image::ImageMeta& meta, bool force);
+
+// Opens or creates every file of the image here, before any process exists,
+// so a missing file fails the restore cleanly: regular files reopened at
+// their offset, deleted files recreated (and unlinked), pipes created and
+// refilled with their unread data, FIFOs reopened, eventfd/timerfd/signalfd/
+// epoll instances created with their state.
+Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out);
+
+// In the new process (spawn's child): moves every prepared file to its
+// number, registers the epoll interest lists, closes everything else except
+// *keep_fd, which is moved above every target number first (it may sit on
+// one) and updated. On failure returns false with *err set (the child then
+// reports it through *keep_fd and exits).
+bool install_files(PreparedFiles& files, int* keep_fd, std::string* err);
+
+}  // namespace ckpt::restore

@@ -1,0 +1,87 @@
+// fd_unsupported READY MODE: holds a file descriptor a checkpoint must refuse,
+// at fd 3, signals ready, waits ~3 s and exits 0 if the fd is still intact.
+//   tcp          a connected TCP socket (127.0.0.1) at fd 3, its listener at fd 4
+//   unix         a bound UNIX datagram socket at fd 3
+//   shared-pipe  (in a forked child, the target) the read end of a pipe at fd 3
+//                whose write end the parent holds
+//   shared-fifo  the FIFO READY.fifo at fd 3, which the driver holds open too
+//   flock        a file at fd 3 with an flock(2) lock on it
+//   inotify      an inotify instance at fd 3
+#define _GNU_SOURCE
+#include <netinet/in.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "e2e.h"
+
+int main(int argc, char** argv) {
+  e2e_init(argc, argv, 2, "READY tcp|unix|shared-pipe|shared-fifo|flock|inotify");
+  const char* mode = argv[2];
+  if (strcmp(mode, "tcp") == 0) {
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (l < 0 || bind(l, (struct sockaddr*)&a, sizeof a) || listen(l, 1) ||
+        getsockname(l, (struct sockaddr*)&a, &len))
+      e2e_fail("listen: %s", strerror(errno));
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    if (c < 0 || connect(c, (struct sockaddr*)&a, sizeof a))
+      e2e_fail("connect: %s", strerror(errno));
+    // Connected socket at fd 3, the listener at fd 4 (the accepted one above).
+    if (dup2(c, 100) < 0 || dup2(l, 101) < 0) e2e_fail("dup2: %s", strerror(errno));
+    close(c);
+    close(l);
+    if (dup2(100, 3) != 3 || dup2(101, 4) != 4) e2e_fail("dup2: %s", strerror(errno));
+    close(100);
+    close(101);
+  } else if (strcmp(mode, "unix") == 0) {
+    int u = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s.sock", argv[1]);
+    unlink(a.sun_path);
+    if (u < 0 || bind(u, (struct sockaddr*)&a, sizeof a)) e2e_fail("bind: %s", strerror(errno));
+    if (u != 3 && (dup2(u, 3) != 3 || close(u))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "shared-pipe") == 0) {
+    int p[2];
+    if (pipe(p) != 0) e2e_fail("pipe: %s", strerror(errno));
+    // The child is the target (a process with a child is refused for that
+    // reason first): it reads fd 3, its parent holds the write end.
+    pid_t kid = fork();
+    if (kid < 0) e2e_fail("fork: %s", strerror(errno));
+    if (kid > 0) {
+      close(p[0]);
+      int st = 0;
+      waitpid(kid, &st, 0);
+      _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+    }
+    e2e_pid = getpid();
+    close(p[1]);
+    if (p[0] != 3 && (dup2(p[0], 3) != 3 || close(p[0]))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "shared-fifo") == 0) {
+    // READY.fifo, which the driver holds open too.
+    char path[4096];
+    snprintf(path, sizeof path, "%s.fifo", argv[1]);
+    int f = open(path, O_RDONLY | O_NONBLOCK);
+    if (f < 0) e2e_fail("open %s: %s", path, strerror(errno));
+    if (f != 3 && (dup2(f, 3) != 3 || close(f))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "flock") == 0) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s.lock", argv[1]);
+    int l = open(path, O_RDWR | O_CREAT, 0600);
+    if (l < 0 || flock(l, LOCK_EX) != 0) e2e_fail("flock %s: %s", path, strerror(errno));
+    if (l != 3 && (dup2(l, 3) != 3 || close(l))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "inotify") == 0) {
+    int i = inotify_init1(0);
+    if (i < 0) e2e_fail("inotify_init1: %s", strerror(errno));
+    if (i != 3 && (dup2(i, 3) != 3 || close(i))) e2e_fail("dup2: %s", strerror(errno));
+  } else {
+    e2e_fail("unknown mode %s", mode);
+  }
+  e2e_ready(argv[1]);
+  e2e_sleep_ms(3000);
+  if (fcntl(3, F_GETFD) < 0) e2e_fail("fd 3 is gone");
+  e2e_done();
+}
