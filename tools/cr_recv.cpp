@@ -9,30 +9,6 @@
 
 #include "common/cli.hpp"
 
-namespace {
-
-pid_t g_child = 0;
-void forward(int sig) {
-  if (g_child > 0) ::kill(g_child, sig);
-}
-
-int wait_child(pid_t pid) {
-  g_child = pid;
-  struct sigaction fw {};
-  fw.sa_handler = forward;
-  for (int s : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(s, &fw, nullptr);
-  ::signal(SIGINT, SIG_IGN);
-  ::signal(SIGQUIT, SIG_IGN);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) return 1;
-  if (WIFEXITED(st)) return WEXITSTATUS(st);
-  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-  return 1;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{
       "Receive migrated processes (from cr_migrate) and restore them here. The sender\n"
@@ -82,7 +58,7 @@ int main(int argc, char** argv) {
     }
     if (once) {
       std::fflush(stdout);
-      return wait_child(r->pid);
+      return ckpt::cli::wait_child(r->pid);
     }
   }
 }

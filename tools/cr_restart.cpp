@@ -8,34 +8,6 @@
 
 #include "common/cli.hpp"
 
-namespace {
-
-pid_t g_child = 0;
-
-void forward(int sig) {
-  if (g_child > 0) ::kill(g_child, sig);
-}
-
-// Waits for the restored process; its exit code, or 128 + signal number.
-int wait_child(pid_t pid) {
-  g_child = pid;
-  struct sigaction fw {};
-  fw.sa_handler = forward;
-  for (int s : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(s, &fw, nullptr);
-  // A terminal's ^C / ^\ reach the whole process group, the child included.
-  ::signal(SIGINT, SIG_IGN);
-  ::signal(SIGQUIT, SIG_IGN);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0) {
-    if (errno != EINTR) return 1;
-  }
-  if (WIFEXITED(st)) return WEXITSTATUS(st);
-  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-  return 1;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{
       "Restore a checkpointed process as a child of this command, wait for it and\n"
@@ -73,5 +45,5 @@ int main(int argc, char** argv) {
   }
   if (detach) return 0;
   std::fflush(stdout);
-  return wait_child(s.pid);
+  return ckpt::cli::wait_child(s.pid);
 }

@@ -1,5 +1,7 @@
 #include "common/cli.hpp"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -73,6 +75,28 @@ int parse(CLI::App& app, int argc, char** argv) {
     return app.exit(e);
   }
   return -1;
+}
+
+namespace {
+pid_t g_child = 0;
+void forward(int sig) {
+  if (g_child > 0) ::kill(g_child, sig);
+}
+}  // namespace
+
+int wait_child(pid_t pid) {
+  g_child = pid;
+  struct sigaction fw {};
+  fw.sa_handler = forward;
+  for (int s : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(s, &fw, nullptr);
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGQUIT, SIG_IGN);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return 1;
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return 1;
 }
 
 }  // namespace ckpt::cli

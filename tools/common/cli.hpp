@@ -23,6 +23,11 @@ nlohmann::json stats_json(const CheckpointStats& s);
 // Prints a JSON object on stdout, one line.
 void print_json(const nlohmann::json& j);
 
+// Waits for a restored child, forwarding SIGTERM/HUP/USR1/USR2 to it and
+// ignoring ^C / ^\ (a terminal sends those to the child too); returns its
+// exit code, or 128 + the signal that ended it.
+int wait_child(pid_t pid);
+
 // Runs CLI11's parse; returns -1 to continue, or the exit status to return.
 int parse(CLI::App& app, int argc, char** argv);
 

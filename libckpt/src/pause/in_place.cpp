@@ -227,30 +227,7 @@ Status InPlace::drop_new_pages(const std::vector<Range>* candidates) {
 }
 
 Status InPlace::set_mm() {
-  const image::MmRecord& mm = meta_.mm;
-  prctl_mm_map map{};
-  map.start_code = mm.start_code;
-  map.end_code = mm.end_code;
-  map.start_data = mm.start_data;
-  map.end_data = mm.end_data;
-  map.start_brk = mm.start_brk;
-  map.brk = mm.brk;
-  map.start_stack = mm.start_stack;
-  map.arg_start = mm.arg_start;
-  map.arg_end = mm.arg_end;
-  map.env_start = mm.env_start;
-  map.env_end = mm.env_end;
-  map.exe_fd = uint32_t(-1);  // the same executable: left as it is
-  size_t auxv_bytes = std::min<size_t>(mm.auxv.size() * 8, kPageSize - sizeof map);
-  if (auxv_bytes) {
-    CKPT_ASSIGN(uint64_t auxv_addr, b_->put_data(mm.auxv.data(), auxv_bytes, sizeof map));
-    map.auxv = reinterpret_cast<__u64*>(auxv_addr);
-    map.auxv_size = uint32_t(auxv_bytes);
-  }
-  CKPT_ASSIGN(uint64_t addr, b_->put_data(&map, sizeof map));
-  CKPT_TRY(b_->sys("setting the mm fields (PR_SET_MM_MAP)", SYS_prctl, PR_SET_MM, PR_SET_MM_MAP,
-                   addr, sizeof map));
-  return {};
+  return b_->set_mm_map(uint32_t(-1));  // the same executable: left as it is
 }
 
 Status InPlace::set_signals() {

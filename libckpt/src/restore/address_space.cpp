@@ -347,6 +347,13 @@ Status AddressSpaceBuilder::set_mm_fields() {
   if (!exe_path.ok()) return exe_path.error();
   CKPT_ASSIGN(long exe_fd, sys(("opening executable " + mm.exe_path).c_str(), SYS_openat,
                                uint64_t(AT_FDCWD), *exe_path, uint64_t(O_RDONLY | O_CLOEXEC)));
+  Status st = set_mm_map(uint32_t(exe_fd));
+  (void)rs_.call(SYS_close, uint64_t(exe_fd));
+  return st;
+}
+
+Status AddressSpaceBuilder::set_mm_map(uint32_t exe_fd) {
+  const image::MmRecord& mm = meta_.mm;
   // Layout in the data page: [prctl_mm_map][auxv words].
   prctl_mm_map map{};
   map.start_code = mm.start_code;
@@ -360,7 +367,7 @@ Status AddressSpaceBuilder::set_mm_fields() {
   map.arg_end = mm.arg_end;
   map.env_start = mm.env_start;
   map.env_end = mm.env_end;
-  map.exe_fd = uint32_t(exe_fd);
+  map.exe_fd = exe_fd;
   size_t auxv_bytes = std::min<size_t>(mm.auxv.size() * 8, kPageSize - sizeof map);
   if (auxv_bytes) {
     CKPT_ASSIGN(uint64_t auxv_addr, put_data(mm.auxv.data(), auxv_bytes, sizeof map));
@@ -368,10 +375,8 @@ Status AddressSpaceBuilder::set_mm_fields() {
     map.auxv_size = uint32_t(auxv_bytes);
   }
   CKPT_ASSIGN(uint64_t map_addr, put_data(&map, sizeof map));
-  auto r = sys("setting the mm fields (PR_SET_MM_MAP)", SYS_prctl, PR_SET_MM, PR_SET_MM_MAP,
-               map_addr, sizeof map);
-  (void)rs_.call(SYS_close, uint64_t(exe_fd));
-  if (!r.ok()) return r.error();
+  CKPT_TRY(sys("setting the mm fields (PR_SET_MM_MAP)", SYS_prctl, PR_SET_MM, PR_SET_MM_MAP,
+               map_addr, sizeof map));
   return {};
 }
 

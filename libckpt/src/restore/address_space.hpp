@@ -50,6 +50,9 @@ class AddressSpaceBuilder {
   void map_only(std::vector<bool> which) { only_ = std::move(which); }
   Status map_vmas();
   Status restore_protections();
+  // PR_SET_MM_MAP with the image's mm fields and auxv; `exe_fd` an fd of the
+  // executable in the process, or -1 to keep the current one.
+  Status set_mm_map(uint32_t exe_fd);
   Result<long> sys(const char* what, long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0,
                    uint64_t a4 = 0, uint64_t a5 = 0, uint64_t a6 = 0);
 
