@@ -39,12 +39,11 @@ constexpr unsigned long kPfKthread = 0x00200000;
 Status FrozenProcess::seize_thread(pid_t tid) {
   // Seccomp filters of the target must not see the calls we inject: suspend
   // them while we hold it (needs CAP_SYS_ADMIN; without it, try plainly).
-  long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_SUSPEND_SECCOMP;
-  if (::ptrace(PTRACE_SEIZE, tid, nullptr, (void*)opts) != 0 && (errno == EPERM || errno == EINVAL))
-    opts &= ~long(PTRACE_O_SUSPEND_SECCOMP);
-  else
-    opts = -1;  // seized
-  if (opts != -1 && ::ptrace(PTRACE_SEIZE, tid, nullptr, (void*)opts) != 0) {
+  const long opts = PTRACE_O_TRACESYSGOOD;
+  bool seized = ::ptrace(PTRACE_SEIZE, tid, nullptr, (void*)(opts | PTRACE_O_SUSPEND_SECCOMP)) == 0;
+  if (!seized && (errno == EPERM || errno == EINVAL))
+    seized = ::ptrace(PTRACE_SEIZE, tid, nullptr, (void*)opts) == 0;
+  if (!seized) {
     if (errno == ESRCH) return make_error(ESRCH, "thread " + std::to_string(tid) + " vanished");
     if (errno == EPERM)
       return make_error(EPERM, "permission denied: cannot trace PID " + std::to_string(pid_) +

@@ -57,8 +57,12 @@ uint64_t next_expiry(const image::TimerSetting& t) {
   return t.value_ns ? t.value_ns : t.interval_ns;
 }
 
-timespec to_timespec(uint64_t ns) { return {time_t(ns / kNs), long(ns % kNs)}; }
-timeval to_timeval(uint64_t ns) { return {time_t(ns / kNs), suseconds_t(ns % kNs / 1000)}; }
+timespec to_timespec(uint64_t ns) {
+  return {time_t(ns / kNs), long(ns % kNs)};
+}
+timeval to_timeval(uint64_t ns) {
+  return {time_t(ns / kNs), suseconds_t(ns % kNs / 1000)};
+}
 
 // struct sigevent as the kernel reads it.
 struct KernelSigevent {
@@ -124,9 +128,9 @@ Status TaskRestorer::install_seccomp(proc::RemoteSyscall& rs, const image::Secco
     st = proc::write_remote(rs.tid(), uint64_t(area) + 4096, f.instructions.data(),
                             f.instructions.size());
   if (st.ok()) {
-    auto r = sys(rs, "installing a seccomp filter", SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                 f.flags & (SECCOMP_FILTER_FLAG_LOG | SECCOMP_FILTER_FLAG_SPEC_ALLOW),
-                 uint64_t(area));
+    auto r =
+        sys(rs, "installing a seccomp filter", SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+            f.flags & (SECCOMP_FILTER_FLAG_LOG | SECCOMP_FILTER_FLAG_SPEC_ALLOW), uint64_t(area));
     if (!r.ok()) st = r.error();
   }
   (void)rs.call(SYS_munmap, uint64_t(area), len);
@@ -143,8 +147,8 @@ Status TaskRestorer::queue_signals(proc::RemoteSyscall& rs, const std::vector<im
     if (tid == 0) {
       CKPT_TRY(sys(rs, what, SYS_rt_sigqueueinfo, uint64_t(pid_), uint64_t(signo), at));
     } else {
-      CKPT_TRY(sys(rs, what, SYS_rt_tgsigqueueinfo, uint64_t(pid_), uint64_t(tid), uint64_t(signo),
-                   at));
+      CKPT_TRY(
+          sys(rs, what, SYS_rt_tgsigqueueinfo, uint64_t(pid_), uint64_t(tid), uint64_t(signo), at));
     }
   }
   return {};
@@ -189,7 +193,7 @@ Status TaskRestorer::posix_timers(proc::RemoteSyscall& rs) {
   // Since Linux 6.17 timer_create can be told the ID; before, IDs come in
   // order from 0, so holes are filled with placeholder timers deleted after.
   CKPT_ASSIGN(long by_id, rs.call(SYS_prctl, PR_TIMER_CREATE_RESTORE_IDS, 1));
-  std::vector<int32_t> order(timers.size()), placeholders;
+  std::vector<int32_t> placeholders;
   std::vector<const image::PosixTimer*> sorted;
   for (const auto& t : timers) sorted.push_back(&t);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->id < b->id; });
