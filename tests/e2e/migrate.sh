@@ -242,6 +242,7 @@ case $TEST in
 
   recv-killed)
     throttle 200mbit
+    mapfile -t shm_before < <(ls /dev/shm | grep '^ckpt-recv-' | sort)
     start_receiver
     start_target 128 300
     (close_fds && exec ip netns exec "$NS_A" "$BIN_DIR/cr_migrate" --to "$ADDR_B:$PORT" \
@@ -249,11 +250,19 @@ case $TEST in
     MPID=$!
     sleep 1.5
     [[ -e /proc/$MPID ]] || fail "cr_migrate ended before the receiver was killed: $(first_line "$WORK/migrate.err")"
+    staged=$(comm -13 <(printf '%s\n' "${shm_before[@]}") <(ls /dev/shm | grep '^ckpt-recv-' | sort))
+    [[ -n $staged ]] || fail "no staging directory in /dev/shm while receiving"
     for c in $(cat /proc/"$RPID"/task/*/children 2>/dev/null); do kill -9 "$c" 2>/dev/null || true; done
     kill -9 "$RPID" 2>/dev/null || true
     wait_exit "$MPID" 30 || fail "cr_migrate still runs 30 s after the receiver was killed"
     expect_one_line_failure cr_migrate "$EXIT_STATUS" "$WORK/migrate.err"
     expect_source_ok
+    # The next receiver removes what the killed one left (its lock is free).
+    start_receiver
+    for s in $staged; do
+      [[ ! -e /dev/shm/$s ]] || fail "the next cr_recv left the killed one's staging /dev/shm/$s"
+    done
+    echo "  staging of the killed receiver removed by the next one: $(echo $staged)"
     ;;
 
   sender-killed)

@@ -30,6 +30,7 @@
 #include "image/store.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sandbox.hpp"
+#include "migrate/staging.hpp"
 #include "migrate/warm_restore.hpp"
 #include "util/clock.hpp"
 
@@ -341,22 +342,6 @@ class Session {
   FrameWriter w_;
 };
 
-void remove_tree(const std::string& dir) {
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      std::string p = dir + "/" + n;
-      if (e->d_type == DT_DIR)
-        remove_tree(p);
-      else
-        ::unlink(p.c_str());
-    }
-    ::closedir(d);
-  }
-  ::rmdir(dir.c_str());
-}
-
 Status fsync_path(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid() || ::fsync(fd.get()) != 0) return sys_error("fsync " + path);
@@ -381,26 +366,6 @@ Status keep_chain(const std::string& staging, const std::string& dir) {
   CKPT_TRY(image::fsync_dir(dir));
   image::remove_generations_before(dir, gens.front());
   return {};
-}
-
-// Staging directories of receivers that died (killed mid-transfer): the
-// PID in "ckpt-recv-PID-XXXXXX" no longer exists.
-void remove_stale_staging() {
-  for (const char* base :
-       std::initializer_list<const char*>{"/dev/shm", ::getenv("TMPDIR"), "/tmp"}) {
-    if (!base) continue;
-    DIR* d = ::opendir(base);
-    if (!d) continue;
-    std::vector<std::string> stale;
-    while (dirent* e = ::readdir(d)) {
-      int pid = 0;
-      if (std::sscanf(e->d_name, "ckpt-recv-%d-", &pid) == 1 && pid > 0 && ::kill(pid, 0) != 0 &&
-          errno == ESRCH)
-        stale.push_back(std::string(base) + "/" + e->d_name);
-    }
-    ::closedir(d);
-    for (const auto& s : stale) remove_tree(s);
-  }
 }
 
 std::string peer_name(const sockaddr_storage& ss, socklen_t len) {
@@ -465,28 +430,18 @@ Result<ReceivedProcess> Receiver::serve_one() {
   out.peer = peer_name(ss, sl);
   set_timeouts(conn.get(), opts_.timeout_seconds);
 
-  // A private staging directory: inside --dir (same file system, so the
-  // chain is moved, not copied), else in memory (/dev/shm) or TMPDIR.
   uint64_t first_gen = 1;
-  std::string staging;
   if (!opts_.dir.empty()) {
     CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts_.dir));
     if (!gens.empty()) first_gen = gens.back() + 1;
-    staging = opts_.dir + "/.recv-" + image::temp_prefix_host() + "-" + std::to_string(::getpid()) +
-              "-" + std::to_string(conn.get());
-    if (::mkdir(staging.c_str(), 0700) != 0) return sys_error("creating " + staging);
-  } else {
-    std::string base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm"
-                       : ::getenv("TMPDIR")            ? ::getenv("TMPDIR")
-                                                       : "/tmp";
-    std::string tmpl = base + "/ckpt-recv-" + std::to_string(::getpid()) + "-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) return sys_error("creating a staging directory in " + base);
-    staging = tmpl;
   }
+  CKPT_ASSIGN(Staging staged, make_staging(opts_.dir, std::to_string(::getpid()) + "-" +
+                                                          std::to_string(conn.get())));
   struct Cleanup {
-    std::string dir;
-    ~Cleanup() { remove_tree(dir); }
-  } cleanup{staging};
+    const Staging& s;
+    ~Cleanup() { remove_staging(s); }
+  } cleanup{staged};
+  const std::string& staging = staged.dir;
 
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
