@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "image/format.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sandbox.hpp"
 #include "util/hash.hpp"
@@ -84,7 +86,9 @@ TEST(MigrateFrames, PlacedPayloadLandsInCallerMemory) {
   for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t(i ^ (i >> 8));
   std::vector<uint8_t> dst(big.size());
   r.set_place([&](uint32_t type, uint64_t len) {
-    return type == kContent && len == dst.size() ? dst.data() : nullptr;
+    FrameReader::Placement at;
+    if (type == kContent && len == dst.size()) at.mem = dst.data();
+    return at;
   });
   iovec iov{big.data(), big.size()};
   std::thread t([&] { ASSERT_TRUE(w.send_content(&iov, nullptr, 1).ok()); });
@@ -93,6 +97,69 @@ TEST(MigrateFrames, PlacedPayloadLandsInCallerMemory) {
   ASSERT_TRUE(f.ok()) << f.error().message;
   EXPECT_EQ(f->data, dst.data());
   EXPECT_EQ(dst, big);
+}
+
+// A placement in a file: the payload goes socket -> pipe -> file at the
+// offset (what cr_recv does with pages.img) and is checked in the mapping.
+TEST(MigrateFrames, PlacedPayloadLandsInCallerFile) {
+  Pair p;
+  FrameWriter w(p.a);
+  FrameReader r(p.b);
+  std::vector<uint8_t> big(image::kMaxRunPages * image::kPageSize);  // the largest frame
+  for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t(i * 7 ^ (i >> 12));
+  int fd = ::memfd_create("placed", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const uint64_t off = 4096;
+  ASSERT_EQ(::ftruncate(fd, off_t(off + big.size())), 0);
+  void* m = ::mmap(nullptr, off + big.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  uint8_t* mem = static_cast<uint8_t*>(m) + off;
+  r.set_place([&](uint32_t, uint64_t) { return FrameReader::Placement{mem, fd, off}; });
+  iovec iov{big.data(), big.size()};
+  std::thread t([&] { ASSERT_TRUE(w.send_content(&iov, nullptr, 1).ok()); });
+  auto f = r.next();
+  t.join();
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(f->data, mem);
+  EXPECT_EQ(0, std::memcmp(mem, big.data(), big.size()));
+  EXPECT_EQ(r.bytes(), kFrameHeaderSize + big.size());
+
+  // Sent in small pieces: one pipe slot per socket buffer, so the pipe fills
+  // by slots long before 1 MiB (this hung before the reader drained it).
+  {
+    Pair s3;
+    FrameReader r3(s3.b);
+    std::memset(mem, 0, big.size());
+    r3.set_place([&](uint32_t, uint64_t) { return FrameReader::Placement{mem, fd, off}; });
+    std::vector<uint8_t> all = frame(kContent, big);
+    std::thread t3([&] {
+      for (size_t at = 0; at < all.size(); at += 1000) {
+        size_t n = std::min<size_t>(1000, all.size() - at);
+        ASSERT_EQ(::send(s3.a, all.data() + at, n, MSG_NOSIGNAL), ssize_t(n));
+      }
+    });
+    auto h = r3.next();
+    t3.join();
+    ASSERT_TRUE(h.ok()) << h.error().message;
+    EXPECT_EQ(0, std::memcmp(mem, big.data(), big.size()));
+  }
+
+  // Cut in the middle of a spliced payload: a truncated stream, not a frame.
+  Pair q;
+  FrameReader r2(q.b);
+  r2.set_place([&](uint32_t, uint64_t) { return FrameReader::Placement{mem, fd, off}; });
+  std::vector<uint8_t> whole = frame(kContent, big);
+  whole.resize(kFrameHeaderSize + big.size() / 2);
+  std::thread t2([&] {
+    raw_send(q.a, whole);
+    ::shutdown(q.a, SHUT_WR);
+  });
+  auto g = r2.next();
+  t2.join();
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.error().message.find("truncated"), std::string::npos) << g.error().message;
+  ::munmap(m, off + big.size());
+  ::close(fd);
 }
 
 TEST(MigrateFrames, CorruptionIsRefused) {

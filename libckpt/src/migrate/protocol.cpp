@@ -229,6 +229,77 @@ bool FrameReader::readable() {
   return ::poll(&p, 1, 0) > 0;
 }
 
+// A payload straight into the caller's memory: what is buffered, then the
+// rest from the socket.
+Status FrameReader::receive_into(const Placement& at, uint64_t len) {
+  size_t have = std::min<size_t>(end_ - begin_, len);
+  if (at.fd >= 0) {
+    // Into a file: written through the file, not its mapping, so no page is
+    // zeroed on a fault before it is overwritten (docs/performance.md).
+    CKPT_TRY(write_all(at.fd, buf_ + begin_, have, "the staging file", off_t(at.offset)));
+    begin_ += have;
+    if (have == len) return {};
+    if (splice_ok_) {
+      Status st = splice_into(at, have, len);
+      if (st.ok() || !splice_ok_) return st;
+    }
+  } else {
+    std::memcpy(at.mem, buf_ + begin_, have);
+    begin_ += have;
+  }
+  while (have < len) {
+    ssize_t n = ::recv(fd_, at.mem + have, len - have, MSG_WAITALL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error("receiving", errno);
+    if (n == 0) return make_error(EPIPE, "stream truncated: the peer closed the connection");
+    have += size_t(n);
+    bytes_ += uint64_t(n);
+  }
+  return {};
+}
+
+// Socket -> pipe -> file: the socket's pages are copied once, by the file's
+// write path. Clears splice_ok_ (and returns OK, nothing consumed) where
+// splice is not possible; the caller then receives into memory.
+Status FrameReader::splice_into(const Placement& at, uint64_t done, uint64_t len) {
+  constexpr int kPipeSize = 1 << 20;  // a whole content frame per call
+  if (!pipe_r_.valid()) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) {
+      splice_ok_ = false;
+      return {};
+    }
+    pipe_r_.reset(p[0]);
+    pipe_w_.reset(p[1]);
+    (void)::fcntl(p[1], F_SETPIPE_SZ, kPipeSize);  // smaller pipes only cost more calls
+  }
+  bool moved = false;
+  while (done < len) {
+    // Drained after every call: the pipe's slots, one per socket buffer,
+    // fill up long before its bytes do when packets are small.
+    ssize_t n = ::splice(fd_, nullptr, pipe_w_.get(), nullptr,
+                         std::min<uint64_t>(len - done, kPipeSize), SPLICE_F_MOVE);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && !moved && (errno == EINVAL || errno == ENOSYS)) {
+      splice_ok_ = false;
+      return {};
+    }
+    if (n < 0) return io_error("receiving", errno);
+    if (n == 0) return make_error(EPIPE, "stream truncated: the peer closed the connection");
+    moved = true;
+    bytes_ += uint64_t(n);
+    loff_t off = loff_t(at.offset + done);
+    for (size_t in_pipe = size_t(n); in_pipe > 0;) {
+      ssize_t w = ::splice(pipe_r_.get(), nullptr, at.fd, &off, in_pipe, SPLICE_F_MOVE);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return sys_error("writing the staging file");
+      in_pipe -= size_t(w);
+    }
+    done += uint64_t(n);
+  }
+  return {};
+}
+
 Result<Frame> FrameReader::next(uint64_t max_len) {
   CKPT_TRY(fill(kFrameHeaderSize));
   const uint8_t* h = buf_ + begin_;
@@ -246,21 +317,11 @@ Result<Frame> FrameReader::next(uint64_t max_len) {
                                    std::to_string(f.len) + " bytes)");
   uint8_t header[16];
   std::memcpy(header, h, 16);
-  uint8_t* dst = place_ && f.len >= kReadAhead ? place_(f.type, f.len) : nullptr;
-  if (dst) {  // straight into the caller's memory: what is buffered, then recv
+  Placement at = place_ && f.len >= kReadAhead ? place_(f.type, f.len) : Placement{};
+  if (at.mem) {
     begin_ += kFrameHeaderSize;
-    size_t have = std::min<size_t>(end_ - begin_, f.len);
-    std::memcpy(dst, buf_ + begin_, have);
-    begin_ += have;
-    while (have < f.len) {
-      ssize_t n = ::recv(fd_, dst + have, f.len - have, MSG_WAITALL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return io_error("receiving", errno);
-      if (n == 0) return make_error(EPIPE, "stream truncated: the peer closed the connection");
-      have += size_t(n);
-      bytes_ += uint64_t(n);
-    }
-    f.data = dst;
+    CKPT_TRY(receive_into(at, f.len));
+    f.data = at.mem;
   } else if (f.len + kFrameHeaderSize <= cap_) {
     CKPT_TRY(fill(kFrameHeaderSize + f.len));
     f.data = buf_ + begin_ + kFrameHeaderSize;

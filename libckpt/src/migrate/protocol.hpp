@@ -82,17 +82,27 @@ class FrameReader {
   bool readable();
   // Called before buffered payloads are overwritten (to flush writes that point into them).
   void set_before_refill(std::function<Status()> f) { before_refill_ = std::move(f); }
-  // Where a frame's payload should be received (nullptr: into the buffer as
-  // usual); asked for payloads of at least kReadAhead bytes. The payload is
-  // checked there after it arrived.
-  using Place = std::function<uint8_t*(uint32_t type, uint64_t len)>;
+  // Where a frame's payload should be received, asked for payloads of at
+  // least kReadAhead bytes: `mem` (nullptr: into the buffer as usual) and,
+  // when `mem` maps a file, that file and offset. The payload is checked at
+  // `mem` after it arrived.
+  struct Placement {
+    uint8_t* mem = nullptr;
+    int fd = -1;
+    uint64_t offset = 0;
+  };
+  using Place = std::function<Placement(uint32_t type, uint64_t len)>;
   void set_place(Place p) { place_ = std::move(p); }
   static constexpr size_t kReadAhead = 64 << 10;
   uint64_t bytes() const { return bytes_; }
 
  private:
   Status fill(size_t need);
+  Status receive_into(const Placement& at, uint64_t len);
+  Status splice_into(const Placement& at, uint64_t done, uint64_t len);
   int fd_;
+  UniqueFd pipe_r_, pipe_w_;  // for splice_into
+  bool splice_ok_ = true;
   uint8_t* buf_;
   size_t cap_, begin_ = 0, end_ = 0;
   std::vector<uint8_t> big_;

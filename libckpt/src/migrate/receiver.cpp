@@ -229,9 +229,13 @@ class Session {
     uint64_t last = 0;  // last generation committed into staging
     std::array<uint8_t, 16> chain{};
     r_.set_before_refill([&] { return g.flush(); });
-    r_.set_place([&](uint32_t type, uint64_t len) -> uint8_t* {
-      if (type != kContent || !in_gen || len % image::kPageSize || !g.flush().ok()) return nullptr;
-      return g.placed = g.place(len);
+    r_.set_place([&](uint32_t type, uint64_t len) -> FrameReader::Placement {
+      if (type != kContent || !in_gen || len % image::kPageSize || !g.flush().ok()) return {};
+      FrameReader::Placement at;
+      at.mem = g.placed = g.place(len);
+      at.fd = g.pages.get();
+      at.offset = image::kPagesHeaderSize + g.content;
+      return at;
     });
     for (;;) {
       CKPT_ASSIGN(Frame f, r_.next());

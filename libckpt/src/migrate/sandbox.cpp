@@ -10,6 +10,8 @@ Status apply_receiver_sandbox() {
   static const char* const kAllowed[] = {
       // the connection (frames in and out) and the channel to the parent
       "read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg", "close",
+      // content from the socket into pages.img through a pipe
+      "pipe2", "splice", "fcntl",
       // writing the received generations into the staging directory and
       // opening them again (SnapshotReader): mkdir, files, rename into place
       "openat", "mkdir", "rename", "lseek", "writev", "pwrite64", "pwritev", "ftruncate", "pread64",
