@@ -10,81 +10,24 @@
 
 #include <set>
 
+#include "page_child.hpp"
+
 #include "dirty/kmod.hpp"
 
 namespace ckpt::dirty {
 namespace {
 
-constexpr uint64_t P = image::kPageSize;
-constexpr int kPages = 64;
-
-// A child with kPages populated pages that writes ('w') or drops ('d') page
-// N on command and answers one byte when done. This process is its ptrace
-// tracer, as a checkpointer is (the module's permission rule).
-struct Child {
-  pid_t pid = 0;
-  int cmd = -1, ack = -1;
-  uint64_t base = 0;
-
-  void start() {
-    int c[2], a[2], b[2];
-    ASSERT_EQ(::pipe(c), 0);
-    ASSERT_EQ(::pipe(a), 0);
-    ASSERT_EQ(::pipe(b), 0);
-    pid = ::fork();
-    if (pid == 0) {
-      auto* mem = static_cast<char*>(
-          ::mmap(nullptr, kPages * P, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-      ::madvise(mem, kPages * P, MADV_NOHUGEPAGE);
-      for (int i = 0; i < kPages; ++i) mem[i * P] = 1;
-      // Fresh pages sit in a per-CPU LRU batch for a while (a reference the
-      // module counts as a possible writer): push them out with more.
-      auto* filler = static_cast<char*>(
-          ::mmap(nullptr, 64 * P, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-      for (int i = 0; i < 64; ++i) filler[i * P] = 1;
-      uint64_t addr = reinterpret_cast<uint64_t>(mem);
-      (void)!::write(b[1], &addr, sizeof addr);
-      char op[2];
-      while (::read(c[0], op, 2) == 2) {
-        if (op[0] == 'w') mem[op[1] * P + 7] = 42;
-        if (op[0] == 'd') ::madvise(mem + op[1] * P, P, MADV_DONTNEED);
-        (void)!::write(a[1], "k", 1);
-      }
-      ::_exit(0);
-    }
-    cmd = c[1];
-    ack = a[0];
-    ASSERT_EQ(::read(b[0], &base, sizeof base), ssize_t(sizeof base));
-    ASSERT_EQ(::ptrace(PTRACE_SEIZE, pid, nullptr, nullptr), 0);
-  }
-  void op(char what, int page) {
-    char o[2] = {what, char(page)};
-    ASSERT_EQ(::write(cmd, o, 2), 2);
-    char k;
-    ASSERT_EQ(::read(ack, &k, 1), 1);
-  }
-  ~Child() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, __WALL);
-    }
-  }
-};
-
-std::set<int> pages_of(const std::vector<mem::Range>& ranges, uint64_t base) {
-  std::set<int> out;
-  for (const auto& r : ranges)
-    for (uint64_t a = r.addr; a < r.end(); a += P)
-      if (a >= base && a < base + kPages * P) out.insert(int((a - base) / P));
-  return out;
-}
+constexpr uint64_t P = testing::kChildPage;
+constexpr int kPages = testing::kChildPages;
+using Child = testing::PageChild;
+using testing::pages_of;
 
 class KmodTrackerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     FeatureCheck c = KmodTracker::probe();
     if (!c.ok) GTEST_SKIP() << "ckpt_dirty module unavailable: " << c.detail;
-    child_.start();
+    child_.start(/*traced=*/true);
     image::VmaRecord v;
     v.start = child_.base;
     v.end = child_.base + kPages * P;
