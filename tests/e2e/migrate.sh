@@ -26,6 +26,10 @@
 #                 log shows exactly one step back, to the checkpoint, and it
 #                 finishes with every byte of its state correct
 #   pause-compare the same with a hash-tracked chain (every page compared)
+#   pause-threads mt_compute (5 threads): cr_full, 0.8 s of rounds, cr_pause
+#                 reuses its threads; it finishes and its own checks pass
+#                 (result against a serial recomputation, TIDs, TLS, masks,
+#                 alternate stacks, robust lists)
 # Prints "PASS migrate TEST" or "FAIL migrate TEST: reason". Needs root.
 set -euo pipefail
 
@@ -33,7 +37,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(frozen live live-threads recv-killed sender-killed bad-token garbage pause pause-compare)
+TESTS=(frozen live live-threads recv-killed sender-killed bad-token garbage pause pause-compare pause-threads)
 (($# == 2)) && [[ " ${TESTS[*]} " == *" $2 "* ]] || {
   echo "usage: $0 BIN_DIR TEST (${TESTS[*]})" >&2
   exit 2
@@ -377,6 +381,29 @@ case $TEST in
         exit bad
       }' "$WORK/log" >"$WORK/log.check" || fail "$(head -n 1 "$WORK/log.check")"
     pass "$(grep -o '"method":"[a-z]*"\|"pages_written":[0-9]*\|"frozen_seconds":[0-9.]*\|"vmas_[a-z]*":[0-9]*' "$WORK/pause.out" | tr '\n' ' ')"
+    ;;
+
+  pause-threads)
+    [[ -x $BIN_DIR/cr_pause ]] || fail "$BIN_DIR/cr_pause not built"
+    (close_fds && exec "$PROG_DIR/mt_compute" "$WORK/ready" "$WORK/mt.out" \
+      </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
+    TPID=$!
+    OWN_PIDS+=("$TPID")
+    wait_file "$WORK/ready" "$TPID" 30 || fail "mt_compute did not become ready"
+    READY_ID=$(<"$WORK/ready")
+    "$BIN_DIR/cr_full" --dir "$WORK/ck" "$TPID" >/dev/null 2>"$WORK/tool.err" ||
+      fail "cr_full: $(first_line "$WORK/tool.err")"
+    sleep 0.8 # ~60 rounds: every worker's array rewritten, the shared sum moved on
+    rc=0
+    "$BIN_DIR/cr_pause" --dir "$WORK/ck" --json "$TPID" >"$WORK/pause.out" 2>"$WORK/tool.err" || rc=$?
+    ((rc == 0)) || fail "cr_pause $(describe_status "$rc"): $(first_line "$WORK/tool.err")"
+    written=$(grep -o '"pages_written":[0-9]*' "$WORK/pause.out" | cut -d: -f2)
+    ((${written:-0} > 0)) || fail "cr_pause wrote no page back: $(head -c 300 "$WORK/pause.out")"
+    [[ $(tracer_of "$TPID") == 0 ]] || fail "the process is still traced after cr_pause"
+    wait_exit "$TPID" 60 || fail "the rolled-back process still runs 60 s later"
+    ((EXIT_STATUS == 0)) || fail "the rolled-back process $(describe_status "$EXIT_STATUS"): $(first_line "$WORK/prog.err")"
+    expect_done "after cr_pause"
+    pass "$(grep -o '"method":"[a-z]*"\|"pages_written":[0-9]*\|"frozen_seconds":[0-9.]*' "$WORK/pause.out" | tr '\n' ' ')"
     ;;
 esac
 pass

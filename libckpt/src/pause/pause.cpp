@@ -10,8 +10,9 @@
 //      missing or different (restore/address_space), rewrite differing pages
 //      (/proc/PID/mem), drop pages populated since, set the mm fields,
 //      signal dispositions, mask and files.
-//   4. Load the checkpoint's registers at the exit of the last injected call
-//      and let the process go.
+//   4. Load every other thread's registers, extended state and mask (the
+//      threads must be the checkpoint's: same TIDs), then the leader's at
+//      the exit of the last injected call, and let the process go.
 #include <fcntl.h>
 #include <linux/prctl.h>
 #include <signal.h>
@@ -56,6 +57,20 @@ std::string readlink_str(const std::string& path) {
   return n < 0 ? std::string() : std::string(buf, size_t(n));
 }
 
+// "TID 12 is new, TID 9 ended" for the threads that differ.
+std::string describe_tids(const std::set<pid_t>& now, const std::set<pid_t>& then) {
+  std::string out;
+  auto add = [&](pid_t tid, const char* what) {
+    if (!out.empty()) out += ", ";
+    out += "TID " + std::to_string(tid) + what;
+  };
+  for (pid_t t : now)
+    if (!then.count(t)) add(t, " is new");
+  for (pid_t t : then)
+    if (!now.count(t)) add(t, " ended");
+  return out;
+}
+
 Status roll_back(pid_t pid, const image::Chain& chain, const image::RestorePlan& plan,
                  const std::vector<Range>* candidates, pause::InPlaceStats* st) {
   pause::InPlace ip(pid, chain, plan, st);
@@ -66,7 +81,24 @@ Status roll_back(pid_t pid, const image::Chain& chain, const image::RestorePlan&
   CKPT_TRY(ip.set_mm());
   CKPT_TRY(ip.set_signals());
   CKPT_TRY(ip.set_files());
-  const image::ThreadRecord& t = chain.newest().threads[0];
+  // The other threads are the checkpoint's own (same TIDs, checked by the
+  // caller), stopped: their registers, extended state and mask go back as
+  // they are. Registers with orig_rax -1 keep the kernel from restarting
+  // whatever call the freeze interrupted; the checkpoint's interrupted call
+  // is re-executed instead (resume_registers). Alternate stack, robust list,
+  // rseq and TID address are the thread's own from its start and kept.
+  const auto& threads = chain.newest().threads;
+  for (size_t i = 1; i < threads.size(); ++i) {
+    const image::ThreadRecord& t = threads[i];
+    CKPT_TRY(proc::set_xstate(t.tid, t.xstate));
+    uint64_t mask = t.sigmask;
+    if (::ptrace(PTRACE_SETSIGMASK, t.tid, sizeof mask, &mask) != 0)
+      return sys_error("setting the signal mask of thread " + std::to_string(t.tid));
+    user_regs_struct captured;
+    std::memcpy(&captured, t.gpregs.data(), sizeof captured);
+    CKPT_TRY(proc::set_regs(t.tid, restore::resume_registers(captured)));
+  }
+  const image::ThreadRecord& t = threads[0];
   CKPT_TRY(proc::set_xstate(pid, t.xstate));
   uint64_t mask = t.sigmask;
   if (::ptrace(PTRACE_SETSIGMASK, pid, sizeof mask, &mask) != 0)
@@ -96,9 +128,6 @@ Result<PauseStats> pause_process(const PauseOptions& opts) {
   if (exe != meta.mm.exe_path)
     return make_error(EINVAL, "PID " + std::to_string(opts.pid) + " runs " + exe +
                                   ", the checkpoint is of " + meta.mm.exe_path);
-  if (meta.threads.size() != 1)
-    return make_error(ENOTSUP, "the checkpoint has " + std::to_string(meta.threads.size()) +
-                                   " threads: in-place rollback is single-threaded so far");
   const image::RestorePlan plan = image::plan_chain(chain);
   // Nothing unverified may reach the process.
   std::set<const image::PageRun*> checked;
@@ -108,10 +137,16 @@ Result<PauseStats> pause_process(const PauseOptions& opts) {
 
   const double tf = now_seconds();
   CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
-  if (fp->threads().size() != 1)
-    return make_error(ENOTSUP, "PID " + std::to_string(opts.pid) + " has " +
-                                   std::to_string(fp->threads().size()) +
-                                   " threads now, the checkpoint one: not rolled back");
+  // Threads are reused, so they must be the checkpoint's: the same TIDs. A
+  // thread started since has no state to go back to; one that ended cannot
+  // be brought back with its TID while the process lives (docs/migration.md).
+  std::set<pid_t> now_tids, ckpt_tids;
+  for (const auto& t : fp->threads()) now_tids.insert(t.tid);
+  for (const auto& t : meta.threads) ckpt_tids.insert(t.tid);
+  if (now_tids != ckpt_tids)
+    return make_error(ENOTSUP, "the threads of PID " + std::to_string(opts.pid) +
+                                   " are not the checkpoint's (" +
+                                   describe_tids(now_tids, ckpt_tids) + "): not rolled back");
   // The pages that may differ: the tracker's dirty set, when the chain has one.
   std::vector<Range> candidates;
   bool tracked = false;
