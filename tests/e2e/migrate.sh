@@ -26,6 +26,9 @@
 #                 log shows exactly one step back, to the checkpoint, and it
 #                 finishes with every byte of its state correct
 #   pause-compare the same with a hash-tracked chain (every page compared)
+#   pause-refused refusals with one line, the process untouched: a chain of
+#                 another PID, and threads that are not the checkpoint's
+#                 (thread_swap replaced its worker since)
 #   pause-threads mt_compute (5 threads): cr_full, 0.8 s of rounds, cr_pause
 #                 reuses its threads; it finishes and its own checks pass
 #                 (result against a serial recomputation, TIDs, TLS, masks,
@@ -37,7 +40,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(frozen live live-threads recv-killed sender-killed bad-token garbage pause pause-compare pause-threads)
+TESTS=(frozen live live-threads recv-killed sender-killed bad-token garbage pause pause-compare pause-threads pause-refused)
 (($# == 2)) && [[ " ${TESTS[*]} " == *" $2 "* ]] || {
   echo "usage: $0 BIN_DIR TEST (${TESTS[*]})" >&2
   exit 2
@@ -381,6 +384,35 @@ case $TEST in
         exit bad
       }' "$WORK/log" >"$WORK/log.check" || fail "$(head -n 1 "$WORK/log.check")"
     pass "$(grep -o '"method":"[a-z]*"\|"pages_written":[0-9]*\|"frozen_seconds":[0-9.]*\|"vmas_[a-z]*":[0-9]*' "$WORK/pause.out" | tr '\n' ' ')"
+    ;;
+
+  pause-refused)
+    [[ -x $BIN_DIR/cr_pause ]] || fail "$BIN_DIR/cr_pause not built"
+    (close_fds && exec "$PROG_DIR/thread_swap" "$WORK/ready" "$WORK/swapped" \
+      </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
+    TPID=$!
+    OWN_PIDS+=("$TPID")
+    wait_file "$WORK/ready" "$TPID" 30 || fail "thread_swap did not become ready"
+    READY_ID=$(<"$WORK/ready")
+    "$BIN_DIR/cr_full" --dir "$WORK/ck" "$TPID" >/dev/null 2>"$WORK/tool.err" ||
+      fail "cr_full: $(first_line "$WORK/tool.err")"
+    # A chain of another process.
+    rc=0
+    "$BIN_DIR/cr_pause" --dir "$WORK/ck" "$$" >"$WORK/pause.out" 2>"$WORK/tool.err" || rc=$?
+    expect_one_line_failure "cr_pause (another PID's chain)" "$rc" "$WORK/tool.err"
+    grep -q "holds checkpoints of PID $TPID" "$WORK/tool.err" || fail "refused for another reason: $(first_line "$WORK/tool.err")"
+    # Threads that are not the checkpoint's.
+    kill -USR1 "$TPID"
+    wait_file "$WORK/swapped" "$TPID" 10 || fail "thread_swap did not replace its worker"
+    rc=0
+    "$BIN_DIR/cr_pause" --dir "$WORK/ck" "$TPID" >"$WORK/pause.out" 2>"$WORK/tool.err" || rc=$?
+    expect_one_line_failure "cr_pause (threads replaced)" "$rc" "$WORK/tool.err"
+    grep -q "is new, TID [0-9]* ended" "$WORK/tool.err" || fail "refused for another reason: $(first_line "$WORK/tool.err")"
+    [[ $(proc_state "$TPID") != [TtZ-] ]] || fail "the process is not running after the refusal"
+    [[ $(tracer_of "$TPID") == 0 ]] || fail "the process is still traced after the refusal"
+    wait_exit "$TPID" 30 || fail "thread_swap still runs 30 s later"
+    ((EXIT_STATUS == 0)) || fail "thread_swap $(describe_status "$EXIT_STATUS") after the refusal: $(first_line "$WORK/prog.err")"
+    expect_done "after the refusal"
     ;;
 
   pause-threads)
