@@ -17,6 +17,11 @@
 #                  full + incremental, kill, restore (detached), one more
 #                  incremental of the restored process, kill, restore: the
 #                  chain continues across a restore;
+#   new-chains     cr_full into two other directories first (chains A and B
+#                  of the same live process), then the main chain as in
+#                  incremental; then one more cr_incr of chain A, whose
+#                  tracking the newer chains reset (it must say so and save
+#                  everything), and the restore is of chain A;
 #   sabotage-FLOW  FLOW (one of the above) with TEST_SABOTAGE=1: the program
 #                  corrupts its own state, so it must exit 1 (proves the
 #                  self-check can fail).
@@ -61,7 +66,7 @@ if [[ $MODE == sabotage-* ]]; then
   EXPECT=1
   PROG_ENV=(TEST_SABOTAGE=1)
 fi
-case $FLOW in plain | restore | leave-running | incremental | incremental-after-restore | compact) ;; *) usage ;; esac
+case $FLOW in plain | restore | leave-running | incremental | incremental-after-restore | compact | new-chains) ;; *) usage ;; esac
 [[ " ${CASES[*]} " == *" $CASE "* ]] || usage
 
 pass() {
@@ -108,7 +113,7 @@ esac
 [[ -x $PROG_DIR/$PROG ]] || fail "test program $PROG_DIR/$PROG not built"
 [[ $FLOW == plain || -x $BIN_DIR/cr_full ]] || fail "$BIN_DIR/cr_full not built"
 [[ $FLOW != restore || -x $BIN_DIR/cr_restart ]] || fail "$BIN_DIR/cr_restart not built"
-[[ $FLOW != incremental* || -x $BIN_DIR/cr_incr ]] || fail "$BIN_DIR/cr_incr not built"
+[[ $FLOW != incremental* && $FLOW != new-chains || -x $BIN_DIR/cr_incr ]] || fail "$BIN_DIR/cr_incr not built"
 
 # Runs cr_incr on $PID (must succeed).
 incremental() {
@@ -232,9 +237,18 @@ case $FLOW in
     pass "checkpoint ${CKPT_TIME}s"
     ;;
 
-  restore | incremental | incremental-after-restore | compact)
+  restore | incremental | incremental-after-restore | compact | new-chains)
+    if [[ $FLOW == new-chains ]]; then
+      main_ckpt=$CKPT
+      for other in a b; do
+        CKPT=$WORK/ck-$other
+        checkpoint
+        check_released
+      done
+      CKPT=$main_ckpt
+    fi
     checkpoint
-    if [[ $FLOW == incremental* || $FLOW == compact ]]; then
+    if [[ $FLOW == incremental* || $FLOW == compact || $FLOW == new-chains ]]; then
       rounds=2
       [[ $FLOW == incremental-after-restore ]] && rounds=1
       for ((i = 0; i < rounds; i++)); do
@@ -256,6 +270,15 @@ case $FLOW in
       { kill -9 "$PID" || true; } 2>/dev/null
       for ((i = 0; i < 100; i++)); do [[ $(proc_state "$PID") == - ]] && break; sleep 0.05; done
       PID_NOT_CHILD=1
+    fi
+    if [[ $FLOW == new-chains ]]; then
+      CKPT=$WORK/ck-a
+      rc=0
+      timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_incr" --dir "$CKPT" --json "$PID" </dev/null \
+        >"$WORK/cr_incr.out" 2>"$WORK/cr_incr.err" || rc=$?
+      ((rc == 0)) || fail "cr_incr of the oldest chain $(describe_status "$rc"): $(first_line "$WORK/cr_incr.err")"
+      grep -q '"tracker_reset":"[^"]' "$WORK/cr_incr.out" || [[ ${E2E_TRACKER:-auto} == hash ]] ||
+        fail "cr_incr of the oldest chain trusted tracking that newer chains reset: $(head -c 300 "$WORK/cr_incr.out")"
     fi
     if [[ -z ${PID_NOT_CHILD:-} ]]; then
       # (Braces: bash would report the killed job on stderr.)

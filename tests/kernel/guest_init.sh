@@ -80,6 +80,11 @@ if has e2e; then
         result "e2e.$c.$m.$t" /tmp/case.log $rc
       done
     done
+    # Chains of one process in three directories: the ledger (soft-dirty)
+    # and the token (kmod) make the oldest chain's next incremental save all.
+    rc=0
+    E2E_TRACKER=$t E2E_HEAP_ARGS="32 600" bash /ckpt/tests/e2e/run_case.sh /ckpt/bin heap_pattern new-chains >/tmp/case.log 2>&1 || rc=$?
+    result "e2e.heap_pattern.new-chains.$t" /tmp/case.log $rc
   done
 fi
 

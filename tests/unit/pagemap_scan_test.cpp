@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "dirty/ledger.hpp"
 #include "dirty/pagemap_scan.hpp"
 #include "proc/freeze.hpp"
 #include "proc/maps.hpp"
@@ -712,6 +713,11 @@ TEST_F(PagemapScan, InheritedUserfaultfdIsNotTrusted) {
   std::vector<VmaRecord> parent_prev = prev_;
   pid_t g = target_->fork_grandchild();
   prev_ = layout(g);
+  // A new process has no ledger entry, which alone makes the collect save
+  // everything. Give it the parent's, to reach the check of the fd itself.
+  auto entry = read_ledger(target_->pid());
+  ASSERT_TRUE(entry.has_value());
+  ASSERT_TRUE(write_ledger(g, *entry).ok());
   DirtySet d = collect(g, t);
   EXPECT_TRUE(d.everything);
   EXPECT_NE(d.reason.find("does not track"), std::string::npos) << d.reason;
@@ -727,6 +733,44 @@ TEST_F(PagemapScan, InheritedUserfaultfdIsNotTrusted) {
   truth = {target_->page(12), target_->page(13)};
   write_pages(truth);
   expect_exact(collect(target_->pid(), t), truth, {region()});
+}
+
+// The ledger (dirty/ledger.hpp): a collect whose generation was never
+// committed (the tool died after it), or an arm by another chain of the same
+// process, makes this chain's next collect save everything.
+TEST_F(PagemapScan, ResetsByOthersAreFoundOut) {
+  PagemapScanTracker t;
+  state_.chain_id[0] = 0xa1;
+  state_.generation = 1;
+  arm(target_->pid(), t);
+  // Generation 2 collects (resetting tracking) but is never committed.
+  state_.prev_generation = 1;
+  state_.generation = 2;
+  write_pages({target_->page(3)});
+  expect_exact(collect(target_->pid(), t), {target_->page(3)}, {region()});
+  // Its retry starts again from generation 1: page 3 would be missed.
+  write_pages({target_->page(4)});
+  DirtySet d = collect(target_->pid(), t);
+  EXPECT_TRUE(d.everything);
+  EXPECT_NE(d.reason.find("reset by generation 2 of chain a1"), std::string::npos) << d.reason;
+  // From there on it is exact again.
+  state_.prev_generation = 2;
+  state_.generation = 3;
+  write_pages({target_->page(5)});
+  expect_exact(collect(target_->pid(), t), {target_->page(5)}, {region()});
+
+  // Another chain of the same process starts (a cr_full elsewhere).
+  TrackerState mine = state_;
+  state_.chain_id[0] = 0xb2;
+  state_.generation = 1;
+  state_.prev_generation = 0;
+  arm(target_->pid(), t);
+  state_ = mine;
+  state_.prev_generation = 3;
+  state_.generation = 4;
+  d = collect(target_->pid(), t);
+  EXPECT_TRUE(d.everything);
+  EXPECT_NE(d.reason.find("reset by generation 1 of chain b2"), std::string::npos) << d.reason;
 }
 
 TEST(PagemapScanProbe, ReportsWhy) {

@@ -19,6 +19,7 @@
 #include <set>
 #include <string>
 
+#include "dirty/ledger.hpp"
 #include "proc/inject.hpp"
 #include "proc/maps.hpp"
 #include "proc/regs.hpp"
@@ -185,7 +186,11 @@ Result<UniqueFd> grab_target_fd(pid_t pid, int fd) {
 
 // kTrackerFd if free in the target, else the next free number below its
 // RLIMIT_NOFILE, else the highest free one below kTrackerFd. Never an fd in
-// use: the target's own descriptors are not ours to replace.
+// use: the target's own descriptors are not ours to replace. Except a
+// userfaultfd at kTrackerFd: the tracker of an earlier chain of this process
+// (in another directory), which a new chain replaces. Passing over it left
+// one more userfaultfd in the process per new chain, and the next checkpoint
+// refused the process for the one it did not know.
 Result<int> choose_target_fd(pid_t pid) {
   std::set<int> used;
   DIR* d = ::opendir(proc_path(pid, "fd").c_str());
@@ -193,6 +198,10 @@ Result<int> choose_target_fd(pid_t pid) {
   while (dirent* e = ::readdir(d))
     if (e->d_name[0] != '.') used.insert(std::atoi(e->d_name));
   ::closedir(d);
+  char target[64] = "";
+  const std::string ours = proc_path(pid, "fd/" + std::to_string(kTrackerFd));
+  ssize_t n = ::readlink(ours.c_str(), target, sizeof target - 1);
+  if (n > 0 && std::string(target, size_t(n)) == "anon_inode:[userfaultfd]") return kTrackerFd;
   long limit = kTrackerFd + 1;
   CKPT_ASSIGN(std::string limits, read_file(proc_path(pid, "limits")));
   size_t at = limits.find("Max open files");
@@ -372,7 +381,24 @@ Status PagemapScanTracker::arm_fresh(pid_t pid, const std::vector<VmaRecord>& vm
   return {};
 }
 
+namespace {
+
+LedgerEntry entry_of(const TrackerState& s, uint64_t generation) {
+  return LedgerEntry{s.chain_id, generation};
+}
+
+}  // namespace
+
+// Tracking restarts for the generation in `state`; the ledger says so (when
+// it cannot be written, the next collect finds it stale and saves all).
 Status PagemapScanTracker::arm(pid_t pid, const std::vector<VmaRecord>& vmas, TrackerState* state) {
+  CKPT_TRY(arm_tracking(pid, vmas, state));
+  (void)write_ledger(pid, entry_of(*state, state->generation));
+  return {};
+}
+
+Status PagemapScanTracker::arm_tracking(pid_t pid, const std::vector<VmaRecord>& vmas,
+                                        TrackerState* state) {
   CKPT_TRY(available());
   if (state->target_fd >= 0 && check_target_uffd(pid, state->target_fd).ok()) {
     // Already tracking (a new full checkpoint of a tracked process): keep the
@@ -402,12 +428,27 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
     all.everything = true;
     all.reason = why;
     Status st = arm_fresh(pid, vmas, state, replace_fd);
-    if (!st.ok()) all.reason += "; arming again failed: " + st.error().message;
+    if (!st.ok())
+      all.reason += "; arming again failed: " + st.error().message;
+    else
+      (void)write_ledger(pid, entry_of(*state, state->generation));
     return all;
   };
   if (state->target_fd < 0) return lost("tracking was not armed for this process", -1);
   if (Status ok = check_target_uffd(pid, state->target_fd); !ok.ok())
     return lost(ok.error().message + ": tracking lost", -1);
+  // Tracking must have been reset last by the parent generation; the ledger
+  // names this generation before the reset below, so a collect that is not
+  // committed (a killed tool) is found out by the next one.
+  const LedgerEntry parent = entry_of(*state, state->prev_generation);
+  auto last = read_ledger(pid);
+  if (!last) return lost("no record of the generation that last reset tracking", state->target_fd);
+  if (!(*last == parent))
+    return lost("tracking was reset by " + describe(*last) + " since " + describe(parent),
+                state->target_fd);
+  if (state->generation != state->prev_generation)
+    if (Status w = write_ledger(pid, entry_of(*state, state->generation)); !w.ok())
+      return w.error().context("recording the tracking state");  // nothing reset yet
   CKPT_ASSIGN(UniqueFd uffd, grab_target_fd(pid, state->target_fd));
   CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));

@@ -87,6 +87,7 @@ class PagemapScanTracker : public Tracker {
  private:
   Status available();
   // `replace_fd` >= 0: the target's stale userfaultfd number to take over.
+  Status arm_tracking(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state);
   Status arm_fresh(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state,
                    int replace_fd);
   // Registers and protects `vmas`; sets *foreign when the userfaultfd turns

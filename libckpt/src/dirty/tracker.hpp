@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <ckpt/result.hpp>
 #include <memory>
 #include <string>
@@ -36,6 +37,11 @@ struct TrackerState {
   // arm() for a process just restored from the newest generation, whose
   // metadata `target_fd` came from: continue that chain (kmod keeps its token).
   bool continue_chain = false;
+  // The generation this arm/collect belongs to and, for a collect, the one
+  // its dirty set is relative to (pagemap-scan checks both against its
+  // ledger: dirty/ledger.hpp).
+  std::array<uint8_t, 16> chain_id{};
+  uint64_t generation = 0, prev_generation = 0;
 };
 
 class Tracker {

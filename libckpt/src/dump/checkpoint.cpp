@@ -103,6 +103,9 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   std::unique_ptr<dirty::Tracker> tracker_impl = dirty::make_tracker(tracker);
   dirty::TrackerState tstate;
   tstate.target_fd = prev ? prev->tracker_fd : (spec.hint ? spec.hint->tracker_fd : -1);
+  tstate.chain_id = meta.chain_id;
+  tstate.generation = meta.generation;
+  tstate.prev_generation = prev ? prev->generation : 0;
   MemoryPlan plan;
   if (prev && !hashing) {
     CKPT_ASSIGN(dirty::DirtySet ds,

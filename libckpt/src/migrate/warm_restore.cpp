@@ -88,6 +88,8 @@ Result<RestoreStats> WarmRestore::finish() {
   if (auto tracker = dirty::make_tracker(meta.tracker)) {
     dirty::TrackerState state;
     state.target_fd = meta.tracker_fd;
+    state.chain_id = meta.chain_id;
+    state.generation = meta.generation;
     CKPT_TRY(tracker->arm(pid_, meta.vmas, &state));
     stats.tracking = "armed";
   }

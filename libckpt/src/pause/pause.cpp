@@ -155,6 +155,9 @@ Result<PauseStats> pause_process(const PauseOptions& opts) {
     auto cur = dump::collect_vmas(opts.pid, maps);
     dirty::TrackerState ts;
     ts.target_fd = meta.tracker_fd;
+    // The process goes back to this generation: tracking stays relative to it.
+    ts.chain_id = meta.chain_id;
+    ts.generation = ts.prev_generation = meta.generation;
     if (cur.ok() && ts.target_fd >= 0) {
       auto ds = tracker->collect(opts.pid, *cur, meta.vmas, &ts);
       if (ds.ok() && !ds->everything) {

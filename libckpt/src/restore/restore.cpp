@@ -63,6 +63,8 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
     dirty::TrackerState state;
     state.target_fd = meta.tracker_fd;
     state.continue_chain = true;
+    state.chain_id = meta.chain_id;
+    state.generation = meta.generation;
     CKPT_TRY(tracker->arm(pid, meta.vmas, &state));
     stats->tracking = state.target_fd == meta.tracker_fd ? "armed" : "armed at another fd";
   }

@@ -1,0 +1,123 @@
+#include "dirty/ledger.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "util/fd.hpp"
+#include "util/text.hpp"
+
+namespace ckpt::dirty {
+
+namespace {
+
+// root: /run (tmpfs, gone at reboot with the processes it describes);
+// others: their runtime directory, else /tmp.
+std::string ledger_dir() {
+  if (::geteuid() == 0) return "/run/libckpt/tracking";
+  if (const char* x = ::getenv("XDG_RUNTIME_DIR"); x && *x)
+    return std::string(x) + "/libckpt/tracking";
+  return "/tmp/libckpt-" + std::to_string(::geteuid()) + "/tracking";
+}
+
+Status make_dirs(const std::string& path) {
+  for (size_t at = 1; at <= path.size(); ++at) {
+    if (at != path.size() && path[at] != '/') continue;
+    std::string p = path.substr(0, at);
+    if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) return sys_error("creating " + p);
+  }
+  return {};
+}
+
+// Field 22 of /proc/PID/stat: start time in clock ticks since boot.
+std::optional<uint64_t> start_time(pid_t pid) {
+  auto stat = read_file(proc_path(pid, "stat"));
+  if (!stat.ok()) return std::nullopt;
+  size_t p = stat->rfind(')');
+  if (p == std::string::npos) return std::nullopt;
+  // After ")": field 3 (state) ... field 22.
+  const char* s = stat->c_str() + p + 1;
+  for (int field = 3; field < 22; ++field) {
+    while (*s == ' ') ++s;
+    while (*s && *s != ' ') ++s;
+  }
+  char* end = nullptr;
+  uint64_t t = std::strtoull(s, &end, 10);
+  if (end == s) return std::nullopt;
+  return t;
+}
+
+std::optional<std::string> entry_name(pid_t pid) {
+  auto t = start_time(pid);
+  if (!t) return std::nullopt;
+  return std::to_string(pid) + "-" + std::to_string(*t);
+}
+
+void drop_dead_entries(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> dead;
+  while (dirent* e = ::readdir(d)) {
+    int pid = 0;
+    unsigned long long t = 0;
+    if (std::sscanf(e->d_name, "%d-%llu", &pid, &t) != 2) continue;
+    auto now = start_time(pid);
+    if (!now || *now != t) dead.push_back(dir + "/" + e->d_name);
+  }
+  ::closedir(d);
+  for (const auto& p : dead) ::unlink(p.c_str());
+}
+
+}  // namespace
+
+std::string describe(const LedgerEntry& e) {
+  char id[9];
+  std::snprintf(id, sizeof id, "%02x%02x%02x%02x", e.chain_id[0], e.chain_id[1], e.chain_id[2],
+                e.chain_id[3]);
+  return "generation " + std::to_string(e.generation) + " of chain " + id + "...";
+}
+
+std::optional<LedgerEntry> read_ledger(pid_t pid) {
+  auto name = entry_name(pid);
+  if (!name) return std::nullopt;
+  auto text = read_file(ledger_dir() + "/" + *name);
+  if (!text.ok()) return std::nullopt;
+  LedgerEntry e;
+  unsigned long long gen = 0;
+  char hex[33] = "";
+  if (std::sscanf(text->c_str(), "%32s %llu", hex, &gen) != 2 || std::string(hex).size() != 32)
+    return std::nullopt;
+  for (size_t i = 0; i < 16; ++i)
+    e.chain_id[i] = uint8_t(std::stoul(std::string(hex + 2 * i, 2), nullptr, 16));
+  e.generation = gen;
+  return e;
+}
+
+Status write_ledger(pid_t pid, const LedgerEntry& e) {
+  auto name = entry_name(pid);
+  if (!name) return make_error(ESRCH, "no process " + std::to_string(pid));
+  const std::string dir = ledger_dir();
+  CKPT_TRY(make_dirs(dir));
+  drop_dead_entries(dir);
+  std::string text;
+  char b[3];
+  for (uint8_t c : e.chain_id) {
+    std::snprintf(b, sizeof b, "%02x", c);
+    text += b;
+  }
+  text += " " + std::to_string(e.generation) + "\n";
+  const std::string path = dir + "/" + *name, tmp = path + ".tmp";
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd.valid()) return sys_error("creating " + tmp);
+  CKPT_TRY(write_all(fd.get(), text.data(), text.size(), tmp));
+  fd.reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return sys_error("renaming " + tmp);
+  return {};
+}
+
+}  // namespace ckpt::dirty

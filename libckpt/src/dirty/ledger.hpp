@@ -1,0 +1,37 @@
+// Which checkpoint generation last reset a process's write tracking, kept
+// outside the process (pagemap-scan's tracking state is in the target's page
+// tables, shared by whoever collects it).
+//
+// A collect resets tracking. If that generation is then not committed (the
+// tool was killed), or another chain of the same process collects or arms
+// in between, the next incremental of the first chain would trust a dirty
+// set that misses writes. The ledger names the generation each reset
+// belongs to; a collect whose parent is not the one named saves everything.
+// (kmod has the same guarantee from the module's rotating token.)
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <ckpt/result.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ckpt::dirty {
+
+struct LedgerEntry {
+  std::array<uint8_t, 16> chain_id{};
+  uint64_t generation = 0;
+  bool operator==(const LedgerEntry&) const = default;
+};
+
+// The last entry recorded for the process (identified by PID and start time,
+// so a reused PID finds nothing).
+std::optional<LedgerEntry> read_ledger(pid_t pid);
+// Records `e` atomically (write, rename); also drops entries of processes
+// that are gone.
+Status write_ledger(pid_t pid, const LedgerEntry& e);
+std::string describe(const LedgerEntry& e);
+
+}  // namespace ckpt::dirty
