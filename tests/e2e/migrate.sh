@@ -156,6 +156,25 @@ expect_done() {
   [[ $last == "done $READY_ID" ]] || fail "$1: the program did not finish correctly (last line \"$last\", want \"done $READY_ID\"): $(first_line "$WORK/prog.err")"
 }
 
+# start_local PROG ARGS...: PROG on this node (no namespaces: cr_pause
+# cases), its ready file first; sets TPID and READY_ID.
+start_local() {
+  local prog=$1
+  shift
+  (close_fds && exec "$PROG_DIR/$prog" "$WORK/ready" "$@" \
+    </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
+  TPID=$!
+  OWN_PIDS+=("$TPID")
+  wait_file "$WORK/ready" "$TPID" 30 || fail "$prog did not become ready"
+  READY_ID=$(<"$WORK/ready")
+}
+
+# checkpoint_local [CR_FULL OPTIONS]: cr_full of TPID into $WORK/ck.
+checkpoint_local() {
+  "$BIN_DIR/cr_full" --dir "$WORK/ck" "$@" "$TPID" >/dev/null 2>"$WORK/tool.err" ||
+    fail "cr_full: $(first_line "$WORK/tool.err")"
+}
+
 # expect_source_ok: the source was left running and finishes by itself.
 expect_source_ok() {
   local st
@@ -347,16 +366,10 @@ case $TEST in
     [[ -x $BIN_DIR/cr_pause ]] || fail "$BIN_DIR/cr_pause not built"
     tracker=auto
     [[ $TEST == pause-compare ]] && tracker=hash
-    (close_fds && exec "$PROG_DIR/rollback_log" "$WORK/ready" "$WORK/log" 300 \
-      </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
-    TPID=$!
-    OWN_PIDS+=("$TPID")
-    wait_file "$WORK/ready" "$TPID" 30 || fail "target not ready"
-    READY_ID=$(<"$WORK/ready")
+    start_local rollback_log "$WORK/log" 300
     sleep 0.5
     ck_lo=$(wc -l <"$WORK/log")
-    "$BIN_DIR/cr_full" --dir "$WORK/ck" --tracker "$tracker" "$TPID" >/dev/null 2>"$WORK/tool.err" ||
-      fail "cr_full: $(first_line "$WORK/tool.err")"
+    checkpoint_local --tracker "$tracker"
     ck_hi=$(wc -l <"$WORK/log")
     sleep 1 # ~100 more steps: chunks rewritten, heap grown, scratch blocks replaced
     before=$(wc -l <"$WORK/log")
@@ -388,14 +401,8 @@ case $TEST in
 
   pause-refused)
     [[ -x $BIN_DIR/cr_pause ]] || fail "$BIN_DIR/cr_pause not built"
-    (close_fds && exec "$PROG_DIR/thread_swap" "$WORK/ready" "$WORK/swapped" \
-      </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
-    TPID=$!
-    OWN_PIDS+=("$TPID")
-    wait_file "$WORK/ready" "$TPID" 30 || fail "thread_swap did not become ready"
-    READY_ID=$(<"$WORK/ready")
-    "$BIN_DIR/cr_full" --dir "$WORK/ck" "$TPID" >/dev/null 2>"$WORK/tool.err" ||
-      fail "cr_full: $(first_line "$WORK/tool.err")"
+    start_local thread_swap "$WORK/swapped"
+    checkpoint_local
     # A chain of another process.
     rc=0
     "$BIN_DIR/cr_pause" --dir "$WORK/ck" "$$" >"$WORK/pause.out" 2>"$WORK/tool.err" || rc=$?
@@ -417,14 +424,8 @@ case $TEST in
 
   pause-threads)
     [[ -x $BIN_DIR/cr_pause ]] || fail "$BIN_DIR/cr_pause not built"
-    (close_fds && exec "$PROG_DIR/mt_compute" "$WORK/ready" "$WORK/mt.out" \
-      </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
-    TPID=$!
-    OWN_PIDS+=("$TPID")
-    wait_file "$WORK/ready" "$TPID" 30 || fail "mt_compute did not become ready"
-    READY_ID=$(<"$WORK/ready")
-    "$BIN_DIR/cr_full" --dir "$WORK/ck" "$TPID" >/dev/null 2>"$WORK/tool.err" ||
-      fail "cr_full: $(first_line "$WORK/tool.err")"
+    start_local mt_compute "$WORK/mt.out"
+    checkpoint_local
     sleep 0.8 # ~60 rounds: every worker's array rewritten, the shared sum moved on
     rc=0
     "$BIN_DIR/cr_pause" --dir "$WORK/ck" --json "$TPID" >"$WORK/pause.out" 2>"$WORK/tool.err" || rc=$?
