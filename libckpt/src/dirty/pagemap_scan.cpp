@@ -440,12 +440,24 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
   // Tracking must have been reset last by the parent generation; the ledger
   // names this generation before the reset below, so a collect that is not
   // committed (a killed tool) is found out by the next one.
+  // When it was not, the userfaultfd is still ours and works; only its
+  // history belongs to another generation. Tracking restarts through it, by
+  // ioctls from here: no call is injected, so a tool killed now (as after
+  // the killed collect that made this one necessary) cannot hurt the target.
+  auto history_lost = [&](const std::string& why) -> Result<DirtySet> {
+    DirtySet all;
+    all.everything = true;
+    all.reason = why;
+    (void)write_ledger(pid, entry_of(*state, state->generation));
+    if (Status st = arm_tracking(pid, vmas, state); !st.ok())
+      all.reason += "; arming again failed: " + st.error().message;
+    return all;
+  };
   const LedgerEntry parent = entry_of(*state, state->prev_generation);
   auto last = read_ledger(pid);
-  if (!last) return lost("no record of the generation that last reset tracking", state->target_fd);
+  if (!last) return history_lost("no record of the generation that last reset tracking");
   if (!(*last == parent))
-    return lost("tracking was reset by " + describe(*last) + " since " + describe(parent),
-                state->target_fd);
+    return history_lost("tracking was reset by " + describe(*last) + " since " + describe(parent));
   if (state->generation != state->prev_generation)
     if (Status w = write_ledger(pid, entry_of(*state, state->generation)); !w.ok())
       return w.error().context("recording the tracking state");  // nothing reset yet
