@@ -58,7 +58,9 @@ struct PageChild {
     cmd = c[1];
     ack = a[0];
     ASSERT_EQ(::read(b[0], &base, sizeof base), ssize_t(sizeof base));
-    if (traced) ASSERT_EQ(::ptrace(PTRACE_SEIZE, pid, nullptr, nullptr), 0);
+    if (traced) {
+      ASSERT_EQ(::ptrace(PTRACE_SEIZE, pid, nullptr, nullptr), 0);
+    }
   }
   void op(char what, int page) {
     char o[2] = {what, char(page)};
