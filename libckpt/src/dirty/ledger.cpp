@@ -120,4 +120,20 @@ Status write_ledger(pid_t pid, const LedgerEntry& e) {
   return {};
 }
 
+void record_arm(pid_t pid, const TrackerState& s) {
+  (void)write_ledger(pid, LedgerEntry{s.chain_id, s.generation});
+}
+
+Result<std::string> begin_collect(pid_t pid, const TrackerState& s) {
+  const LedgerEntry parent{s.chain_id, s.prev_generation};
+  auto last = read_ledger(pid);
+  if (!last) return std::string("no record of the generation that last reset tracking");
+  if (!(*last == parent))
+    return "tracking was reset by " + describe(*last) + " since " + describe(parent);
+  if (s.generation != s.prev_generation)
+    if (Status w = write_ledger(pid, LedgerEntry{s.chain_id, s.generation}); !w.ok())
+      return w.error().context("recording the tracking state");
+  return std::string();
+}
+
 }  // namespace ckpt::dirty

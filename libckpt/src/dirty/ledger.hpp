@@ -18,6 +18,8 @@
 #include <optional>
 #include <string>
 
+#include "dirty/tracker.hpp"
+
 namespace ckpt::dirty {
 
 struct LedgerEntry {
@@ -33,5 +35,15 @@ std::optional<LedgerEntry> read_ledger(pid_t pid);
 // that are gone.
 Status write_ledger(pid_t pid, const LedgerEntry& e);
 std::string describe(const LedgerEntry& e);
+
+// For a tracker: an arm restarts tracking for `s.generation` (best effort:
+// without the record the next collect saves everything).
+void record_arm(pid_t pid, const TrackerState& s);
+// Before a collect resets tracking: when the last reset was the parent
+// generation's, records this generation (before the reset, so a collect that
+// is never committed is found out by the next one) and returns "". Otherwise
+// returns why the dirty set cannot be trusted. An error: the record could not
+// be written; nothing may be reset then.
+Result<std::string> begin_collect(pid_t pid, const TrackerState& s);
 
 }  // namespace ckpt::dirty

@@ -186,7 +186,7 @@ Result<UniqueFd> grab_target_fd(pid_t pid, int fd) {
 
 // kTrackerFd if free in the target, else the next free number below its
 // RLIMIT_NOFILE, else the highest free one below kTrackerFd. Never an fd in
-// use: the target's own descriptors are not ours to replace. Except a
+// use: the target's own descriptors are not ours to replace. Except our
 // userfaultfd at kTrackerFd: the tracker of an earlier chain of this process
 // (in another directory), which a new chain replaces. Passing over it left
 // one more userfaultfd in the process per new chain, and the next checkpoint
@@ -198,10 +198,7 @@ Result<int> choose_target_fd(pid_t pid) {
   while (dirent* e = ::readdir(d))
     if (e->d_name[0] != '.') used.insert(std::atoi(e->d_name));
   ::closedir(d);
-  char target[64] = "";
-  const std::string ours = proc_path(pid, "fd/" + std::to_string(kTrackerFd));
-  ssize_t n = ::readlink(ours.c_str(), target, sizeof target - 1);
-  if (n > 0 && std::string(target, size_t(n)) == "anon_inode:[userfaultfd]") return kTrackerFd;
+  if (check_target_uffd(pid, kTrackerFd).ok()) return kTrackerFd;
   long limit = kTrackerFd + 1;
   CKPT_ASSIGN(std::string limits, read_file(proc_path(pid, "limits")));
   size_t at = limits.find("Max open files");
@@ -381,19 +378,11 @@ Status PagemapScanTracker::arm_fresh(pid_t pid, const std::vector<VmaRecord>& vm
   return {};
 }
 
-namespace {
-
-LedgerEntry entry_of(const TrackerState& s, uint64_t generation) {
-  return LedgerEntry{s.chain_id, generation};
-}
-
-}  // namespace
-
 // Tracking restarts for the generation in `state`; the ledger says so (when
 // it cannot be written, the next collect finds it stale and saves all).
 Status PagemapScanTracker::arm(pid_t pid, const std::vector<VmaRecord>& vmas, TrackerState* state) {
   CKPT_TRY(arm_tracking(pid, vmas, state));
-  (void)write_ledger(pid, entry_of(*state, state->generation));
+  record_arm(pid, *state);
   return {};
 }
 
@@ -431,7 +420,7 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
     if (!st.ok())
       all.reason += "; arming again failed: " + st.error().message;
     else
-      (void)write_ledger(pid, entry_of(*state, state->generation));
+      record_arm(pid, *state);
     return all;
   };
   if (state->target_fd < 0) return lost("tracking was not armed for this process", -1);
@@ -448,19 +437,13 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
     DirtySet all;
     all.everything = true;
     all.reason = why;
-    (void)write_ledger(pid, entry_of(*state, state->generation));
+    record_arm(pid, *state);
     if (Status st = arm_tracking(pid, vmas, state); !st.ok())
       all.reason += "; arming again failed: " + st.error().message;
     return all;
   };
-  const LedgerEntry parent = entry_of(*state, state->prev_generation);
-  auto last = read_ledger(pid);
-  if (!last) return history_lost("no record of the generation that last reset tracking");
-  if (!(*last == parent))
-    return history_lost("tracking was reset by " + describe(*last) + " since " + describe(parent));
-  if (state->generation != state->prev_generation)
-    if (Status w = write_ledger(pid, entry_of(*state, state->generation)); !w.ok())
-      return w.error().context("recording the tracking state");  // nothing reset yet
+  CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state));
+  if (!untrusted.empty()) return history_lost(untrusted);
   CKPT_ASSIGN(UniqueFd uffd, grab_target_fd(pid, state->target_fd));
   CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));

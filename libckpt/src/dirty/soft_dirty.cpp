@@ -66,7 +66,7 @@ FeatureCheck SoftDirtyTracker::probe() {
 // before it.
 Status SoftDirtyTracker::arm(pid_t pid, const std::vector<image::VmaRecord>&, TrackerState* state) {
   state->target_fd = -1;  // nothing is kept in the target
-  (void)write_ledger(pid, LedgerEntry{state->chain_id, state->generation});
+  record_arm(pid, *state);
   return clear_refs(pid);
 }
 
@@ -74,17 +74,13 @@ Result<DirtySet> SoftDirtyTracker::collect(pid_t pid, const std::vector<image::V
                                            const std::vector<image::VmaRecord>& prev,
                                            TrackerState* state) {
   DirtySet out;
-  const LedgerEntry parent{state->chain_id, state->prev_generation};
-  if (auto last = read_ledger(pid); !last || !(*last == parent)) {
+  CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state));
+  if (!untrusted.empty()) {
     out.everything = true;
-    out.reason = last ? "tracking was reset by " + describe(*last) + " since " + describe(parent)
-                      : "no record of the generation that last reset tracking";
+    out.reason = untrusted;
     CKPT_TRY(arm(pid, vmas, state));
     return out;
   }
-  if (state->generation != state->prev_generation)  // before the reset
-    if (Status w = write_ledger(pid, LedgerEntry{state->chain_id, state->generation}); !w.ok())
-      return w.error().context("recording the tracking state");
   std::string path = "/proc/" + std::to_string(pid) + "/pagemap";
   UniqueFd pm(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!pm.valid()) return sys_error("opening " + path);
