@@ -74,12 +74,17 @@ NS_B=ckmB$TAG
 PORT=$((20000 + TAG % 20000))
 ADDR_B=10.251.$((TAG % 250)).2
 RPIDS=()
+# kill_tree PID: SIGKILL to PID's children, then PID (ip netns exec and
+# unshare stand between the test and the tool).
+kill_tree() {
+  local c
+  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do kill -9 "$c" 2>/dev/null || true; done
+  kill -9 "$1" 2>/dev/null || true
+}
+
 cleanup() {
-  local p c
-  for p in "${RPIDS[@]}"; do
-    for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do kill -9 "$c" 2>/dev/null || true; done
-    kill -9 "$p" 2>/dev/null || true
-  done
+  local p
+  for p in "${RPIDS[@]}"; do kill_tree "$p"; done
   ip netns del "$NS_A" 2>/dev/null || true
   ip netns del "$NS_B" 2>/dev/null || true
   cleanup_common
@@ -154,6 +159,17 @@ expect_done() {
   local last
   last=$(tail -n 1 "$WORK/prog.out" 2>/dev/null)
   [[ $last == "done $READY_ID" ]] || fail "$1: the program did not finish correctly (last line \"$last\", want \"done $READY_ID\"): $(first_line "$WORK/prog.err")"
+}
+
+# start_slow_migration WHAT: a frozen migration of TPID in the background
+# (the link is throttled by the caller), still under way 1.5 s later, before
+# WHAT happens to it; sets MPID.
+start_slow_migration() {
+  (close_fds && exec ip netns exec "$NS_A" "$BIN_DIR/cr_migrate" --to "$ADDR_B:$PORT" \
+    --token "$WORK/token" --frozen "$TPID" </dev/null >"$WORK/migrate.out" 2>"$WORK/migrate.err") &
+  MPID=$!
+  sleep 1.5
+  [[ -e /proc/$MPID ]] || fail "cr_migrate ended before $1: $(first_line "$WORK/migrate.err")"
 }
 
 # start_local PROG ARGS...: PROG on this node (no namespaces: cr_pause
@@ -271,15 +287,10 @@ case $TEST in
     mapfile -t shm_before < <(ls /dev/shm | grep '^ckpt-recv-' | sort)
     start_receiver
     start_target 128 300
-    (close_fds && exec ip netns exec "$NS_A" "$BIN_DIR/cr_migrate" --to "$ADDR_B:$PORT" \
-      --token "$WORK/token" --frozen "$TPID" </dev/null >"$WORK/migrate.out" 2>"$WORK/migrate.err") &
-    MPID=$!
-    sleep 1.5
-    [[ -e /proc/$MPID ]] || fail "cr_migrate ended before the receiver was killed: $(first_line "$WORK/migrate.err")"
+    start_slow_migration "the receiver was killed"
     staged=$(comm -13 <(printf '%s\n' "${shm_before[@]}") <(ls /dev/shm | grep '^ckpt-recv-' | sort))
     [[ -n $staged ]] || fail "no staging directory in /dev/shm while receiving"
-    for c in $(cat /proc/"$RPID"/task/*/children 2>/dev/null); do kill -9 "$c" 2>/dev/null || true; done
-    kill -9 "$RPID" 2>/dev/null || true
+    kill_tree "$RPID"
     wait_exit "$MPID" 30 || fail "cr_migrate still runs 30 s after the receiver was killed"
     expect_one_line_failure cr_migrate "$EXIT_STATUS" "$WORK/migrate.err"
     expect_source_ok
@@ -295,13 +306,8 @@ case $TEST in
     throttle 200mbit
     start_receiver
     start_target 128 300
-    (close_fds && exec ip netns exec "$NS_A" "$BIN_DIR/cr_migrate" --to "$ADDR_B:$PORT" \
-      --token "$WORK/token" --frozen "$TPID" </dev/null >"$WORK/migrate.out" 2>"$WORK/migrate.err") &
-    MPID=$!
-    sleep 1.5
-    [[ -e /proc/$MPID ]] || fail "cr_migrate ended before it was killed: $(first_line "$WORK/migrate.err")"
-    for c in $(cat /proc/"$MPID"/task/*/children 2>/dev/null); do kill -9 "$c" 2>/dev/null || true; done
-    kill -9 "$MPID" 2>/dev/null || true
+    start_slow_migration "it was killed"
+    kill_tree "$MPID"
     wait_receiver
     expect_one_line_failure cr_recv "$RECV_RC" "$WORK/recv.err"
     grep -q "truncated" "$WORK/recv.err" || fail "refused for another reason: $(first_line "$WORK/recv.err")"
