@@ -29,6 +29,7 @@
 
 #include "dump/memory.hpp"
 #include "image/store.hpp"
+#include "incompressible.hpp"
 #include "proc/maps.hpp"
 #include "util/clock.hpp"
 
@@ -42,15 +43,7 @@ pid_t start_target(size_t bytes, int ready_fd_w) {
   dup2(ready_fd_w, 3);
   ready_fd_w = 3;
   syscall(SYS_close_range, 4u, ~0u, 0u);
-  auto* p = static_cast<uint64_t*>(
-      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  uint64_t x = 88172645463325252ull;
-  for (size_t i = 0; i < bytes / 8; i++) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    p[i] = x;
-  }
+  if (!bench::map_incompressible(bytes)) _exit(1);
   char c = 1;
   (void)!write(ready_fd_w, &c, 1);
   close(ready_fd_w);

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "incompressible.hpp"
 #include "util/clock.hpp"
 
 namespace {
@@ -51,16 +52,10 @@ Target start_target(size_t bytes, const std::string& dir) {
   t.pid = fork();
   if (t.pid == 0) {
     syscall(SYS_close_range, 3u, ~0u, 0u);  // the mapping stays; no stray fds
-    auto* p = static_cast<uint64_t*>(
-        mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    uint64_t* p = bench::map_incompressible(bytes);
+    if (!p) _exit(1);
+    uint64_t x = p[bytes / 8 - 1];  // the generator goes on from the fill's last word
     const size_t pages = bytes / 4096;
-    uint64_t x = 88172645463325252ull;
-    for (size_t i = 0; i < bytes / 8; i++) {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      p[i] = x;
-    }
     Mailbox* box = t.box;
     box->done = 0;
     for (uint64_t seen = 0;;) {
@@ -124,7 +119,9 @@ double restore_seconds(const std::string& dir) {
   return r->seconds;
 }
 
-void sh(const std::string& cmd) { (void)!system(cmd.c_str()); }
+void sh(const std::string& cmd) {
+  (void)!system(cmd.c_str());
+}
 
 }  // namespace
 
@@ -141,7 +138,8 @@ int main(int argc, char** argv) {
   mkdir(dir.c_str(), 0700);
   const size_t bytes = mib << 20;
   nlohmann::json out = nlohmann::json::object();
-  std::printf("incremental checkpoints of %zu MiB populated memory, files in %s\n", mib, dir.c_str());
+  std::printf("incremental checkpoints of %zu MiB populated memory, files in %s\n", mib,
+              dir.c_str());
 
   std::stringstream ts(trackers);
   std::string tracker;
@@ -201,9 +199,10 @@ int main(int argc, char** argv) {
         sh("sync");
         double flat = restore_seconds(dir + "/flat");
         chain = restore_seconds(co.dir);  // again, both with a warm page cache
-        std::printf("restore: full + 3 incrementals %.3f s, one full of the same state %.3f s, "
-                    "ratio %.2f\n",
-                    chain, flat, chain / flat);
+        std::printf(
+            "restore: full + 3 incrementals %.3f s, one full of the same state %.3f s, "
+            "ratio %.2f\n",
+            chain, flat, chain / flat);
         tj["restore"] = {{"chain_seconds", chain}, {"full_seconds", flat}, {"ratio", chain / flat}};
       } else {
         stop(t);
@@ -212,8 +211,8 @@ int main(int argc, char** argv) {
     out[tracker] = tj;
   }
   sh("rm -rf '" + dir + "'");
-  std::printf("%s\n", nlohmann::json({{"bench", "incremental"}, {"mib", mib}, {"results", out}})
-                          .dump()
-                          .c_str());
+  std::printf(
+      "%s\n",
+      nlohmann::json({{"bench", "incremental"}, {"mib", mib}, {"results", out}}).dump().c_str());
   return 0;
 }

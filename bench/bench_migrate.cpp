@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "incompressible.hpp"
 #include "util/clock.hpp"
 
 using ckpt::now_seconds;
@@ -162,15 +163,9 @@ pid_t start_workload(size_t bytes, double rate_mbs, const std::string& ready) {
   dup2(nul, 1);
   dup2(nul, 2);
   syscall(SYS_close_range, 3u, ~0u, 0u);
-  auto* m = static_cast<uint64_t*>(
-      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  uint64_t x = 88172645463325252ull;
-  for (size_t i = 0; i < bytes / 8; i++) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    m[i] = x;
-  }
+  uint64_t* m = bench::map_incompressible(bytes);
+  if (!m) _exit(1);
+  uint64_t x = m[bytes / 8 - 1];  // the generator goes on from the fill's last word
   int fd = open(ready.c_str(), O_WRONLY | O_CREAT, 0600);
   close(fd);
   const size_t pages = bytes / 4096;
