@@ -250,9 +250,10 @@ TEST(PolicyMonteCarlo, SimulatedFailuresGiveThePredictedOverhead) {
     plan::IntervalInput in;
     const char* what;
   };
-  plan::IntervalInput silent = fail_stop(120, 60, 6 * 3600);
+  // A long restart and frequent silent errors, so each term of E(T) weighs.
+  plan::IntervalInput silent = fail_stop(120, 600, 6 * 3600);
   silent.verify_s = 30;
-  silent.silent_mtbf_s = 12 * 3600;
+  silent.silent_mtbf_s = 3 * 3600;
   plan::IntervalInput large = fail_stop(300, 120, 3600);  // first order is off here
   for (const Case& c :
        {Case{fail_stop(60, 30, 3600), "fail-stop"}, Case{fail_stop(23, 10, 4500, 0.7), "predicted"},
