@@ -166,6 +166,24 @@ TEST(PolicyReference, BackMigration) {
   EXPECT_NEAR(no->gain_s, -50, 1e-9);
 }
 
+TEST(PolicyReference, StorageLevels) {
+  // 0.5 us latency, 600 GB/s network, 12 switch links, 40 GB/s memory: 0.8/1.6 s
+  // local, about 3.2/6.4 s partner, about 8.9/17.8 min to the file system for a
+  // machine-sized job. policy.md does not give that job's node count; 120,000
+  // nodes is the count both file-system figures imply (8.9 min * 60 * 12 /
+  // (32 GB / 600 GB/s) = 120,150).
+  for (auto [gb, local, partner, fs_min] :
+       {std::tuple{32.0, 0.8, 3.2, 8.9}, std::tuple{64.0, 1.6, 6.4, 17.8}}) {
+    plan::StorageInput in{gb * 1e9, 120000, 600e9, 12, 40e9, 0.5e-6};
+    auto c = plan::storage_costs(in);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    EXPECT_NEAR(c->local_s, local, 1e-9);
+    EXPECT_NEAR(c->partner_s, partner, 0.05);
+    EXPECT_NEAR(c->file_system_s / 60, fs_min, 0.05);
+  }
+  EXPECT_FALSE(plan::storage_costs({32e9, 100, 0, 12, 40e9, 0}).ok());
+}
+
 // ---- The exact expected time -------------------------------------------------
 
 TEST(PolicyExact, MatchesTheLiteralFormula) {

@@ -147,6 +147,26 @@ struct BackMigration {
 Result<BackMigration> plan_back_migration(double remaining_s, double degraded_s, double original_s,
                                           double migration_s);
 
+// ---- Where a checkpoint goes ------------------------------------------------
+
+struct StorageInput {
+  double mem_per_node_bytes = 0;
+  double nodes = 0;                // nodes of the job
+  double network_bytes_per_s = 0;  // per switch link to the parallel file system
+  double switch_links = 0;
+  double memory_bytes_per_s = 0;  // a node's memory bandwidth
+  double latency_s = 0;           // network latency to a partner node
+};
+
+struct StorageCosts {
+  double file_system_s = 0;  // (mem/B_net) * (nodes/switch_links)
+  double local_s = 0;        // mem/B_mem
+  double partner_s = 0;      // 2 * (local + latency + mem/B_mem)
+};
+
+// Checkpoint cost C per storage level (policy.md, "Storage levels").
+Result<StorageCosts> storage_costs(const StorageInput& in);
+
 // ---- Spare nodes on a Cartesian mesh -------------------------------------------
 
 // policy.md's fraction for N = n^q nodes, r dimensions keeping a slab of
