@@ -111,6 +111,9 @@ int64_t RankMap::node_id(const Coords& c) const {
 
 Result<RankMap> RankMap::create(const Mesh& m) {
   CKPT_TRY(check_mesh(m));
+  // A map keeps three words per node: ten million nodes is ~240 MB.
+  if (mesh_nodes(m) > 10'000'000)
+    return make_error(EINVAL, "the mesh is too large for a rank map (over 1e7 nodes)");
   RankMap map;
   map.mesh_ = m;
   map.compute_dims_ = m.dims;
