@@ -113,6 +113,11 @@ case $MODE in
   restore)
     start_job
     full "$ROOT"
+    # A second full replaces the first chain: its generation goes, members and all.
+    full "$ROOT"
+    gens=$(cd "$CKPT" && echo gen-*)
+    [[ $gens == gen-000002 ]] || fail "after a second cr_full the directory holds: $gens"
+    [[ -z $(ls -A "$CKPT" | grep -v '^gen-000002$') ]] || fail "leftovers in $CKPT: $(ls -A "$CKPT")"
     verify
     kill_job
     restart_wait

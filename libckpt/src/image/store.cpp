@@ -90,8 +90,20 @@ void remove_stale_temps(const std::string& dir) {
         if (f->d_name[0] != '.') ::unlink((t + "/" + f->d_name).c_str());
       ::closedir(td);
     }
-    ::rmdir(t.c_str());
+    remove_generation_files(t);  // members' directories, then the directory
   }
+}
+
+void remove_generation_files(const std::string& d) {
+  // Only the names a generation holds: a job's members are one level down.
+  if (DIR* dd = ::opendir(d.c_str())) {
+    while (dirent* e = ::readdir(dd))
+      if (std::strncmp(e->d_name, "member-", 7) == 0) remove_generation_files(d + "/" + e->d_name);
+    ::closedir(dd);
+  }
+  for (const char* f : {kPagesFile, kAddrFile, kMetaFile, "job.img"})
+    ::unlink((d + "/" + f).c_str());
+  ::rmdir(d.c_str());
 }
 
 void remove_generations_before(const std::string& dir, uint64_t generation) {
@@ -99,9 +111,7 @@ void remove_generations_before(const std::string& dir, uint64_t generation) {
   if (!gens.ok()) return;
   for (uint64_t g : *gens) {
     if (g >= generation) break;
-    std::string d = generation_dir(dir, g);
-    for (const char* f : {kPagesFile, kAddrFile, kMetaFile}) ::unlink((d + "/" + f).c_str());
-    ::rmdir(d.c_str());
+    remove_generation_files(generation_dir(dir, g));
   }
 }
 

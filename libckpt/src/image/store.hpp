@@ -24,6 +24,9 @@ std::string temp_prefix_host();
 // gone): they never became visible, but take space. Other hosts' temporaries
 // (a shared directory) are left alone.
 void remove_stale_temps(const std::string& dir);
+// Removes a generation's directory and what a generation holds in it (the
+// three files, job.img, members' directories); anything else stays.
+void remove_generation_files(const std::string& gen_dir);
 // Deletes the generations older than `generation`: the chain a new full
 // checkpoint superseded (called only once that full is committed).
 void remove_generations_before(const std::string& dir, uint64_t generation);

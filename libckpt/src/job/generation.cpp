@@ -1,6 +1,5 @@
 #include "job/generation.hpp"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,25 +7,6 @@
 #include "image/store.hpp"
 
 namespace ckpt::job {
-
-namespace {
-
-// Removes a directory the writer made, and what it holds (files, and the
-// members' directories one level down).
-void remove_tree(const std::string& path) {
-  DIR* d = ::opendir(path.c_str());
-  if (!d) return;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    std::string p = path + "/" + name;
-    if (::unlink(p.c_str()) != 0 && errno == EISDIR) remove_tree(p);
-  }
-  ::closedir(d);
-  ::rmdir(path.c_str());
-}
-
-}  // namespace
 
 Result<std::unique_ptr<GenerationWriter>> GenerationWriter::create(const std::string& dir,
                                                                    uint64_t generation) {
@@ -39,7 +19,7 @@ Result<std::unique_ptr<GenerationWriter>> GenerationWriter::create(const std::st
 }
 
 GenerationWriter::~GenerationWriter() {
-  if (!committed_) remove_tree(tmp_);
+  if (!committed_) image::remove_generation_files(tmp_);
 }
 
 Status GenerationWriter::commit() {
