@@ -51,6 +51,13 @@ tree_pids() {
   for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do tree_pids "$c"; done
 }
 
+# A process of the test that only holds what it was given (a PID, a pipe)
+# for a minute; its command line names WORK so the cleanup kills it, and it
+# keeps none of the harness's output pipes open.
+hold() {
+  exec sh -c 'sleep 60 >/dev/null 2>&1; : "$0"' "$WORK/holder" >/dev/null 2>&1
+}
+
 start_job() {
   rm -f "$WORK/ready"
   (close_fds && exec "$PROG" "$WORK/ready" "$WORK" "${1:-300}" </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
@@ -169,7 +176,7 @@ case $MODE in
     for ((i = 0; i < 50 && HOLDER != VICTIM; i++)); do
       ((HOLDER == 0)) || { kill -9 "$HOLDER"; wait "$HOLDER" 2>/dev/null || true; }
       echo "$((VICTIM - 1))" >/proc/sys/kernel/ns_last_pid
-      sleep 60 &
+      hold </dev/null &
       HOLDER=$!
       OWN_PIDS+=("$HOLDER")
     done
@@ -192,7 +199,7 @@ case $MODE in
     A=$(echo $MEMBERS | awk '{ print $3 }')
     PIPE_FD=$(for f in /proc/"$A"/fd/*; do [[ $(readlink "$f") == pipe:* ]] && echo "${f##*/}" && break; done)
     [[ -n $PIPE_FD ]] || fail "member $A holds no pipe"
-    sleep 60 <"/proc/$A/fd/$PIPE_FD" &
+    hold <"/proc/$A/fd/$PIPE_FD" &
     OWN_PIDS+=("$!")
     rc=0
     tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" "$ROOT" || rc=$?
