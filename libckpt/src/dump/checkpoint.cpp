@@ -11,6 +11,7 @@
 #include "dirty/soft_dirty.hpp"
 #include "dump/generation.hpp"
 #include "dump/member.hpp"
+#include "job/tree.hpp"
 #include "util/clock.hpp"
 
 namespace ckpt::dump {
@@ -63,6 +64,9 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   CheckpointStats stats;
   CKPT_ASSIGN(std::string tracker, chain_tracker(opts, spec.prev));
 
+  // A process with children would lose them: migration moves single
+  // processes so far (job/tree names the child).
+  CKPT_TRY(job::list_job(opts.pid, false));
   const double t_frozen = now_seconds();
   CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
 

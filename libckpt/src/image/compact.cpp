@@ -9,6 +9,7 @@
 #include "image/format.hpp"
 #include "image/store.hpp"
 #include "image/writer.hpp"
+#include "job/generation.hpp"
 #include "util/clock.hpp"
 #include "util/zeros.hpp"
 
@@ -22,6 +23,7 @@ Result<CompactStats> compact_chain(const std::string& dir) {
   const double t0 = now_seconds();
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(dir));
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + dir);
+  CKPT_TRY(job::single_process_only(image::generation_dir(dir, gens.back()), "cr_compact"));
   CKPT_ASSIGN(image::Chain chain, image::open_chain(dir, gens.back()));
   CompactStats stats;
   stats.generations_folded = chain.links.size();

@@ -262,13 +262,14 @@ Result<std::vector<pid_t>> spawn_job(const std::vector<SpawnMember>& members, bo
     if (r.failed && failure.empty()) failure = r.msg;
     if (!r.failed) ++ready;
   }
-  for (size_t i = 0; i < members.size(); ++i)
-    if (i > 0 || new_pid) pids[i] = i == 0 ? pid_t(root) : members[i].member->pid;
   if (failure.empty() && ready != live) failure = "a new process died while being set up";
   if (!failure.empty()) {
+    // Only the root is killed by PID: the others die with their parents
+    // (PDEATHSIG), and a PID we failed to take belongs to somebody else.
     kill_job(pids);
     return make_error(EIO, failure);
   }
+  for (size_t i = 1; i < members.size(); ++i) pids[i] = members[i].member->pid;
   for (size_t i = 0; i < members.size(); ++i) {
     if (members[i].member->zombie()) continue;
     Status s = seize(pids[i]);

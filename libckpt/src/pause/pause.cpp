@@ -34,6 +34,7 @@
 #include "dump/collect.hpp"
 #include "image/chain.hpp"
 #include "image/store.hpp"
+#include "job/generation.hpp"
 #include "mem/pagemap.hpp"
 #include "pause/in_place.hpp"
 #include "proc/freeze.hpp"
@@ -116,6 +117,7 @@ Result<PauseStats> pause_process(const PauseOptions& opts) {
   PauseStats st;
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + opts.dir);
+  CKPT_TRY(job::single_process_only(image::generation_dir(opts.dir, gens.back()), "cr_pause"));
   CKPT_ASSIGN(image::Chain chain, image::open_chain(opts.dir, gens.back()));
   const image::ImageMeta& meta = chain.newest();
   st.generation = meta.generation;
