@@ -135,9 +135,14 @@ bad unknown-option '^cr_plan: .*--bogus' interval --bogus 1
 # sleeping process, made by the tools next to cr_plan.
 BIN=$(dirname "$PLAN")
 if [[ -x $BIN/cr_full && -x $BIN/cr_incr && -x $BIN/cr_info ]]; then
+  # shellcheck source=../e2e/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
   DIR=$(mktemp -d)
-  (close_fds; exec sleep 60 </dev/null >/dev/null 2>&1) &
+  # No fd of ours may reach the target: the tools refuse shared pipes.
+  (
+    close_fds
+    exec sleep 60 >/dev/null 2>&1
+  ) </dev/null &
   TARGET=$!
   trap 'kill $TARGET 2>/dev/null; rm -rf "$DIR" /tmp/cr_plan_cli.err.$$' EXIT
   sleep 0.2

@@ -36,6 +36,35 @@ int main(void) {
     fprintf(stderr, "plan_c_api: spares %llu\n", (unsigned long long)n);
     return 1;
   }
+  /* 6x6 mesh, both dimensions keep one spare plane: 25 ranks. Node 2,3
+   * fails; 1D slides its line along y: ranks 13 and 14 move up by one. */
+  struct ckpt_plan_mesh mesh;
+  memset(&mesh, 0, sizeof mesh);
+  mesh.size = sizeof mesh;
+  mesh.q = 2;
+  mesh.dims[0] = mesh.dims[1] = 6;
+  mesh.spare_dims = 2;
+  mesh.thickness = 1;
+  int failed[2] = {2, 3}, nodes[2 * 25];
+  size_t nranks = 25;
+  if (ckpt_plan_substitute(&mesh, failed, 1, CKPT_PLAN_SLIDE_1D, nodes, &nranks, msg, sizeof msg) !=
+          0 ||
+      nranks != 25) {
+    fprintf(stderr, "plan_c_api: substitute: %s\n", msg);
+    return 1;
+  }
+  if (nodes[2 * 13] != 2 || nodes[2 * 13 + 1] != 4 || nodes[2 * 14] != 2 ||
+      nodes[2 * 14 + 1] != 5 || nodes[2 * 12] != 2 || nodes[2 * 12 + 1] != 2) {
+    fprintf(stderr, "plan_c_api: substitute: unexpected map\n");
+    return 1;
+  }
+  nranks = 10;
+  if (ckpt_plan_substitute(&mesh, failed, 1, CKPT_PLAN_SLIDE_1D, nodes, &nranks, msg, sizeof msg) !=
+          -ERANGE ||
+      nranks != 25) {
+    fprintf(stderr, "plan_c_api: a small rank_nodes was not refused\n");
+    return 1;
+  }
   puts("plan_c_api: ok");
   return 0;
 }

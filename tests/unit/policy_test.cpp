@@ -13,7 +13,9 @@
 #include <random>
 #include <set>
 
+#include "image/job_image.hpp"
 #include "image/reader.hpp"
+#include "image/store.hpp"
 #include "image/writer.hpp"
 #include "image_test_util.hpp"
 
@@ -580,24 +582,25 @@ TEST(PolicyCApi, IncrementalsAndMigrate) {
 
 // ---- Figures of a real chain -------------------------------------------------
 
-TEST(PolicyChain, FiguresFromAChain) {
+struct GenPlan {
+  uint64_t pages;
+  int64_t at_ns;
+};
+
+// Writes generations 1..n of one process into `dir` (64-page mapping; gen g
+// holds gens[g-1].pages pages, created at gens[g-1].at_ns).
+void write_chain(const std::string& dir, const std::array<uint8_t, 16>& chain, int32_t pid,
+                 const std::vector<GenPlan>& gens) {
   using namespace ckpt::image;
-  ckpt::testing::TempDir tmp;
-  auto chain = ckpt::testing::make_chain_id(5);
   const uint64_t base = 0x10000000, npages = 64;
   ckpt::testing::AlignedBytes pages(npages * kPageSize);
   for (size_t i = 0; i < pages.size(); ++i) pages[i] = uint8_t(i * 7 + 1);
-  // gen 1: 64 pages; gen 2 (3 s later): 8 pages; gen 3 (another 5 s): 24 pages.
-  struct Gen {
-    uint64_t pages;
-    int64_t at_ns;
-  };
-  const Gen gens[] = {{64, 1'000'000'000'000}, {8, 1'003'000'000'000}, {24, 1'008'000'000'000}};
-  for (uint64_t g = 1; g <= 3; ++g) {
-    auto w = SnapshotWriter::create(tmp.path(), g, chain);
+  for (uint64_t g = 1; g <= gens.size(); ++g) {
+    auto w = SnapshotWriter::create(dir, g, chain);
     ASSERT_TRUE(w.ok()) << w.error().message;
     ASSERT_TRUE((*w)->add_pages(base, pages.data(), gens[g - 1].pages).ok());
     ImageMeta m = ckpt::testing::make_meta(g, chain);
+    m.process.pid = pid;
     m.created_unix_ns = gens[g - 1].at_ns;
     VmaRecord v;
     v.start = base;
@@ -608,6 +611,16 @@ TEST(PolicyChain, FiguresFromAChain) {
     auto st = (*w)->commit(m);
     ASSERT_TRUE(st.ok()) << st.error().message;
   }
+}
+
+// gen 1: 64 pages; gen 2 (3 s later): 8 pages; gen 3 (another 5 s): 24 pages.
+const std::vector<GenPlan> kRootGens = {
+    {64, 1'000'000'000'000}, {8, 1'003'000'000'000}, {24, 1'008'000'000'000}};
+
+TEST(PolicyChain, FiguresFromAChain) {
+  using ckpt::image::kPageSize;
+  ckpt::testing::TempDir tmp;
+  write_chain(tmp.path(), ckpt::testing::make_chain_id(5), 424242, kRootGens);
   auto f = plan::chain_figures(tmp.path());
   ASSERT_TRUE(f.ok()) << f.error().message;
   EXPECT_EQ(f->generations, 3u);
@@ -620,6 +633,48 @@ TEST(PolicyChain, FiguresFromAChain) {
   EXPECT_DOUBLE_EQ(f->dirty_pages_per_s, 32.0 / 8);
   EXPECT_DOUBLE_EQ(f->dirty_bytes_per_s, 4.0 * kPageSize);
   EXPECT_FALSE(plan::chain_figures(tmp.path() + "/missing").ok());
+}
+
+TEST(PolicyChain, AJobAddsUpItsMembers) {
+  // The root as above and a second member (member-5000/ in each generation)
+  // with 32, 4 and 12 pages at the same times: sizes and rates add up.
+  using namespace ckpt::image;
+  ckpt::testing::TempDir tmp, other;
+  auto chain = ckpt::testing::make_chain_id(6);
+  write_chain(tmp.path(), chain, 424242, kRootGens);
+  write_chain(other.path(), chain, 5000,
+              {{32, 1'000'000'000'000}, {4, 1'003'000'000'000}, {12, 1'008'000'000'000}});
+  for (uint64_t g = 1; g <= 3; ++g) {
+    std::string gen = generation_dir(tmp.path(), g);
+    ASSERT_EQ(
+        ::rename(generation_dir(other.path(), g).c_str(), member_dir(gen, 5000, 424242).c_str()),
+        0);
+    JobMeta job;
+    job.generation = g;
+    job.chain_id = chain;
+    JobMember root, child;
+    root.pid = root.pgid = root.sid = 424242;
+    root.ppid = 1;
+    child.pid = 5000;
+    child.ppid = child.pgid = child.sid = 424242;
+    job.members = {root, child};
+    ASSERT_TRUE(write_job_file(gen, job).ok());
+  }
+  auto f = plan::chain_figures(tmp.path());
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(f->generations, 3u);
+  EXPECT_EQ(f->full_pages, 96u);
+  EXPECT_EQ(f->resident_bytes, 96 * kPageSize);
+  EXPECT_DOUBLE_EQ(f->mean_incremental_pages, 16 + 8);
+  EXPECT_DOUBLE_EQ(f->mean_interval_s, 4);
+  EXPECT_DOUBLE_EQ(f->dirty_pages_per_s, 32.0 / 8 + 16.0 / 8);
+  // A member missing from a generation is an error, not a smaller figure.
+  std::string gone = member_dir(generation_dir(tmp.path(), 3), 5000, 424242);
+  ASSERT_EQ(::rename(gone.c_str(), (gone + ".x").c_str()), 0);
+  auto broken = plan::chain_figures(tmp.path());
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.error().message.find("process 5000"), std::string::npos)
+      << broken.error().message;
 }
 
 }  // namespace

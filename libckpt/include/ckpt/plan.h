@@ -88,6 +88,33 @@ int ckpt_plan_migrate(const struct ckpt_plan_migrate_opts* opts,
 int ckpt_plan_spares(uint64_t nodes, int q, int r, int s, uint64_t* spares, double* fraction,
                      char* msg, size_t msg_len);
 
+/* A mesh with dims[i] nodes along dimension i (q <= 8); the first
+ * spare_dims dimensions keep their last `thickness` planes as spares. Ranks
+ * fill the other nodes row-major (docs/policy.md, "spares"). */
+struct ckpt_plan_mesh {
+  size_t size;
+  int q;
+  int dims[8];
+  int spare_dims;
+  int thickness;
+};
+
+enum ckpt_plan_slide {
+  CKPT_PLAN_SLIDE_0D = 0,
+  CKPT_PLAN_SLIDE_1D = 1,
+  CKPT_PLAN_SLIDE_QD = 2,
+  CKPT_PLAN_SLIDE_HYBRID = 3 /* qD, then 1D, then 0D */
+};
+
+/* Applies `nfailed` node failures in order (node i's coordinates at
+ * failed[i*q .. i*q + q - 1]) with `method`, and writes the resulting map:
+ * rank r's node coordinates at rank_nodes[r*q ...]. *nranks: in, the room
+ * in rank_nodes (in ranks); out, the number of ranks. -ENOSPC when a failure
+ * finds no substitute, -ERANGE when rank_nodes is too small (*nranks then
+ * says how many are needed). */
+int ckpt_plan_substitute(const struct ckpt_plan_mesh* mesh, const int* failed, size_t nfailed,
+                         int method, int* rank_nodes, size_t* nranks, char* msg, size_t msg_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,8 @@
 #include <ckpt/plan.hpp>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -118,5 +120,38 @@ extern "C" int ckpt_plan_spares(uint64_t nodes, int q, int r, int s, uint64_t* s
   if (!f.ok()) return fail(f.error(), msg, msg_len);
   if (fraction) *fraction = *f;
   if (spares) *spares = uint64_t(std::llround(*f * double(nodes)));
+  return 0;
+}
+
+extern "C" int ckpt_plan_substitute(const struct ckpt_plan_mesh* mesh, const int* failed,
+                                    size_t nfailed, int method, int* rank_nodes, size_t* nranks,
+                                    char* msg, size_t msg_len) {
+  ckpt_plan_mesh m;
+  if (read_in(mesh, m) || !nranks || (nfailed && !failed)) return bad_struct(msg, msg_len);
+  if (m.q < 1 || m.q > 8)
+    return fail(ckpt::make_error(EINVAL, "the mesh needs 1 to 8 dimensions"), msg, msg_len);
+  if (method < CKPT_PLAN_SLIDE_0D || method > CKPT_PLAN_SLIDE_HYBRID)
+    return fail(ckpt::make_error(EINVAL, "unknown substitution method"), msg, msg_len);
+  ckpt::plan::Mesh pm{std::vector<int>(m.dims, m.dims + m.q), m.spare_dims, m.thickness};
+  auto map = ckpt::plan::RankMap::create(pm);
+  if (!map.ok()) return fail(map.error(), msg, msg_len);
+  const ckpt::plan::Slide how[] = {ckpt::plan::Slide::Zero, ckpt::plan::Slide::One,
+                                   ckpt::plan::Slide::Q, ckpt::plan::Slide::Hybrid};
+  for (size_t i = 0; i < nfailed; ++i) {
+    ckpt::plan::Coords c(failed + i * size_t(m.q), failed + (i + 1) * size_t(m.q));
+    auto s = map->fail(c, how[method]);
+    if (!s.ok()) return fail(s.error(), msg, msg_len);
+  }
+  size_t room = *nranks;
+  *nranks = map->ranks();
+  if (room < map->ranks() || !rank_nodes)
+    return fail(
+        ckpt::make_error(ERANGE, "rank_nodes has room for " + std::to_string(room) +
+                                     " ranks, the mesh has " + std::to_string(map->ranks())),
+        msg, msg_len);
+  for (uint64_t r = 0; r < map->ranks(); ++r) {
+    ckpt::plan::Coords c = map->node_of(int64_t(r));
+    std::copy(c.begin(), c.end(), rank_nodes + r * size_t(m.q));
+  }
   return 0;
 }

@@ -1,16 +1,19 @@
 // The one input of the planners that reads files: sizes and dirty rates of a
-// real checkpoint chain, so a plan uses this job's own figures.
+// real checkpoint chain, so a plan uses this job's own figures. A job of
+// several processes (cr_full --tree) adds up its members' figures.
 #include <ckpt/plan.hpp>
 
 #include "image/chain.hpp"
+#include "image/job_image.hpp"
 #include "image/store.hpp"
+#include "job/generation.hpp"
 
 namespace ckpt::plan {
 
-Result<ChainFigures> chain_figures(const std::string& dir) {
-  CKPT_ASSIGN(auto gens, image::list_generations(dir));
-  if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + dir);
-  CKPT_ASSIGN(image::Chain chain, image::open_chain(dir, gens.back()));
+namespace {
+
+// One process's chain; rates and sizes of several processes add up.
+Result<ChainFigures> member_figures(const image::Chain& chain) {
   ChainFigures f;
   f.generations = chain.links.size();
   f.incrementals = f.generations - 1;
@@ -42,6 +45,41 @@ Result<ChainFigures> chain_figures(const std::string& dir) {
     f.dirty_bytes_per_s = f.dirty_pages_per_s * double(image::kPageSize);
   }
   return f;
+}
+
+}  // namespace
+
+Result<ChainFigures> chain_figures(const std::string& dir) {
+  CKPT_ASSIGN(auto gens, image::list_generations(dir));
+  if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + dir);
+  const uint64_t newest = gens.back();
+  CKPT_ASSIGN(image::JobMeta job, job::read_job_or_root(image::generation_dir(dir, newest)));
+  ChainFigures sum;
+  bool first = true;
+  for (const image::JobMember& m : job.members) {
+    if (m.zombie()) continue;  // no memory
+    const pid_t root = job.members[0].pid;
+    auto files = [&](uint64_t g) {
+      return image::member_dir(image::generation_dir(dir, g), m.pid, root);
+    };
+    auto chain = image::open_chain(dir, newest, files);
+    if (!chain.ok()) return chain.error().context("process " + std::to_string(m.pid));
+    CKPT_ASSIGN(ChainFigures f, member_figures(*chain));
+    if (first) {  // the job's generations and interval are its root's
+      sum.generations = f.generations;
+      sum.incrementals = f.incrementals;
+      sum.mean_interval_s = f.mean_interval_s;
+      first = false;
+    }
+    sum.full_content_bytes += f.full_content_bytes;
+    sum.full_pages += f.full_pages;
+    sum.mean_incremental_content_bytes += f.mean_incremental_content_bytes;
+    sum.mean_incremental_pages += f.mean_incremental_pages;
+    sum.resident_bytes += f.resident_bytes;
+    sum.dirty_pages_per_s += f.dirty_pages_per_s;
+    sum.dirty_bytes_per_s += f.dirty_bytes_per_s;
+  }
+  return sum;
 }
 
 }  // namespace ckpt::plan
