@@ -19,6 +19,7 @@
 #include "image/store.hpp"
 #include "image/writer.hpp"
 #include "proc/freeze.hpp"
+#include "proc/credentials.hpp"
 #include "proc/task_state.hpp"
 #include "util/clock.hpp"
 
@@ -35,7 +36,8 @@ Status describe(pid_t pid, const proc::FrozenProcess& fp, const image::ImageMeta
   CKPT_TRY(dump::collect_vdso(pid, meta->vmas, &meta->vdso));
   CKPT_TRY(dump::collect_threads(fp, previous, &meta->threads));
   CKPT_TRY(dump::collect_signals(fp, meta->threads[0], &meta->process));
-  CKPT_TRY(proc::read_task_states(pid, &meta->threads, &meta->state));
+  CKPT_ASSIGN(meta->credentials, proc::read_credentials(pid, meta->threads));
+  CKPT_TRY(proc::read_task_states(pid, &meta->threads, &meta->state, &meta->credentials));
   int tracker_fd = previous && previous->tracker_fd >= 0 ? previous->tracker_fd : dirty::kTrackerFd;
   CKPT_TRY(dump::collect_files(pid, tracker_fd, &meta->files));
   utsname u;

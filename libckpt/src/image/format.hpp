@@ -66,6 +66,7 @@ enum class RecordType : uint32_t {
   // 11-19 are kept for descriptor kinds.
   kProcessState = 20,
   kPosixTimer = 21,
+  kCredentials = 23,  // image/credentials_codec
 };
 
 // Little-endian byte sink/source for record payloads.

@@ -14,6 +14,7 @@
 #include "proc/regs.hpp"
 #include "restore/address_space.hpp"
 #include "restore/files.hpp"
+#include "restore/image_trust.hpp"
 #include "restore/spawn.hpp"
 #include "restore/syscall_restart.hpp"
 #include "restore/tasks.hpp"
@@ -99,6 +100,7 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   stats.generations_read = chain.links.size();
   stats.pages_skipped = plan.pages_skipped;
 
+  CKPT_TRY(restore::check_image_trust(opts.dir, chain));
   CKPT_TRY(restore::check_files_unchanged(meta, opts.force));
   CKPT_ASSIGN(pid_t pid, restore::spawn_stopped(meta, opts.new_pid));
   RebuildOptions ro{opts, newest};
