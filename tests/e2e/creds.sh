@@ -14,6 +14,9 @@
 #                  user (the images are theirs), restored by root: it runs
 #                  with the user's uid and gid and no capabilities, and cannot
 #                  read /etc/shadow.
+#   root-checkpoint  the same process checkpointed by root (images root's):
+#                  restored as the user all the same (credentials are saved,
+#                  not taken from whoever restores).
 #   escalation     the same user's images edited to claim uid 0 with every
 #                  capability (checksums recomputed), or stripped of their
 #                  credential records: root's cr_restart refuses both with one
@@ -26,7 +29,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 (($# == 2)) || {
-  echo "usage: $0 BIN_DIR status-fields|user-restore|escalation" >&2
+  echo "usage: $0 BIN_DIR status-fields|user-restore|root-checkpoint|escalation" >&2
   exit 2
 }
 BIN_DIR=$(cd "$1" && pwd)
@@ -100,8 +103,10 @@ ensure_user() {
   TGID=$(id -g "$TEST_USER")
 }
 
-# user_checkpoint: identity started and checkpointed (--kill) by TEST_USER,
-# images in $WORK/u/ck owned by that user.
+# user_checkpoint [root]: identity started by TEST_USER and checkpointed
+# (--kill) by that user, images in $WORK/u/ck owned by the user; with "root",
+# checkpointed by root (who may lack CAP_SYS_RESOURCE, as on the development
+# host), images owned by root.
 user_checkpoint() {
   ensure_user
   mkdir -p "$WORK/bin" "$WORK/u"
@@ -113,16 +118,22 @@ user_checkpoint() {
   RDIR=$WORK/u
   AS_USER=(setpriv "--reuid=$TUID" "--regid=$TGID" --init-groups)
   start "${AS_USER[@]}" --
-  timeout 60 "${AS_USER[@]}" "$WORK/bin/cr_full" --dir "$WORK/u/ck" --kill --tracker hash "$TPID" \
-    >/dev/null 2>"$WORK/tool.err" || fail "cr_full as $TEST_USER: $(first_line "$WORK/tool.err")"
+  local by=("${AS_USER[@]}") owner=$TUID
+  if [[ ${1:-} == root ]]; then
+    by=()
+    owner=0
+  fi
+  timeout 60 "${by[@]}" "$WORK/bin/cr_full" --dir "$WORK/u/ck" --kill --tracker hash "$TPID" \
+    >/dev/null 2>"$WORK/tool.err" || fail "cr_full as ${1:-$TEST_USER}: $(first_line "$WORK/tool.err")"
   wait_exit "$TPID" 10 || fail "the target did not end after cr_full --kill"
-  [[ $(stat -c %u "$WORK/u/ck/gen-000001/meta.img") == "$TUID" ]] ||
-    fail "the images are not owned by $TEST_USER"
+  [[ $(stat -c %u "$WORK/u/ck/gen-000001/meta.img") == "$owner" ]] ||
+    fail "the images are not owned by uid $owner"
 }
 
 # Fields of /proc/PID/status that a restore does not reproduce, and why.
 declare -A NOT_COMPARED=(
   [State]="running or sleeping: changes by itself"
+  [SigQ]="signals queued to all processes of the uid (a user-wide count); its limit is RLIMIT_SIGPENDING, restored"
   [PPid]="the restored process is cr_restart's child (process trees are not restored)"
   [TracerPid]="0 before; the restorer's while rebuilding, 0 after"
   [FDSize]="the size of the fd table the kernel allocated, not an fd"
@@ -169,7 +180,7 @@ case $TEST in
     PROG=$PROG_DIR/identity
     start nice -n 3 taskset -c 0 chrt --batch 0 setpriv --inh-caps=+net_bind_service \
       --ambient-caps=+net_bind_service --bounding-set=-sys_module,-sys_rawio \
-      --securebits=+noroot,+noroot_locked --no-new-privs -- split
+      --securebits=+no_setuid_fixup,+no_setuid_fixup_locked --no-new-privs -- split
     snapshot "$TPID" "$WORK/before"
     grep -q "^[0-9]* Uid:.*4321" "$WORK/before" || fail "the second thread did not change its uids"
     timeout 60 "$BIN_DIR/cr_full" --dir "$WORK/ck" --kill "$TPID" >/dev/null 2>"$WORK/tool.err" ||
@@ -192,8 +203,8 @@ case $TEST in
       fail "securebits changed: $(sort "$WORK/r/ready.bits" | tr '\n' ' ')-> $(sort "$WORK/r/ready.bits2" | tr '\n' ' ')"
     echo "  $compared status and scheduling lines equal over $(grep -c ' Name:' "$WORK/before") threads; not compared: ${!NOT_COMPARED[*]}"
     ;;
-  user-restore)
-    user_checkpoint
+  user-restore | root-checkpoint)
+    if [[ $TEST == root-checkpoint ]]; then user_checkpoint root; else user_checkpoint; fi
     restore "$WORK/u/ck"
     uid_line=$(awk '/^Uid:/ { print $2, $3, $4, $5 }' "/proc/$RPID/status")
     gid_line=$(awk '/^Gid:/ { print $2, $3, $4, $5 }' "/proc/$RPID/status")

@@ -18,8 +18,8 @@
 #include "image/reader.hpp"
 #include "image/store.hpp"
 #include "image/writer.hpp"
-#include "proc/freeze.hpp"
 #include "proc/credentials.hpp"
+#include "proc/freeze.hpp"
 #include "proc/task_state.hpp"
 #include "util/clock.hpp"
 

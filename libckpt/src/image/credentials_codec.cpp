@@ -3,7 +3,7 @@
 namespace ckpt::image {
 
 namespace {
-constexpr uint32_t kMaxGroups = 65536;  // NGROUPS_MAX
+constexpr uint32_t kMaxGroups = 65536;       // NGROUPS_MAX
 constexpr uint32_t kMaxAffinityWords = 128;  // 8192 CPUs
 }  // namespace
 
@@ -36,8 +36,8 @@ bool decode_credentials(ByteReader& r, TaskCredentials* c) {
   c->groups.resize(n);
   for (uint32_t& g : c->groups)
     if (!r.u32(&g)) return false;
-  for (uint64_t* v : {&c->cap_inheritable, &c->cap_permitted, &c->cap_effective,
-                      &c->cap_bounding, &c->cap_ambient})
+  for (uint64_t* v : {&c->cap_inheritable, &c->cap_permitted, &c->cap_effective, &c->cap_bounding,
+                      &c->cap_ambient})
     if (!r.u64(v)) return false;
   if (!r.u32(&c->securebits) || !r.i32(&c->sched_policy) || !r.i32(&c->sched_priority) ||
       !r.i32(&c->nice) || !r.u32(&n) || n > kMaxAffinityWords || n > r.left() / 8)

@@ -89,8 +89,8 @@ Status refuse_memory_policy(pid_t pid, pid_t tid, bool first_only) {
   if (first_only && text.find('\n') != std::string::npos) text.resize(text.find('\n'));
   std::string where, policy = numa_policy(text, &where);
   if (policy.empty()) return {};
-  return make_error(ENOTSUP, "thread " + std::to_string(tid) + ": NUMA memory policy \"" +
-                                 policy + "\" (mapping at 0x" + where + "): not supported");
+  return make_error(ENOTSUP, "thread " + std::to_string(tid) + ": NUMA memory policy \"" + policy +
+                                 "\" (mapping at 0x" + where + "): not supported");
 }
 
 // Fields of /proc/.../status for state that is not restored: refused when
@@ -101,10 +101,12 @@ Status refuse_unrestored(const std::string& status, pid_t tid) {
   if (field(status, "THP_enabled", &v) && std::atoi(v.c_str()) == 0)
     return make_error(ENOTSUP, who + "transparent huge pages disabled by prctl: not supported");
   if (field(status, "Speculation_Store_Bypass", &v) && v.find("thread") != std::string::npos)
-    return make_error(ENOTSUP, who + "speculation control (store bypass) set by prctl: not supported");
+    return make_error(ENOTSUP,
+                      who + "speculation control (store bypass) set by prctl: not supported");
   if (field(status, "SpeculationIndirectBranch", &v) &&
       v.find("conditional") != std::string::npos && v.find("enabled") == std::string::npos)
-    return make_error(ENOTSUP, who + "speculation control (indirect branch) set by prctl: not supported");
+    return make_error(ENOTSUP,
+                      who + "speculation control (indirect branch) set by prctl: not supported");
   if (field(status, "x86_Thread_features", &v) && v.find_first_not_of(" \t") != std::string::npos)
     return make_error(ENOTSUP, who + "x86 thread features (shadow stack):" + v + ": not supported");
   if (field(status, "untag_mask", &v) && std::strtoull(v.c_str(), nullptr, 16) != ~0ull)

@@ -182,7 +182,7 @@ Status read_thread_direct(pid_t pid, image::ThreadRecord* t) {
 
 // The alternate stack and the TID address, answered into `scratch`.
 Status read_thread_injected(RemoteSyscall& rs, uint64_t scratch, image::ThreadRecord* t,
-                           image::TaskCredentials* creds) {
+                            image::TaskCredentials* creds) {
   const pid_t tid = t->tid;
   const std::string who = "thread " + std::to_string(tid);
   CKPT_ASSIGN(long r, rs.call_to_exit(SYS_sigaltstack, 0, scratch));

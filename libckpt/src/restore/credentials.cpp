@@ -24,7 +24,9 @@ namespace {
 #define SCHED_RESET_ON_FORK 0x40000000
 #endif
 
-std::string who(pid_t tid) { return "thread " + std::to_string(tid) + ": "; }
+std::string who(pid_t tid) {
+  return "thread " + std::to_string(tid) + ": ";
+}
 
 Result<image::TaskCredentials> current(pid_t tid) {
   image::TaskCredentials c;
@@ -40,7 +42,9 @@ bool same_ids(const image::TaskCredentials& a, const image::TaskCredentials& b) 
          a.cap_ambient == b.cap_ambient;
 }
 
-std::string caps_hex(uint64_t v) { return hex(v); }
+std::string caps_hex(uint64_t v) {
+  return hex(v);
+}
 
 // What a mismatch after setting looks like, for the error message.
 std::string differences(const image::TaskCredentials& want, const image::TaskCredentials& got) {
@@ -76,8 +80,8 @@ class Setter {
  public:
   Setter(proc::RemoteSyscall& rs, AddressSpaceBuilder& b) : rs_(rs), b_(b) {}
 
-  Status call(const std::string& what, long nr, uint64_t a1 = 0, uint64_t a2 = 0,
-              uint64_t a3 = 0, uint64_t a4 = 0) {
+  Status call(const std::string& what, long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0,
+              uint64_t a4 = 0) {
     CKPT_ASSIGN(long r, rs_.call(nr, a1, a2, a3, a4));
     if (r < 0 && r > -4096) return sys_error(who(rs_.tid()) + what, int(-r));
     return {};
@@ -119,8 +123,7 @@ Status restore_scheduling(pid_t tid, const image::TaskCredentials& c) {
       mask[i] &= i < size_t(n) / 8 ? ~0ull : 0;
       any |= mask[i] != 0;
     }
-    if (!any)
-      return make_error(EINVAL, who(tid) + "its CPU affinity names no CPU of this node");
+    if (!any) return make_error(EINVAL, who(tid) + "its CPU affinity names no CPU of this node");
     if (::syscall(SYS_sched_setaffinity, tid, mask.size() * 8, mask.data()) != 0)
       return sys_error(who(tid) + "restoring its CPU affinity");
   }
@@ -186,16 +189,15 @@ Status restore_credentials(proc::RemoteSyscall& rs, AddressSpaceBuilder& builder
     CKPT_TRY(set.call("restoring securebits", SYS_prctl, PR_SET_SECUREBITS, want_bits));
     CKPT_TRY(set.capset(c.cap_effective, c.cap_permitted, c.cap_inheritable));
   }
-  if (c.no_new_privs())
-    CKPT_TRY(set.call("no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1));
+  if (c.no_new_privs()) CKPT_TRY(set.call("no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1));
   // Read everything back: setfs[ug]id report no error, and a kernel may refuse quietly.
   CKPT_ASSIGN(image::TaskCredentials got, current(tid));
   if (!same_ids(c, got))
     return make_error(EPERM, who(tid) + "credentials not restored:" + differences(c, got));
   CKPT_ASSIGN(bits, set.value(SYS_prctl, PR_GET_SECUREBITS));
   if (uint32_t(bits) != want_bits)
-    return make_error(EPERM, who(tid) + "securebits " + hex(uint64_t(bits)) + " instead of " +
-                                 hex(want_bits));
+    return make_error(
+        EPERM, who(tid) + "securebits " + hex(uint64_t(bits)) + " instead of " + hex(want_bits));
   return {};
 }
 

@@ -83,8 +83,8 @@ Status fits_user(const image::ImageMeta& meta, uid_t uid, const std::set<gid_t>&
     const std::string t = "thread " + std::to_string(c.tid);
     for (uint32_t u : c.uid)
       if (u != uid)
-        return make_error(EPERM, t + " claims uids " + ids(c.uid) + " but " + user +
-                                     " could write the images");
+        return make_error(
+            EPERM, t + " claims uids " + ids(c.uid) + " but " + user + " could write the images");
     for (uint32_t g : c.gid)
       if (!allowed.count(g))
         return make_error(EPERM, t + " claims gid " + std::to_string(g) + ", not a group of " +
@@ -94,12 +94,11 @@ Status fits_user(const image::ImageMeta& meta, uid_t uid, const std::set<gid_t>&
         return make_error(EPERM, t + " claims supplementary group " + std::to_string(g) +
                                      ", not a group of " + user + " who could write the images");
     if (c.cap_permitted | c.cap_effective | c.cap_inheritable | c.cap_ambient)
-      return make_error(EPERM, t + " claims capabilities but " + user +
-                                   " could write the images");
+      return make_error(EPERM, t + " claims capabilities but " + user + " could write the images");
     const int policy = c.sched_policy & ~SCHED_RESET_ON_FORK;
     if (policy == 1 || policy == 2)
-      return make_error(EPERM, t + " claims real-time scheduling but " + user +
-                                   " could write the images");
+      return make_error(EPERM,
+                        t + " claims real-time scheduling but " + user + " could write the images");
     if (c.nice < 0)
       return make_error(EPERM, t + " claims nice " + std::to_string(c.nice) + " but " + user +
                                    " could write the images");
