@@ -17,6 +17,9 @@
 #   root-checkpoint  the same process checkpointed by root (images root's):
 #                  restored as the user all the same (credentials are saved,
 #                  not taken from whoever restores).
+#   refusals       a memory policy and PR_SET_THP_DISABLE: cr_full refuses
+#                  each with one line naming it and the process runs on to
+#                  its normal end.
 #   escalation     the same user's images edited to claim uid 0 with every
 #                  capability (checksums recomputed), or stripped of their
 #                  credential records: root's cr_restart refuses both with one
@@ -29,7 +32,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 (($# == 2)) || {
-  echo "usage: $0 BIN_DIR status-fields|user-restore|root-checkpoint|escalation" >&2
+  echo "usage: $0 BIN_DIR status-fields|user-restore|root-checkpoint|refusals|escalation" >&2
   exit 2
 }
 BIN_DIR=$(cd "$1" && pwd)
@@ -218,6 +221,26 @@ case $TEST in
     [[ $(cat "$RDIR/ready.result") == "shadow denied" ]] ||
       fail "the restored process could read /etc/shadow"
     echo "  restored as uid $TUID: uids $uid_line, no capabilities, /etc/shadow denied"
+    ;;
+  refusals)
+    mkdir -m 1777 "$WORK/r"
+    PROG=$PROG_DIR/identity
+    for mode in mempolicy:"NUMA memory policy" nothp:"transparent huge pages disabled"; do
+      RDIR=$WORK/r/${mode%%:*}
+      mkdir -m 1777 "$RDIR"
+      start env -- "${mode%%:*}"
+      rc=0
+      timeout 60 "$BIN_DIR/cr_full" --dir "$WORK/ck" "$TPID" </dev/null >/dev/null 2>"$WORK/tool.err" || rc=$?
+      ((rc != 0 && rc < 124)) || fail "cr_full of a process with ${mode%%:*}: $(describe_status "$rc")"
+      is_one_line "$WORK/tool.err" || fail "cr_full (${mode%%:*}): not exactly one line on stderr"
+      grep -qF "${mode#*:}" "$WORK/tool.err" || fail "cr_full (${mode%%:*}) did not name it: $(first_line "$WORK/tool.err")"
+      echo "  ${mode%%:*} -> $(first_line "$WORK/tool.err")"
+      [[ $(proc_state "$TPID") == [RSD] && $(tracer_of "$TPID") == 0 ]] ||
+        fail "the target is not left running untraced after the refusal"
+      touch "$RDIR/ready.go"
+      wait_exit "$TPID" 20 || fail "the target did not end"
+      ((EXIT_STATUS == 0)) || fail "the target ended with $(describe_status "$EXIT_STATUS")"
+    done
     ;;
   escalation)
     user_checkpoint

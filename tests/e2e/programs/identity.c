@@ -1,4 +1,4 @@
-// identity READY [split]: a process whose credentials and scheduling are
+// identity READY [split|mempolicy|nothp]: a process whose credentials and scheduling are
 // whatever it was started with (the driver wraps it in setpriv, nice,
 // taskset, chrt); with "split", run as root, a second thread gives itself
 // other credentials and scheduling with raw system calls (they are per
@@ -7,6 +7,8 @@
 // ready and waits until READY.go exists. Then both write their securebits
 // again to READY.bits2, the main thread tries to open /etc/shadow and
 // writes "shadow readable" or "shadow denied" to READY.result, and it exits 0.
+// "mempolicy" (a preferred-node memory policy on the main thread) and
+// "nothp" (PR_SET_THP_DISABLE) set state a checkpoint must refuse.
 #include <pthread.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -61,7 +63,18 @@ static void* other(void* arg) {
 int main(int argc, char** argv) {
   e2e_init(argc, argv, 1, "READY [split]");
   ready = argv[1];
-  int split = argc > 2 && strcmp(argv[2], "split") == 0;
+  const char* mode = argc > 2 ? argv[2] : "";
+  int split = strcmp(mode, "split") == 0;
+  if (strcmp(mode, "mempolicy") == 0) {
+    unsigned long node0 = 1;
+    if (syscall(SYS_set_mempolicy, 1 /* MPOL_PREFERRED */, &node0, 8 * sizeof node0) != 0)
+      e2e_fail("set_mempolicy: %s", strerror(errno));
+  } else if (strcmp(mode, "nothp") == 0) {
+    if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
+      e2e_fail("PR_SET_THP_DISABLE: %s", strerror(errno));
+  } else if (*mode && !split) {
+    e2e_fail("unknown mode %s", mode);
+  }
   pthread_t t;
   if (pthread_create(&t, NULL, other, split ? (void*)1 : NULL) != 0) e2e_fail("pthread_create");
   while (phase < 1) nap();
