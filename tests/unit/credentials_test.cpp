@@ -10,6 +10,7 @@
 #include "image/format.hpp"
 #include "proc/credentials.hpp"
 #include "proc/task_state.hpp"
+#include "restore/credentials.hpp"
 #include "restore/image_trust.hpp"
 #include "util/fd.hpp"
 
@@ -200,6 +201,27 @@ TEST(Credentials, UserLimitsAboveTheRestorersAreRefused) {
   if (nofile.rlim_max == RLIM64_INFINITY) GTEST_SKIP() << "RLIMIT_NOFILE is unlimited here";
   m.state.rlimits[2 * RLIMIT_NOFILE + 1] = nofile.rlim_max + 1;
   EXPECT_FALSE(restore::fits_user(m, 1000, {1000}).ok());
+}
+
+// What cr_pause relies on: the live process's credentials against the
+// checkpoint's, read from /proc (here: this test process, single-threaded
+// only in the main thread's record).
+TEST(Credentials, RollbackRefusesChangedCredentials) {
+  image::ImageMeta m;
+  m.threads.resize(1);
+  m.threads[0].tid = ::getpid();
+  auto creds = proc::read_credentials(::getpid(), m.threads);
+  ASSERT_TRUE(creds.ok()) << creds.error().message;
+  m.credentials = *creds;
+  EXPECT_EQ(m.credentials[0].uid[0], ::getuid());
+  EXPECT_TRUE(restore::check_credentials_unchanged(::getpid(), m).ok());
+  m.credentials[0].uid[1] += 1;
+  Status st = restore::check_credentials_unchanged(::getpid(), m);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("credentials changed"), std::string::npos);
+  m.credentials[0].uid[1] -= 1;
+  m.credentials[0].cap_bounding ^= 1;
+  EXPECT_FALSE(restore::check_credentials_unchanged(::getpid(), m).ok());
 }
 
 }  // namespace

@@ -201,6 +201,19 @@ Status restore_credentials(proc::RemoteSyscall& rs, AddressSpaceBuilder& builder
   return {};
 }
 
+Status check_credentials_unchanged(pid_t pid, const image::ImageMeta& meta) {
+  for (const image::TaskCredentials& c : meta.credentials) {
+    image::TaskCredentials now;
+    CKPT_ASSIGN(std::string status,
+                read_file(proc_path(pid, "task/") + std::to_string(c.tid) + "/status"));
+    CKPT_TRY(proc::parse_status_credentials(status, &now));
+    if (!same_ids(c, now))
+      return make_error(ENOTSUP, who(c.tid) + "its credentials changed since the checkpoint (" +
+                                     differences(c, now).substr(1) + "): not rolled back");
+  }
+  return {};
+}
+
 Status restore_identity(proc::RemoteSyscall& rs, AddressSpaceBuilder& builder,
                         const image::ImageMeta& meta, size_t index) {
   if (meta.credentials.empty()) return {};

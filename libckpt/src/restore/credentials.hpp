@@ -31,4 +31,9 @@ Status restore_credentials(proc::RemoteSyscall& rs, AddressSpaceBuilder& builder
 Status restore_identity(proc::RemoteSyscall& rs, AddressSpaceBuilder& builder,
                         const image::ImageMeta& meta, size_t index);
 
+// For a rollback in place (cr_pause), which keeps the live threads and
+// their credentials: refuses when a thread's credentials differ from the
+// checkpoint's (the process changed them since; nothing is changed here).
+Status check_credentials_unchanged(pid_t pid, const image::ImageMeta& meta);
+
 }  // namespace ckpt::restore
