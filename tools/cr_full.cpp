@@ -1,4 +1,4 @@
-// cr_full --dir DIR [--kill] [--json] PID: write a full checkpoint of a running process.
+// cr_full --dir DIR [--tree] [--kill] [--json] PID: write a full checkpoint of a running process.
 #include "common/cli.hpp"
 
 int main(int argc, char** argv) {
@@ -8,7 +8,9 @@ int main(int argc, char** argv) {
   ckpt::CheckpointOptions opts;
   bool json = false;
   app.add_option("--dir", opts.dir, "checkpoint directory (created if missing)")->required();
-  app.add_option("pid", opts.pid, "process to checkpoint")->required();
+  app.add_option("pid", opts.pid, "process to checkpoint (with --tree: the root of the job)")
+      ->required();
+  app.add_flag("--tree", opts.tree, "the process and all its descendants, as one job");
   app.add_flag("--kill", opts.kill_after, "end the process after a successful checkpoint");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
   app.add_flag("--direct", opts.direct_io,

@@ -1,4 +1,4 @@
-// cr_incr --dir DIR [--tracker T] [--kill] [--json] PID: incremental checkpoint.
+// cr_incr --dir DIR [--tracker T] [--tree] [--kill] [--json] PID: incremental checkpoint.
 #include "common/cli.hpp"
 
 int main(int argc, char** argv) {
@@ -9,7 +9,9 @@ int main(int argc, char** argv) {
   ckpt::CheckpointOptions opts;
   bool json = false;
   app.add_option("--dir", opts.dir, "checkpoint directory holding the chain")->required();
-  app.add_option("pid", opts.pid, "process to checkpoint")->required();
+  app.add_option("pid", opts.pid, "process to checkpoint (with --tree: the root of the job)")
+      ->required();
+  app.add_flag("--tree", opts.tree, "the process and all its descendants, as one job");
   app.add_flag("--kill", opts.kill_after, "end the process after a successful checkpoint");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
   app.add_flag("--direct", opts.direct_io, "write pages with O_DIRECT, bypassing the page cache");

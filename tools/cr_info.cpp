@@ -3,8 +3,10 @@
 #include <cstdio>
 
 #include "common/cli.hpp"
+#include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
+#include "job/generation.hpp"
 #include "util/text.hpp"
 
 namespace {
@@ -83,10 +85,39 @@ int main(int argc, char** argv) {
       if (!v.ok()) return ckpt::cli::fail("cr_info", v.error());
     }
     nlohmann::json j = describe(**r, maps);
+    // The job's members: the root above, the others in their own files.
+    const std::string gen_dir = ckpt::image::generation_dir(dir, g);
+    auto job = ckpt::job::read_job_or_root(gen_dir);
+    if (!job.ok()) return ckpt::cli::fail("cr_info", job.error());
+    nlohmann::json procs = nlohmann::json::array();
+    for (const ckpt::image::JobMember& m : job->members) {
+      nlohmann::json p = {{"pid", m.pid}, {"ppid", m.ppid},       {"pgid", m.pgid},
+                          {"sid", m.sid}, {"zombie", m.zombie()}, {"exit_status", m.exit_status}};
+      if (!m.zombie() && m.pid != job->members[0].pid) {
+        auto mr = ckpt::image::SnapshotReader::open(
+            ckpt::image::member_dir(gen_dir, m.pid, job->members[0].pid));
+        if (!mr.ok()) return ckpt::cli::fail("cr_info", mr.error());
+        if (verify)
+          if (auto v = (*mr)->verify_all(); !v.ok()) return ckpt::cli::fail("cr_info", v.error());
+        nlohmann::json d = describe(**mr, false);
+        p["comm"] = d["comm"];
+        p["threads"] = d["threads"];
+        p["pages"] = d["pages"];
+        p["content_bytes"] = d["content_bytes"];
+      } else if (!m.zombie()) {
+        p["comm"] = j["comm"];
+        p["threads"] = j["threads"];
+        p["pages"] = j["pages"];
+        p["content_bytes"] = j["content_bytes"];
+      }
+      procs.push_back(p);
+    }
+    j["processes"] = procs;
     if (verify) j["verified"] = true;
     if (!json) {
       std::printf(
-          "generation %llu (%s): pid %d %s, %zu thread%s, %zu vmas, %llu pages (%llu zero), %.1f MiB "
+          "generation %llu (%s): pid %d %s, %zu thread%s, %zu vmas, %llu pages (%llu zero), %.1f "
+          "MiB "
           "content%s\n",
           (unsigned long long)g, j["kind"].get<std::string>().c_str(), j["pid"].get<int>(),
           j["comm"].get<std::string>().c_str(), j["threads"].get<size_t>(),
@@ -94,6 +125,20 @@ int main(int argc, char** argv) {
           (unsigned long long)j["pages"].get<uint64_t>(),
           (unsigned long long)j["pages_zero"].get<uint64_t>(),
           double(j["content_bytes"].get<uint64_t>()) / (1 << 20), verify ? ", verified" : "");
+      if (procs.size() > 1)
+        for (auto& p : procs) {
+          std::printf("  process %d", p["pid"].get<int>());
+          if (p.contains("comm")) std::printf(" (%s)", p["comm"].get<std::string>().c_str());
+          std::printf(": parent %d, group %d, session %d", p["ppid"].get<int>(),
+                      p["pgid"].get<int>(), p["sid"].get<int>());
+          if (p["zombie"].get<bool>())
+            std::printf(", zombie (wait status %d)", p["exit_status"].get<int>());
+          else
+            std::printf(", %zu thread%s, %.1f MiB content", p["threads"].get<size_t>(),
+                        p["threads"].get<size_t>() == 1 ? "" : "s",
+                        double(p["content_bytes"].get<uint64_t>()) / (1 << 20));
+          std::printf("\n");
+        }
       if (maps)
         for (auto& v : j["maps"])
           std::printf("  %s-%s prot=%d flags=%#x %s\n", v["start"].get<std::string>().c_str(),

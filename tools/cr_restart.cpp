@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   const ckpt::RestoreStats& s = *r;
   if (json) {
     ckpt::cli::print_json({{"pid", s.pid},
+                           {"processes", s.processes},
                            {"generation", s.generation},
                            {"restore_seconds", s.seconds},
                            {"vmas", s.vmas},

@@ -250,7 +250,7 @@ case $TEST in
     done
     tool "$BIN_DIR/cr_full" --dir "$WORK/ck" "$TPID"
     expect_refusal "cr_full of a process with a child"
-    grep -q "has child process .* (sleep): process trees are not supported yet" "$WORK/tool.err" ||
+    grep -q "has child process .* (sleep): checkpoint the whole tree with --tree" "$WORK/tool.err" ||
       fail "refused for another reason: $(first_line "$WORK/tool.err")"
     expect_no_generation "$WORK/ck"
     [[ $(proc_state "$TPID") == S ]] || fail "target not running after the refusal"

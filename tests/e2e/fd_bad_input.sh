@@ -176,13 +176,13 @@ case $TEST in
     # The target is the forked child that wrote the ready file; TPID, its
     # parent, exits with the child's status.
     CK_PID=$(cut -d' ' -f1 "$WORK/ready")
-    refused_at_checkpoint "^cr_full: fd 3: pipe:\[[0-9]+\]: also open in PID [0-9]+ \(fd_unsupported\): .*not supported yet$"
+    refused_at_checkpoint "^cr_full: fd 3: pipe:\[[0-9]+\]: also open in PID [0-9]+ \(fd_unsupported\), which is not in the job: checkpoint the whole job \(--tree of a common ancestor\)$"
     ;;
   shared-fifo)
     mkfifo "$WORK/ready.fifo"
     exec {HOLD}<>"$WORK/ready.fifo" # this script holds it too
     start fd_unsupported shared-fifo
-    refused_at_checkpoint "^cr_full: fd 3: $WORK/ready.fifo: also open in PID $$ \(bash\): pipes and FIFOs shared with other processes are not supported yet$"
+    refused_at_checkpoint "^cr_full: fd 3: $WORK/ready.fifo: also open in PID $$ \(bash\), which is not in the job: checkpoint the whole job \(--tree of a common ancestor\)$"
     exec {HOLD}>&-
     ;;
   flock)

@@ -51,6 +51,7 @@ nlohmann::json stats_json(const CheckpointStats& s) {
   return {{"generation", s.generation},
           {"parent_generation", s.parent_generation},
           {"kind", s.parent_generation ? "incremental" : "full"},
+          {"processes", s.processes},
           {"tracker", s.tracker},
           {"tracker_reset", s.tracker_reset},
           {"frozen_seconds", s.frozen_seconds},

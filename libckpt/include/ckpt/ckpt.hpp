@@ -17,7 +17,8 @@ using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
 
 struct CheckpointOptions {
   std::string dir;               // checkpoint directory (created if missing)
-  pid_t pid = 0;                 // the target
+  pid_t pid = 0;                 // the target (with `tree`: the root of the job)
+  bool tree = false;             // the target and all its descendants, as one job
   bool kill_after = false;       // end the target after a successful checkpoint
   bool direct_io = false;        // write page content with O_DIRECT (bypass the page cache)
   std::string tracker = "auto";  // auto | kmod | pagemap-scan | soft-dirty | hash
@@ -26,6 +27,7 @@ struct CheckpointOptions {
 
 struct CheckpointStats {
   uint64_t generation = 0;
+  uint64_t processes = 0;     // members of the job checkpointed (zombies included)
   double frozen_seconds = 0;  // the target was stopped this long
   double memory_seconds = 0;  // reading memory and writing pages
   double total_seconds = 0;
@@ -59,7 +61,8 @@ struct RestoreOptions {
 };
 
 struct RestoreStats {
-  pid_t pid = 0;  // the restored process, a child of the caller
+  pid_t pid = 0;  // the restored process (a job's root), a child of the caller
+  uint64_t processes = 0;  // processes restored (a job's members, zombies included)
   uint64_t generation = 0;
   double seconds = 0;
   uint64_t vmas = 0;

@@ -44,30 +44,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-// Children (running or zombie) would be lost: a restored process's wait()
-// would not find them. Process trees are not supported yet.
-Status refuse_children(pid_t pid) {
-  DIR* d = ::opendir(proc_path(pid, "task").c_str());
-  if (!d) return sys_error("listing " + proc_path(pid, "task"));
-  std::string kids;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    auto c = read_file(proc_path(pid, "task/") + e->d_name + "/children");
-    if (c.ok()) kids += *c;
-  }
-  ::closedir(d);
-  pid_t child = pid_t(std::atoi(kids.c_str()));
-  if (child <= 0) return {};
-  auto comm = read_file(proc_path(child, "comm"));
-  std::string name = comm.ok() ? *comm : "?";
-  if (!name.empty() && name.back() == '\n') name.pop_back();
-  return make_error(ENOTSUP, "PID " + std::to_string(pid) + " has child process " +
-                                 std::to_string(child) + " (" + name +
-                                 "): process trees are not supported yet");
-}
-
+// Children are the job's business (job/tree: a child outside the job is refused there).
 Status collect_process(pid_t pid, image::ProcessRecord* out) {
-  CKPT_TRY(refuse_children(pid));
   out->pid = pid;
   CKPT_ASSIGN(std::string comm, read_file(proc_path(pid, "comm")));
   if (!comm.empty() && comm.back() == '\n') comm.pop_back();
@@ -101,6 +79,9 @@ Result<std::vector<VmaRecord>> collect_vmas(pid_t pid, const std::vector<proc::M
       v.flags |= image::kVmaGrowsDown;
     } else if (m.inode != 0 && m.shared && m.path.rfind("/dev/zero", 0) == 0) {
       // MAP_SHARED|MAP_ANONYMOUS shows as "/dev/zero (deleted)": shared anonymous memory.
+      // Its inode names the object, which several mappings (and processes) may share.
+      v.ino = m.inode;
+      v.pgoff = m.offset;
     } else if (m.inode != 0) {
       if (ends_with(m.path, " (deleted)"))
         return make_error(ENOTSUP, where + ": mapped file was deleted: not supported yet");

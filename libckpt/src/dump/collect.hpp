@@ -28,6 +28,9 @@ Status collect_signals(const proc::FrozenProcess& fp, const image::ThreadRecord&
 // Open file descriptors; refuses kinds that cannot be restored yet, naming the fd.
 // `tracker_fd`: the dirty tracker's own userfaultfd in the process, which is
 // not the program's and is not saved.
-Status collect_files(pid_t pid, int tracker_fd, std::vector<image::FileRecord>* out);
+// `job`: the PIDs of the job's members; a pipe they share with `pid` is not
+// an outside link (job/shares pairs the ends), one any other process holds is.
+Status collect_files(pid_t pid, int tracker_fd, std::vector<image::FileRecord>* out,
+                     const std::vector<pid_t>& job = {});
 
 }  // namespace ckpt::dump

@@ -186,7 +186,8 @@ Status peek_pipe(const std::string& link_path, const std::string& what, FileReco
 // Other processes that hold one of `files` (pipes by "pipe:[ino]", FIFOs by
 // path): a pipe shared with another process cannot be restored with only
 // one side of it. Returns the first one found, as "PID N (comm)".
-std::map<std::string, std::string> other_holders(pid_t pid, const std::vector<std::string>& links) {
+std::map<std::string, std::string> other_holders(pid_t pid, const std::vector<std::string>& links,
+                                                 const std::vector<pid_t>& job) {
   std::map<std::string, std::string> out;
   DIR* d = ::opendir("/proc");
   if (!d) return out;
@@ -194,7 +195,9 @@ std::map<std::string, std::string> other_holders(pid_t pid, const std::vector<st
   while (dirent* e = ::readdir(d)) {
     char* end;
     long p = std::strtol(e->d_name, &end, 10);
-    if (*end || p <= 0 || p == pid || p == self) continue;
+    if (*end || p <= 0 || p == pid || p == self ||
+        std::find(job.begin(), job.end(), pid_t(p)) != job.end())
+      continue;
     std::string dir = "/proc/" + std::string(e->d_name) + "/fd";
     DIR* fds = ::opendir(dir.c_str());
     if (!fds) continue;
@@ -314,7 +317,8 @@ Status collect_deleted(const std::string& link_path, const RawFd& r, const std::
 
 }  // namespace
 
-Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out) {
+Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
+                     const std::vector<pid_t>& job) {
   const std::string fd_dir = proc_path(pid, "fd");
   DIR* d = ::opendir(fd_dir.c_str());
   if (!d) return sys_error("listing " + fd_dir);
@@ -468,14 +472,14 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out) {
   }
 
   if (!shared_links.empty()) {
-    auto holders = other_holders(pid, shared_links);
+    auto holders = other_holders(pid, shared_links, job);
     for (const FileRecord& f : *out) {
       auto h = holders.find(f.path);
       if (h == holders.end() || (f.kind != FileKind::kPipe && f.kind != FileKind::kFifo)) continue;
       return make_error(ENOTSUP, "fd " + std::to_string(f.fd) + ": " + f.path + ": also open in " +
                                      h->second +
-                                     ": pipes and FIFOs shared with other processes are not "
-                                     "supported yet");
+                                     ", which is not in the job: checkpoint the whole job "
+                                     "(--tree of a common ancestor)");
     }
   }
   return {};

@@ -47,5 +47,14 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
 
 // The tracker a new chain gets for `want` (auto: the best this kernel has).
 Result<std::string> choose_tracker(const std::string& want);
+// The tracker of the chain `prev` belongs to (a new one's when null);
+// refuses an explicit --tracker that differs from the chain's.
+Result<std::string> chain_tracker(const CheckpointOptions& opts, const image::ImageMeta* prev);
+// A fresh random chain identity.
+Status new_chain_id(std::array<uint8_t, 16>* id);
+
+class MemberDump;
+// Adds one member's counts (its plan and what its writer wrote) to `s`.
+void add_member_stats(const MemberDump& m, const image::SnapshotWriter& w, CheckpointStats* s);
 
 }  // namespace ckpt::dump

@@ -7,10 +7,15 @@
 namespace ckpt::image {
 
 Result<Chain> open_chain(const std::string& dir, uint64_t generation) {
+  return open_chain(dir, generation, [&](uint64_t g) { return generation_dir(dir, g); });
+}
+
+Result<Chain> open_chain(const std::string& dir, uint64_t generation,
+                         const std::function<std::string(uint64_t)>& files_dir) {
   Chain chain;
   uint64_t g = generation;
   for (;;) {
-    auto r = SnapshotReader::open(generation_dir(dir, g));
+    auto r = SnapshotReader::open(files_dir(g));
     if (!r.ok()) {
       if (g != generation && r.error().code == ENOENT)
         return make_error(ENOENT, "generation " + std::to_string(generation) +

@@ -4,6 +4,8 @@
 // newest generation that has it, and only pages the restored layout still has.
 #pragma once
 
+#include <functional>
+
 #include <ckpt/result.hpp>
 #include <map>
 #include <memory>
@@ -21,6 +23,10 @@ struct Chain {
   const ImageMeta& newest() const { return links.front()->meta(); }
 };
 Result<Chain> open_chain(const std::string& dir, uint64_t generation);
+// The same for one member of a job: `files_dir(g)` is where that member's
+// three files are in generation g (image/job_image.hpp: member_dir).
+Result<Chain> open_chain(const std::string& dir, uint64_t generation,
+                         const std::function<std::string(uint64_t)>& files_dir);
 
 // Where one slice of the restored address space comes from.
 struct PlanSlice {

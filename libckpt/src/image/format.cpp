@@ -338,8 +338,7 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       ps.has_rlimits = has != 0;
       for (uint64_t& v : ps.rlimits)
         if (!r.u64(&v)) return false;
-      if (!r.u32(&ps.personality) || !r.i32(&ps.dumpable) || !r.i32(&ps.pdeathsig) ||
-          !r.u32(&nnp))
+      if (!r.u32(&ps.personality) || !r.i32(&ps.dumpable) || !r.i32(&ps.pdeathsig) || !r.u32(&nnp))
         return false;
       ps.no_new_privs = nnp != 0;
       for (TimerSetting& t : ps.itimers)
@@ -381,44 +380,55 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       m->files.push_back(std::move(f));
       return true;
     }
+    case RecordType::kJobMember:
+    case RecordType::kJobShare:
+      return false;  // job.img's records have no place in a member's metadata
   }
   return true;  // unknown record types from a newer minor revision are skipped
 }
 
 }  // namespace
 
-bool decode_meta(const uint8_t* p, size_t n, uint64_t nrecords, ImageMeta* out, std::string* err) {
-  ImageMeta m;
+bool for_each_record(const uint8_t* p, size_t n, uint64_t nrecords, const char* what,
+                     const std::function<bool(RecordType, ByteReader&)>& f, std::string* err) {
   size_t off = 0;
   for (uint64_t i = 0; i < nrecords; ++i) {
-    if (n - off < 16) {
-      *err = "metadata is truncated at record " + std::to_string(i);
-      return false;
-    }
     uint32_t type, len;
-    std::memcpy(&type, p + off, 4);
-    std::memcpy(&len, p + off + 4, 4);
-    if (n - off - 16 < len) {
-      *err = "metadata is truncated at record " + std::to_string(i);
+    if (n - off < 16 ||
+        (std::memcpy(&type, p + off, 4), std::memcpy(&len, p + off + 4, 4), n - off - 16 < len)) {
+      *err = std::string(what) + " is truncated at record " + std::to_string(i);
       return false;
     }
     uint64_t stored;
     std::memcpy(&stored, p + off + 8 + len, 8);
     if (xxh3(p + off, 8 + len) != stored) {
-      *err = "metadata record " + std::to_string(i) + " checksum mismatch";
+      *err = std::string(what) + " record " + std::to_string(i) + " checksum mismatch";
       return false;
     }
     ByteReader r(p + off + 8, len);
-    if (!decode_payload(RecordType(type), r, &m)) {
-      *err = "metadata record " + std::to_string(i) + " is malformed";
+    if (!f(RecordType(type), r)) {
+      *err = std::string(what) + " record " + std::to_string(i) + " is malformed";
       return false;
     }
     off += 16 + len;
   }
   if (off != n) {
-    *err = "metadata has " + std::to_string(n - off) + " unexpected trailing bytes";
+    *err = std::string(what) + " has " + std::to_string(n - off) + " unexpected trailing bytes";
     return false;
   }
+  return true;
+}
+
+void append_record(ByteWriter& out, RecordType type, ByteWriter& payload, uint64_t* count) {
+  put_record(out, type, payload, count);
+}
+
+bool decode_meta(const uint8_t* p, size_t n, uint64_t nrecords, ImageMeta* out, std::string* err) {
+  ImageMeta m;
+  if (!for_each_record(
+          p, n, nrecords, "metadata",
+          [&](RecordType type, ByteReader& r) { return decode_payload(type, r, &m); }, err))
+    return false;
   *out = std::move(m);
   return true;
 }

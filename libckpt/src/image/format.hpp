@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,6 +68,9 @@ enum class RecordType : uint32_t {
   kProcessState = 20,
   kPosixTimer = 21,
   kCredentials = 23,  // image/credentials_codec
+  // job.img (image/job_image.hpp)
+  kJobMember = 24,
+  kJobShare = 25,
 };
 
 // Little-endian byte sink/source for record payloads.
@@ -118,6 +122,14 @@ class ByteReader {
   const uint8_t* p_;
   const uint8_t* end_;
 };
+
+// A record is: u32 type, u32 length, payload, u64 xxh3(type..payload).
+void append_record(ByteWriter& out, RecordType type, ByteWriter& payload, uint64_t* count);
+// Walks `nrecords` records of a stream, checking each one's checksum, and
+// hands each payload to `f` (false: malformed). `what` names the stream in
+// messages ("metadata").
+bool for_each_record(const uint8_t* p, size_t n, uint64_t nrecords, const char* what,
+                     const std::function<bool(RecordType, ByteReader&)>& f, std::string* err);
 
 // Metadata <-> records. encode_meta returns the record stream (no header) and
 // the record count; decode_meta parses a verified stream.

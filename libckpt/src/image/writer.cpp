@@ -38,14 +38,27 @@ Status write_small_file(const std::string& path, const std::vector<uint8_t>& hea
 Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::create(
     const std::string& dir, uint64_t generation, const std::array<uint8_t, 16>& chain_id,
     bool direct_io) {
+  const std::string tmp = temp_dir_name(dir, generation);
+  if (::mkdir(tmp.c_str(), 0700) != 0) return sys_error("cannot write checkpoint into " + dir);
+  auto w = create_in(tmp, generation, chain_id, direct_io);
+  if (w.ok()) {
+    (*w)->dir_ = dir;
+    (*w)->final_dir_ = generation_dir(dir, generation);
+  } else {
+    ::rmdir(tmp.c_str());
+  }
+  return w;
+}
+
+Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::create_in(
+    const std::string& files_dir, uint64_t generation, const std::array<uint8_t, 16>& chain_id,
+    bool direct_io) {
   std::unique_ptr<SnapshotWriter> w(new SnapshotWriter);
-  w->dir_ = dir;
   w->generation_ = generation;
   w->chain_id_ = chain_id;
-  w->final_dir_ = generation_dir(dir, generation);
-  w->tmp_dir_ = temp_dir_name(dir, generation);
-  if (::mkdir(w->tmp_dir_.c_str(), 0700) != 0)
-    return sys_error("cannot write checkpoint into " + dir);
+  w->tmp_dir_ = files_dir;
+  if (::mkdir(files_dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return sys_error("cannot write checkpoint into " + files_dir);
   std::string pages = w->tmp_dir_ + "/" + kPagesFile;
   // Optionally content goes to disk with O_DIRECT (where the filesystem
   // allows it): no page cache to allocate, so a checkpoint does not double the
@@ -91,7 +104,8 @@ void SnapshotWriter::discard() {
 
 Status SnapshotWriter::flush_iov() {
   if (stream_) {
-    Status st = iov_.empty() ? Status{} : stream_->content(iov_.data(), iov_hash_.data(), iov_.size());
+    Status st =
+        iov_.empty() ? Status{} : stream_->content(iov_.data(), iov_hash_.data(), iov_.size());
     iov_.clear();
     iov_hash_.clear();
     return st;
@@ -202,6 +216,10 @@ Status SnapshotWriter::commit(const ImageMeta& meta) {
   CKPT_TRY(write_small_file(tmp_dir_ + "/" + kMetaFile, meta_header, body));
 
   CKPT_TRY(fsync_dir(tmp_dir_));
+  if (final_dir_.empty()) {  // a member of a job: the job's generation is renamed as a whole
+    committed_ = true;
+    return {};
+  }
   if (::rename(tmp_dir_.c_str(), final_dir_.c_str()) != 0)
     return sys_error("committing " + final_dir_);
   committed_ = true;

@@ -34,6 +34,13 @@ class SnapshotWriter {
   static Result<std::unique_ptr<SnapshotWriter>> create(const std::string& dir, uint64_t generation,
                                                         const std::array<uint8_t, 16>& chain_id,
                                                         bool direct_io = false);
+  // A writer of one job member's three files into `files_dir` (created if
+  // missing) inside a generation that the caller commits as a whole:
+  // commit() writes and fsyncs the files but renames nothing.
+  static Result<std::unique_ptr<SnapshotWriter>> create_in(const std::string& files_dir,
+                                                           uint64_t generation,
+                                                           const std::array<uint8_t, 16>& chain_id,
+                                                           bool direct_io = false);
   // A writer that hands everything to `stream`; commit() is the stream's commit.
   static std::unique_ptr<SnapshotWriter> create_stream(uint64_t generation,
                                                        const std::array<uint8_t, 16>& chain_id,

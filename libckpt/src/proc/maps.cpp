@@ -54,6 +54,10 @@ Result<StatMm> read_stat_mm(pid_t pid) {
   StatMm s;
   s.state = f[3][0];
   s.flags = u(9);
+  s.ppid = pid_t(u(4));
+  s.pgid = pid_t(u(5));
+  s.sid = pid_t(u(6));
+  if (f.size() > 52) s.exit_code = int(u(52));
   s.start_code = u(26);
   s.end_code = u(27);
   s.start_stack = u(28);

@@ -29,6 +29,8 @@ struct StatMm {
   uint64_t arg_start = 0, arg_end = 0, env_start = 0, env_end = 0;
   unsigned long flags = 0;  // field 9 (PF_*)
   char state = '?';
+  pid_t ppid = 0, pgid = 0, sid = 0;  // fields 4-6
+  int exit_code = 0;                  // field 52: a zombie's wait status
 };
 Result<StatMm> read_stat_mm(pid_t pid);
 

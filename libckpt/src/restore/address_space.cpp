@@ -183,12 +183,14 @@ Status AddressSpaceBuilder::map_vmas() {
     }
     uint64_t flags = MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE);
     long fd = -1;
-    if (v.is_file()) {
-      int oflags = (shared && (v.prot & PROT_WRITE)) ? O_RDWR : O_RDONLY;
-      auto key = std::make_pair(v.name, oflags);
+    const bool shared_anon = shared && !v.is_file() && shared_ && shared_->count(v.ino);
+    if (v.is_file() || shared_anon) {
+      const std::string& file = shared_anon ? shared_->at(v.ino) : v.name;
+      int oflags = shared_anon ? O_RDWR : (shared && (v.prot & PROT_WRITE)) ? O_RDWR : O_RDONLY;
+      auto key = std::make_pair(file, oflags);
       auto it = open_files.find(key);
       if (it == open_files.end()) {
-        auto path = put_data(v.name.c_str(), v.name.size() + 1);
+        auto path = put_data(file.c_str(), file.size() + 1);
         if (!path.ok()) return path.error().context(where);
         auto r = sys("opening mapped file", SYS_openat, uint64_t(AT_FDCWD), *path,
                      uint64_t(oflags | O_CLOEXEC));

@@ -15,7 +15,9 @@
 #include <sys/types.h>
 
 #include <ckpt/ckpt.hpp>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "image/chain.hpp"
 #include "proc/inject.hpp"
@@ -49,6 +51,10 @@ class AddressSpaceBuilder {
   // Only the VMAs whose index is true are mapped by map_vmas() (default: all).
   void map_only(std::vector<bool> which) { only_ = std::move(which); }
   Status map_vmas();
+  // Shared anonymous memory (by its checkpointed inode) is mapped from these
+  // paths (a job's members share one object; restore/shared_memory.hpp),
+  // not as new private-to-this-process objects.
+  void map_shared_from(const std::map<uint64_t, std::string>* objects) { shared_ = objects; }
   Status restore_protections();
   // PR_SET_MM_MAP with the image's mm fields and auxv; `exe_fd` an fd of the
   // executable in the process, or -1 to keep the current one.
@@ -69,7 +75,8 @@ class AddressSpaceBuilder {
   proc::RemoteSyscall& rs_;
   uint64_t tramp_ = 0;
   std::vector<int> extra_write_;
-  std::vector<bool> only_;  // indexes of VMAs mapped writable only for the content copy
+  std::vector<bool> only_;
+  const std::map<uint64_t, std::string>* shared_ = nullptr;  // indexes of VMAs mapped writable only for the content copy
 };
 
 }  // namespace ckpt::restore

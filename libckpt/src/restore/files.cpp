@@ -200,19 +200,23 @@ Status check_files_unchanged(const image::ImageMeta& meta, bool force) {
 }
 
 Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
-  std::map<int, int> source_of;                          // target fd -> fd here holding its file
-  std::map<std::pair<uint64_t, uint64_t>, int> deleted;  // (dev, ino) -> recreated inode
-  struct PipeEnds {
-    int r, w;
-    bool r_used = false, w_used = false;
-  };
-  std::map<uint64_t, PipeEnds> pipes;  // by the checkpointed pipe's inode
-  std::map<std::string, int> fifos;    // path -> a read-write handle here
+  SharedFiles shared;
+  Status s = prepare_files(meta, out, &shared);
+  for (auto& fd : shared.owned) out->owned.push_back(std::move(fd));
+  return s;
+}
+
+Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFiles* shared) {
+  const int pid = meta.process.pid;
+  std::map<int, int> source_of;  // target fd -> fd here holding its file
+  auto& deleted = shared->deleted;
+  auto& pipes = shared->pipes;
+  auto& fifos = shared->fifos;
   std::vector<int> targets;
 
   auto keep = [&](UniqueFd fd) {
     int raw = fd.get();
-    out->owned.push_back(std::move(fd));
+    shared->owned.push_back(std::move(fd));
     return raw;
   };
   auto reopen = [&](int base, uint32_t flags, const std::string& what) -> Result<int> {
@@ -220,11 +224,28 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
     if (!fd.valid()) return sys_error("reopening " + what);
     return keep(std::move(fd));
   };
+  // Unread data is in the image once per member holding the pipe; the pipe
+  // of a job is one, filled once.
+  auto refill_once = [&](int wfd, const FileRecord& f, const std::string& key,
+                         const std::string& what) -> Status {
+    if (f.data.empty() || !shared->refilled.insert(key).second) return {};
+    return refill_pipe(wfd, f, what);
+  };
 
   for (const FileRecord& f : meta.files) {
     const std::string what = fd_name(f.fd) + ": " + f.path;
     int source = -1;
-    if (f.dup_of != -1) {
+    auto share = shared->share_of.find({pid, f.fd});
+    if (share != shared->share_of.end()) {
+      // The same open file description as an earlier member's fd.
+      auto it = shared->sources.find(share->second);
+      if (it == shared->sources.end())
+        return make_error(EBADMSG, what + ": shares the file of fd " +
+                                       std::to_string(share->second.second) + " of PID " +
+                                       std::to_string(share->second.first) +
+                                       ", which is not in the image before it");
+      source = it->second;
+    } else if (f.dup_of != -1) {
       auto it = source_of.find(f.dup_of);
       if (it == source_of.end())
         return make_error(EBADMSG, what + ": shares the file of fd " + std::to_string(f.dup_of) +
@@ -274,11 +295,11 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
           if (it == pipes.end()) {
             int p[2];
             if (::pipe2(p, O_CLOEXEC) != 0) return sys_error("creating " + what);
-            PipeEnds ends{keep(UniqueFd(p[0])), keep(UniqueFd(p[1]))};
+            SharedFiles::PipeEnds ends{keep(UniqueFd(p[0])), keep(UniqueFd(p[1]))};
             CKPT_TRY(size_pipe(ends.w, f, what));
             it = pipes.emplace(f.ino, ends).first;
           }
-          CKPT_TRY(refill_pipe(it->second.w, f, what));
+          CKPT_TRY(refill_once(it->second.w, f, "pipe:" + std::to_string(f.ino), what));
           const bool reader = (f.flags & O_ACCMODE) == O_RDONLY;
           int& end = reader ? it->second.r : it->second.w;
           bool& used = reader ? it->second.r_used : it->second.w_used;
@@ -306,7 +327,7 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
             CKPT_TRY(size_pipe(rw.get(), f, what));
             it = fifos.emplace(f.path, keep(std::move(rw))).first;
           }
-          CKPT_TRY(refill_pipe(it->second, f, what));
+          CKPT_TRY(refill_once(it->second, f, "fifo:" + f.path, what));
           UniqueFd fd(::open(f.path.c_str(), reopen_flags(f.flags) | O_NONBLOCK));
           if (!fd.valid()) return sys_error("reopening FIFO " + what);
           CKPT_TRY(set_nonblock(fd.get(), f.flags & O_NONBLOCK, what));
@@ -358,6 +379,7 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
     }
     out->fds.push_back({f.fd, source, int(f.fd_flags)});
     source_of[f.fd] = source;
+    shared->sources[{pid, f.fd}] = source;
     targets.push_back(f.fd);
   }
   for (const EpollAdd& e : out->epoll)

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <ckpt/result.hpp>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,23 @@ struct PreparedFiles {
   std::vector<UniqueFd> owned;  // this process's copies, closed once the child has its own
 };
 
+// What the members of a job share, across their prepare_files calls: one
+// pipe per checkpointed pipe, one inode per deleted file, and the open file
+// descriptions several members hold (job.img's shares).
+struct SharedFiles {
+  struct PipeEnds {
+    int r, w;
+    bool r_used = false, w_used = false;
+  };
+  std::map<uint64_t, PipeEnds> pipes;                           // by the checkpointed inode
+  std::map<std::pair<uint64_t, uint64_t>, int> deleted;         // (dev, ino) -> recreated
+  std::map<std::string, int> fifos;                             // path -> a read-write handle
+  std::set<std::string> refilled;                               // pipes and FIFOs refilled
+  std::map<std::pair<int, int>, int> sources;                   // (pid, fd) -> fd here
+  std::map<std::pair<int, int>, std::pair<int, int>> share_of;  // (pid, fd) -> (pid, fd)
+  std::vector<UniqueFd> owned;  // this process's copies, kept until every member has its own
+};
+
 // Refuses a restore when a file the image refers to by path (an fd or a
 // file mapping) changed on disk since the checkpoint, unless `force`. One
 // line naming the fd or mapping, the path and what changed.
@@ -44,6 +63,9 @@ Status check_files_unchanged(const image::ImageMeta& meta, bool force);
 // refilled with their unread data, FIFOs reopened, eventfd/timerfd/signalfd/
 // epoll instances created with their state.
 Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out);
+// The same for one member of a job: what members share comes from and goes
+// to `shared`, which keeps the files open (members are prepared in job order).
+Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFiles* shared);
 
 // In the new process (spawn's child): moves every prepared file to its
 // number, registers the epoll interest lists, closes everything else except

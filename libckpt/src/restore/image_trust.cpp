@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "image/format.hpp"
+#include "image/job_image.hpp"
 
 namespace ckpt::restore {
 
@@ -70,6 +71,13 @@ Result<ImageWriters> image_writers(const std::string& dir, const image::Chain& c
     CKPT_TRY(examine(up, true, &w));
   }
   for (const auto& link : chain.links) {
+    // A job member's images are in member-PID/ inside the generation directory.
+    const bool member = link->path().find("/member-") != std::string::npos;
+    const std::string gen = member ? link->path().substr(0, link->path().rfind('/')) : link->path();
+    if (member) CKPT_TRY(examine(gen, false, &w));
+    struct stat st;
+    if (::lstat((gen + "/" + image::kJobFile).c_str(), &st) == 0)
+      CKPT_TRY(examine(gen + "/" + image::kJobFile, false, &w));
     CKPT_TRY(examine(link->path(), false, &w));
     for (const char* f : {image::kMetaFile, image::kAddrFile, image::kPagesFile})
       CKPT_TRY(examine(link->path() + "/" + f, false, &w));

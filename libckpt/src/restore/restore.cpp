@@ -6,15 +6,21 @@
 
 #include <ckpt/ckpt.hpp>
 #include <cstring>
+#include <map>
+#include <memory>
 
 #include "dirty/tracker.hpp"
+#include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
+#include "job/generation.hpp"
+#include "job/spawn.hpp"
 #include "proc/inject.hpp"
 #include "proc/regs.hpp"
 #include "restore/address_space.hpp"
 #include "restore/files.hpp"
 #include "restore/image_trust.hpp"
+#include "restore/shared_memory.hpp"
 #include "restore/spawn.hpp"
 #include "restore/syscall_restart.hpp"
 #include "restore/tasks.hpp"
@@ -24,35 +30,57 @@ namespace ckpt {
 
 namespace {
 
-// The chain of the generation to restore; `newest`: whether it is the newest
-// generation in the directory.
-Result<image::Chain> open_generation(const RestoreOptions& opts, bool* newest) {
+// The members of the generation to restore; `newest`: whether it is the
+// newest generation in the directory.
+Result<image::JobMeta> open_generation(const RestoreOptions& opts, bool* newest, uint64_t* out) {
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + opts.dir);
   uint64_t gen = opts.generation ? opts.generation : gens.back();
   if (std::find(gens.begin(), gens.end(), gen) == gens.end())
     return make_error(ENOENT, "no generation " + std::to_string(gen) + " in " + opts.dir);
   *newest = gen == gens.back();
-  return image::open_chain(opts.dir, gen);
+  *out = gen;
+  return job::read_job_or_root(image::generation_dir(opts.dir, gen));
 }
 
 // Everything after the child exists; on error the caller kills the child.
 struct RebuildOptions {
   const RestoreOptions& user;
   bool generation_is_newest;
+  const std::map<uint64_t, std::string>* shared_memory = nullptr;
+};
+
+// One member, rebuilt up to the point where it would run: its threads and
+// registers are loaded, and it runs when `tasks` releases it.
+struct Rebuilt {
+  std::unique_ptr<proc::RemoteSyscall> rs;
+  std::unique_ptr<restore::AddressSpaceBuilder> builder;
+  std::unique_ptr<restore::TaskRestorer> tasks;
 };
 
 Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& plan,
-               const RebuildOptions& opts, RestoreStats* stats) {
+               const RebuildOptions& opts, pid_t join_pgid, RestoreStats* stats, Rebuilt* out) {
   CKPT_ASSIGN(user_regs_struct base, proc::get_regs(pid));
-  proc::RemoteSyscall rs(pid, base, reinterpret_cast<uint64_t>(ckpt_inject_insn));
-  restore::AddressSpaceBuilder builder(pid, chain, plan, rs);
+  out->rs = std::make_unique<proc::RemoteSyscall>(pid, base,
+                                                  reinterpret_cast<uint64_t>(ckpt_inject_insn));
+  proc::RemoteSyscall& rs = *out->rs;
+  // A process group led by another member (which made it already).
+  if (join_pgid) {
+    CKPT_ASSIGN(long r, rs.call(SYS_setpgid, 0, uint64_t(join_pgid)));
+    if (r != 0)
+      return sys_error(
+          "PID " + std::to_string(pid) + " joining process group " + std::to_string(join_pgid),
+          int(-r));
+  }
+  out->builder = std::make_unique<restore::AddressSpaceBuilder>(pid, chain, plan, rs);
+  restore::AddressSpaceBuilder& builder = *out->builder;
+  builder.map_shared_from(opts.shared_memory);
   restore::MemoryStats ms;
   CKPT_TRY(builder.build(opts.user.progress, &ms));
-  stats->pages_written = ms.pages_written;
-  stats->pages_zero = ms.pages_zero;
-  stats->bytes_read = ms.bytes_read;
-  stats->pages_read = ms.bytes_read / image::kPageSize;
+  stats->pages_written += ms.pages_written;
+  stats->pages_zero += ms.pages_zero;
+  stats->bytes_read += ms.bytes_read;
+  stats->pages_read += ms.bytes_read / image::kPageSize;
 
   const image::ImageMeta& meta = chain.newest();
   const image::ThreadRecord& t = meta.threads[0];
@@ -69,7 +97,8 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
     CKPT_TRY(tracker->arm(pid, meta.vmas, &state));
     stats->tracking = state.target_fd == meta.tracker_fd ? "armed" : "armed at another fd";
   }
-  restore::TaskRestorer tasks(pid, meta, builder);
+  out->tasks = std::make_unique<restore::TaskRestorer>(pid, meta, builder);
+  restore::TaskRestorer& tasks = *out->tasks;
   CKPT_TRY(tasks.create_threads(rs));
   for (size_t i = 1; i < meta.threads.size(); ++i) CKPT_TRY(tasks.restore_thread(i));
   CKPT_TRY(tasks.restore_leader());
@@ -82,7 +111,6 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
   CKPT_ASSIGN(long ret, rs.call_and_load(final_regs, SYS_munmap, builder.trampoline(),
                                          restore::AddressSpaceBuilder::kTrampolineLen));
   if (ret != 0) return sys_error("removing the restore trampoline", int(-ret));
-  CKPT_TRY(tasks.release());
   return {};
 }
 
@@ -91,28 +119,106 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
 Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   const double t0 = now_seconds();
   bool newest = false;
-  CKPT_ASSIGN(image::Chain chain, open_generation(opts, &newest));
-  const image::ImageMeta& meta = chain.newest();
-  const image::RestorePlan plan = image::plan_chain(chain);
-  RestoreStats stats;
-  stats.generation = meta.generation;
-  stats.vmas = meta.vmas.size();
-  stats.generations_read = chain.links.size();
-  stats.pages_skipped = plan.pages_skipped;
+  uint64_t gen = 0;
+  CKPT_ASSIGN(image::JobMeta job, open_generation(opts, &newest, &gen));
+  const std::string gen_dir = image::generation_dir(opts.dir, gen);
+  const pid_t root = job.members[0].pid;
+  const bool many = job.members.size() > 1;
+  auto named = [&](pid_t pid, const Error& e) {
+    return many ? e.context("PID " + std::to_string(pid)) : e;
+  };
 
-  CKPT_TRY(restore::check_image_trust(opts.dir, chain));
-  CKPT_TRY(restore::check_files_unchanged(meta, opts.force));
-  CKPT_ASSIGN(pid_t pid, restore::spawn_stopped(meta, opts.new_pid));
-  RebuildOptions ro{opts, newest};
-  Status st = rebuild(pid, chain, plan, ro, &stats);
-  if (!st.ok()) {
-    ::kill(pid, SIGKILL);
-    int ws;
-    while (::waitpid(pid, &ws, __WALL) > 0 && !WIFEXITED(ws) && !WIFSIGNALED(ws)) {
-    }
-    return st.error();
+  // Every member's chain and plan, verified before any process exists.
+  RestoreStats stats;
+  stats.generation = gen;
+  stats.processes = job.members.size();
+  std::vector<image::Chain> chains;
+  std::vector<image::RestorePlan> plans;
+  std::vector<const image::ImageMeta*> metas;
+  std::vector<size_t> live;  // member index of chains[k]
+  for (size_t i = 0; i < job.members.size(); ++i) {
+    const image::JobMember& m = job.members[i];
+    if (m.zombie()) continue;
+    auto chain = image::open_chain(opts.dir, gen, [&](uint64_t g) {
+      return image::member_dir(image::generation_dir(opts.dir, g), m.pid, root);
+    });
+    if (!chain.ok()) return named(m.pid, chain.error());
+    if (chain->newest().process.pid != m.pid)
+      return make_error(EBADMSG, gen_dir + ": member " + std::to_string(m.pid) +
+                                     " holds the images of PID " +
+                                     std::to_string(chain->newest().process.pid));
+    plans.push_back(image::plan_chain(*chain));
+    chains.push_back(std::move(*chain));
+    live.push_back(i);
   }
-  stats.pid = pid;
+  for (auto& c : chains) metas.push_back(&c.newest());
+  // Shared anonymous memory gets its content from the member that saved it.
+  const auto holders = restore::shared_memory_holders(metas);
+  for (size_t k = 0; k < chains.size(); ++k) {
+    std::vector<image::MemRange> others;
+    for (const image::VmaRecord& v : metas[k]->vmas)
+      if (auto h = holders.find(v.ino); v.ino && h != holders.end() && h->second != k &&
+                                        (v.flags & image::kVmaShared) && !v.is_file())
+        others.push_back({v.start, v.end});
+    restore::drop_slices(others, &plans[k]);
+  }
+  for (size_t k = 0; k < chains.size(); ++k) {
+    stats.vmas += metas[k]->vmas.size();
+    stats.generations_read += chains[k].links.size();
+    stats.pages_skipped += plans[k].pages_skipped;
+    Status s = restore::check_image_trust(opts.dir, chains[k]);
+    if (s.ok()) s = restore::check_files_unchanged(*metas[k], opts.force);
+    if (!s.ok()) return named(metas[k]->process.pid, s.error());
+  }
+
+  restore::SharedMemory shm;
+  CKPT_TRY(shm.create(metas));
+  std::vector<pid_t> pids;
+  {
+    // Files are opened here, handed to the members at spawn, and closed here
+    // once every member holds its own.
+    restore::SharedFiles shared;
+    for (const image::JobShare& s : job.shares)
+      shared.share_of[{s.pid, s.fd}] = {s.owner_pid, s.owner_fd};
+    std::vector<restore::PreparedFiles> files(job.members.size());
+    std::vector<job::SpawnMember> spawn(job.members.size());
+    for (size_t i = 0; i < job.members.size(); ++i) spawn[i].member = &job.members[i];
+    for (size_t k = 0; k < chains.size(); ++k) {
+      Status s = restore::prepare_files(*metas[k], &files[live[k]], &shared);
+      if (!s.ok()) return named(metas[k]->process.pid, s.error());
+      spawn[live[k]].meta = metas[k];
+      spawn[live[k]].files = &files[live[k]];
+    }
+    CKPT_ASSIGN(pids, job::spawn_job(spawn, opts.new_pid));
+  }
+
+  RebuildOptions ro{opts, newest, &shm.paths()};
+  std::vector<Rebuilt> built(chains.size());
+  for (size_t k = 0; k < chains.size(); ++k) {
+    const image::JobMember& m = job.members[live[k]];
+    // Groups led by a member were made by their leaders at spawn; a group
+    // whose leader is not in the job is the one the member inherited.
+    pid_t join = 0;
+    if (m.pgid != m.pid)
+      for (const image::JobMember& o : job.members)
+        if (o.pid == m.pgid) join = m.pgid;
+    Status s = rebuild(pids[live[k]], chains[k], plans[k], ro, join, &stats, &built[k]);
+    if (!s.ok()) {
+      job::kill_job(pids);
+      return named(m.pid, s.error());
+    }
+  }
+  // Every member is ready: all run from here on (the root last).
+  Status result;
+  for (size_t k = built.size(); k-- > 0;) {
+    Status s = built[k].tasks->release();
+    if (!s.ok() && result.ok()) result = s;
+  }
+  if (!result.ok()) {
+    job::kill_job(pids);
+    return result.error();
+  }
+  stats.pid = pids[0];
   stats.seconds = now_seconds() - t0;
   return stats;
 }

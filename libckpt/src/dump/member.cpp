@@ -1,0 +1,113 @@
+#include "dump/member.hpp"
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+
+#include "dirty/layout.hpp"
+#include "dirty/pagemap_scan.hpp"
+#include "dump/collect.hpp"
+#include "dump/hash_filter.hpp"
+#include "proc/credentials.hpp"
+#include "proc/maps.hpp"
+#include "proc/task_state.hpp"
+#include "util/clock.hpp"
+
+namespace ckpt::dump {
+
+bool is_shared_anon(const image::VmaRecord& v) {
+  return (v.flags & image::kVmaShared) && !v.is_file() && !v.is_special();
+}
+
+void plan_shared_memory(const std::vector<image::VmaRecord>& vmas,
+                        const std::function<bool(uint64_t ino)>& saves, MemoryPlan* plan) {
+  std::vector<mem::Range> out;
+  size_t r = 0;
+  auto& in = plan->ranges;
+  for (const image::VmaRecord& v : vmas) {
+    // Ranges before this VMA pass through unchanged.
+    while (r < in.size() && in[r].addr < v.start) out.push_back(in[r++]);
+    if (!is_shared_anon(v)) continue;
+    while (r < in.size() && in[r].addr < v.end) ++r;  // replaced below
+    if (saves && saves(v.ino)) out.push_back({v.start, v.size()});
+  }
+  while (r < in.size()) out.push_back(in[r++]);
+  in = std::move(out);
+}
+
+Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
+  spec_ = spec;
+  const pid_t pid = spec.fp->pid();
+  const image::ImageMeta* prev = spec.prev;
+  meta.generation = spec.generation;
+  meta.chain_id = spec.chain_id;
+  meta.tracker = spec.tracker;
+  meta.parent_generation = prev ? prev->generation : 0;
+  meta.created_unix_ns = unix_now_ns();
+
+  // Registers are captured here, before any tracker injects calls.
+  const image::ImageMeta* earlier = prev ? prev : spec.hint;
+  CKPT_TRY(collect_process(pid, &meta.process));
+  CKPT_ASSIGN(auto maps, proc::read_maps(pid));
+  CKPT_ASSIGN(meta.vmas, collect_vmas(pid, maps));
+  CKPT_TRY(collect_mm(pid, meta.vmas, &meta.mm));
+  CKPT_TRY(collect_vdso(pid, meta.vmas, &meta.vdso));
+  CKPT_TRY(collect_threads(*spec.fp, earlier, &meta.threads));
+  CKPT_TRY(collect_signals(*spec.fp, meta.threads[0], &meta.process));
+  CKPT_ASSIGN(meta.credentials, proc::read_credentials(pid, meta.threads));
+  CKPT_TRY(proc::read_task_states(pid, &meta.threads, &meta.state, &meta.credentials));
+  int tracker_fd = earlier && earlier->tracker_fd >= 0 ? earlier->tracker_fd : dirty::kTrackerFd;
+  CKPT_TRY(collect_files(pid, tracker_fd, &meta.files, spec.job));
+  utsname u;
+  if (::uname(&u) == 0) meta.kernel_release = u.release;
+
+  tracker_ = dirty::make_tracker(spec.tracker);
+  tstate_.target_fd = prev ? prev->tracker_fd : (spec.hint ? spec.hint->tracker_fd : -1);
+  tstate_.chain_id = meta.chain_id;
+  tstate_.generation = meta.generation;
+  tstate_.prev_generation = prev ? prev->generation : 0;
+  if (prev && !hashing()) {
+    CKPT_ASSIGN(dirty::DirtySet ds, tracker_->collect(pid, meta.vmas, prev->vmas, &tstate_));
+    std::vector<mem::Range> dirty;
+    if (ds.everything) {
+      stats->tracker_reset = ds.reason.empty() ? "tracking lost" : ds.reason;
+      for (const image::VmaRecord& v : meta.vmas) dirty.push_back({v.start, v.size()});
+    }
+    dirty.insert(dirty.end(), ds.written.begin(), ds.written.end());
+    dirty.insert(dirty.end(), ds.unknown.begin(), ds.unknown.end());
+    dirty::normalize(dirty);
+    CKPT_ASSIGN(plan, plan_dirty_memory(pid, meta.vmas, dirty, &meta.complete));
+  } else {
+    CKPT_ASSIGN(plan, plan_memory(pid, meta.vmas));
+  }
+  plan_shared_memory(meta.vmas, spec.saves_shared, &plan);
+  return {};
+}
+
+Status MemberDump::arm() {
+  if (armed_ || spec_.prev || hashing()) return {};
+  armed_ = true;
+  return tracker_->arm(pid(), meta.vmas, &tstate_);
+}
+
+Status MemberDump::write(image::SnapshotWriter& writer, const ProgressFn& progress,
+                         bool arm_after) {
+  if (hashing()) {
+    static const std::vector<image::PageHash> kNone;
+    HashFilter filter(spec_.prev && spec_.prev_hashes ? *spec_.prev_hashes : kNone, writer);
+    CKPT_TRY(dump_memory(
+        pid(), plan, [&](uint64_t va, const uint8_t* d, size_t n) { return filter.add(va, d, n); },
+        progress));
+    filter.finish(meta.vmas, &meta.complete);
+    return {};
+  }
+  CKPT_TRY(dump_memory(
+      pid(), plan,
+      [&](uint64_t va, const uint8_t* d, size_t n) { return writer.add_pages(va, d, n); },
+      progress));
+  if (arm_after) CKPT_TRY(arm());
+  meta.tracker_fd = tstate_.target_fd;
+  return {};
+}
+
+}  // namespace ckpt::dump

@@ -1,0 +1,70 @@
+// One process's part of a generation: described while it is frozen, its
+// memory planned (all of it, or what the tracker says changed), then read
+// into its own writer. A job checkpoint runs one per member; a migration
+// round runs one for its process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <ckpt/ckpt.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dirty/tracker.hpp"
+#include "dump/memory.hpp"
+#include "image/model.hpp"
+#include "image/writer.hpp"
+#include "proc/freeze.hpp"
+
+namespace ckpt::dump {
+
+struct MemberSpec {
+  const proc::FrozenProcess* fp = nullptr;
+  const image::ImageMeta* prev = nullptr;  // this process at the parent generation (incremental)
+  const std::vector<image::PageHash>* prev_hashes = nullptr;  // its page-hash table (hash tracker)
+  const image::ImageMeta* hint = nullptr;  // full: an earlier generation of the same process
+  std::string tracker;                     // the chain's tracker
+  uint64_t generation = 0;
+  std::array<uint8_t, 16> chain_id{};
+  std::vector<pid_t> job;  // every member's PID
+  // Shared anonymous memory (by the object's inode): true when this member
+  // saves the object's content; the others map it without content.
+  std::function<bool(uint64_t ino)> saves_shared;
+};
+
+class MemberDump {
+ public:
+  // Describes the frozen process and plans which of its pages to read.
+  Status prepare(const MemberSpec& spec, CheckpointStats* stats);
+  // Starts tracking (a new chain) before the process may run again.
+  Status arm();
+  // Reads the planned pages into `writer`; with `arm_after`, a full starts
+  // tracking once its memory is read (an incremental's collect re-armed).
+  Status write(image::SnapshotWriter& writer, const ProgressFn& progress, bool arm_after);
+
+  pid_t pid() const { return spec_.fp->pid(); }
+  bool hashing() const { return spec_.tracker == "hash"; }
+  image::ImageMeta meta;
+  MemoryPlan plan;
+
+ private:
+  MemberSpec spec_;
+  std::unique_ptr<dirty::Tracker> tracker_;
+  dirty::TrackerState tstate_;
+  bool armed_ = false;
+};
+
+// Shared anonymous memory in a plan: the member that saves an object reads
+// every page of its mappings (other members may have written pages this
+// one never touched, which its page tables do not show); the others read
+// none of it.
+void plan_shared_memory(const std::vector<image::VmaRecord>& vmas,
+                        const std::function<bool(uint64_t ino)>& saves, MemoryPlan* plan);
+
+// True for a MAP_SHARED|MAP_ANONYMOUS mapping.
+bool is_shared_anon(const image::VmaRecord& v);
+
+}  // namespace ckpt::dump

@@ -1,0 +1,59 @@
+// job.img: which processes a generation holds and how they relate. Each
+// member's own state is an ordinary three-file snapshot: the root's at the
+// top of the generation directory (so a job of one looks exactly like the
+// single-process images of format version 1), every other member's in
+// `member-PID/`. A generation without job.img is a job of one.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <ckpt/result.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "image/format.hpp"
+
+namespace ckpt::image {
+
+constexpr Magic kJobMagic = {0x89, 'C', 'K', 'P', 'T', 'J', '\r', '\n'};
+constexpr const char* kJobFile = "job.img";
+
+// JobMember::flags bits.
+enum JobMemberFlag : uint32_t {
+  kMemberZombie = 1u << 0,  // exited, not reaped: restored as a zombie with `exit_status`
+  kMemberTree = 1u << 1,    // on the root: the job is its whole tree (cr_full --tree)
+};
+
+struct JobMember {
+  int32_t pid = 0, ppid = 0, pgid = 0, sid = 0;
+  uint32_t flags = 0;
+  int32_t exit_status = 0;  // zombies: the wait status
+  bool zombie() const { return flags & kMemberZombie; }
+};
+
+// fd `fd` of member `pid` is the same open file description as fd
+// `owner_fd` of the earlier member `owner_pid` (inherited at fork, or
+// passed): restored as one, sharing offset and flags.
+struct JobShare {
+  int32_t pid = 0, fd = 0, owner_pid = 0, owner_fd = 0;
+};
+
+struct JobMeta {
+  uint64_t generation = 0;
+  std::array<uint8_t, 16> chain_id{};
+  std::vector<JobMember> members;  // pre-order: members[0] is the root, parents before children
+  std::vector<JobShare> shares;
+};
+
+// Where member `pid`'s three files are inside generation directory `gen_dir`.
+std::string member_dir(const std::string& gen_dir, pid_t pid, pid_t root);
+
+// Writes gen_dir/job.img (O_EXCL, 0600, fsynced).
+Status write_job_file(const std::string& gen_dir, const JobMeta& job);
+// Reads and checks gen_dir/job.img. ENOENT when the generation has none
+// (a job of one: its root is the snapshot at the top).
+Result<JobMeta> read_job_file(const std::string& gen_dir);
+
+}  // namespace ckpt::image

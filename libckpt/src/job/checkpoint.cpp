@@ -1,0 +1,233 @@
+// cr_full / cr_incr: a job (one process, or a process tree) frozen as a
+// whole, each member described and its memory copied into its own three
+// files, every member released together, then one generation committed.
+#include <linux/kcmp.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ckpt/ckpt.hpp>
+#include <map>
+#include <set>
+
+#include "dump/generation.hpp"
+#include "dump/member.hpp"
+#include "image/job_image.hpp"
+#include "image/reader.hpp"
+#include "image/store.hpp"
+#include "image/writer.hpp"
+#include "job/freeze.hpp"
+#include "job/generation.hpp"
+#include "proc/maps.hpp"
+#include "util/clock.hpp"
+
+namespace ckpt {
+
+namespace {
+
+// The previous generation of the chain, member by member.
+struct PreviousJob {
+  image::JobMeta job;
+  std::map<pid_t, std::unique_ptr<image::SnapshotReader>> members;
+  const image::SnapshotReader* root() const { return members.at(job.members[0].pid).get(); }
+};
+
+Result<PreviousJob> open_previous(const std::string& gen_dir) {
+  PreviousJob p;
+  CKPT_ASSIGN(p.job, job::read_job_or_root(gen_dir));
+  const pid_t root = p.job.members[0].pid;
+  for (const image::JobMember& m : p.job.members) {
+    if (m.zombie()) continue;
+    CKPT_ASSIGN(auto r, image::SnapshotReader::open(image::member_dir(gen_dir, m.pid, root)));
+    p.members.emplace(m.pid, std::move(r));
+  }
+  return p;
+}
+
+// Shared anonymous memory objects (by inode) and the first member mapping
+// each: that member saves the content, the others only map it.
+std::map<uint64_t, pid_t> shared_memory_owners(const std::vector<job::Member>& members) {
+  std::map<uint64_t, pid_t> owner;
+  for (const job::Member& m : members) {
+    if (m.zombie) continue;
+    auto maps = proc::read_maps(m.pid);
+    if (!maps.ok()) continue;  // the member's describe step reports it
+    for (const proc::MapEntry& e : *maps)
+      if (e.shared && e.inode != 0 && e.path.rfind("/dev/zero", 0) == 0)
+        owner.emplace(e.inode, m.pid);
+  }
+  return owner;
+}
+
+// Descriptors of a member that are the same open file description as one of
+// an earlier member (inherited at fork, or passed): kcmp across processes.
+std::vector<image::JobShare> find_shared_files(const std::vector<dump::MemberDump*>& dumps) {
+  std::vector<image::JobShare> out;
+  for (size_t b = 1; b < dumps.size(); ++b)
+    for (const image::FileRecord& fb : dumps[b]->meta.files) {
+      if (fb.dup_of != -1 || fb.kind == image::FileKind::kInheritStdio) continue;
+      bool found = false;
+      for (size_t a = 0; a < b && !found; ++a)
+        for (const image::FileRecord& fa : dumps[a]->meta.files) {
+          if (fa.dup_of != -1 || fa.dev != fb.dev || fa.ino != fb.ino) continue;
+          if (::syscall(SYS_kcmp, dumps[a]->pid(), dumps[b]->pid(), KCMP_FILE, fa.fd, fb.fd) == 0) {
+            out.push_back({dumps[b]->pid(), fb.fd, dumps[a]->pid(), fa.fd});
+            found = true;
+            break;
+          }
+        }
+    }
+  return out;
+}
+
+Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const PreviousJob* prev,
+                                       uint64_t generation, double t0,
+                                       const PreviousJob* hint = nullptr) {
+  CheckpointStats stats;
+  const image::ImageMeta* prev_root = prev ? &prev->root()->meta() : nullptr;
+  CKPT_ASSIGN(std::string tracker, dump::chain_tracker(opts, prev_root));
+  std::array<uint8_t, 16> chain_id{};
+  if (prev)
+    chain_id = prev_root->chain_id;
+  else
+    CKPT_TRY(dump::new_chain_id(&chain_id));
+
+  const double t_frozen = now_seconds();
+  CKPT_ASSIGN(auto frozen, job::FrozenJob::freeze(opts.pid, opts.tree));
+  const std::vector<job::Member>& members = frozen->members();
+  std::vector<pid_t> pids;
+  for (const job::Member& m : members) pids.push_back(m.pid);
+  const std::map<uint64_t, pid_t> owners = shared_memory_owners(members);
+
+  // Describe every member and plan its memory, all frozen.
+  std::vector<std::unique_ptr<dump::MemberDump>> dumps;
+  std::vector<dump::MemberDump*> live;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].zombie) continue;
+    const pid_t pid = members[i].pid;
+    dump::MemberSpec ms;
+    ms.fp = frozen->process(i);
+    if (prev && prev->members.count(pid)) {
+      const image::SnapshotReader* r = prev->members.at(pid).get();
+      ms.prev = &r->meta();
+      ms.prev_hashes = &r->page_hashes();
+    }
+    if (hint && hint->members.count(pid)) ms.hint = &hint->members.at(pid)->meta();
+    ms.tracker = tracker;
+    ms.generation = generation;
+    ms.chain_id = chain_id;
+    ms.job = pids;
+    ms.saves_shared = [&owners, pid](uint64_t ino) {
+      auto it = owners.find(ino);
+      return it == owners.end() || it->second == pid;
+    };
+    auto md = std::make_unique<dump::MemberDump>();
+    Status s = md->prepare(ms, &stats);
+    if (!s.ok())
+      return members.size() > 1 ? s.error().context("PID " + std::to_string(pid)) : s.error();
+    live.push_back(md.get());
+    dumps.push_back(std::move(md));
+  }
+
+  image::JobMeta jm;
+  jm.generation = generation;
+  jm.chain_id = chain_id;
+  for (const job::Member& m : members)
+    jm.members.push_back({m.pid, m.ppid, m.pgid, m.sid, m.zombie ? image::kMemberZombie : 0u,
+                          m.zombie ? m.exit_status : 0});
+  if (opts.tree) jm.members[0].flags |= image::kMemberTree;
+  jm.shares = find_shared_files(live);
+
+  // Memory: each member into its own files; progress over the whole job.
+  CKPT_ASSIGN(auto gen, job::GenerationWriter::create(opts.dir, generation));
+  uint64_t total = 0, done = 0;
+  for (auto* d : live) total += d->plan.bytes();
+  std::vector<std::unique_ptr<image::SnapshotWriter>> writers;
+  const double t_mem = now_seconds();
+  for (auto* d : live) {
+    CKPT_ASSIGN(auto w,
+                image::SnapshotWriter::create_in(image::member_dir(gen->path(), d->pid(), opts.pid),
+                                                 generation, chain_id, opts.direct_io));
+    ProgressFn progress;
+    if (opts.progress)
+      progress = [&, base = done](uint64_t n, uint64_t) { opts.progress(base + n, total); };
+    Status s = d->write(*w, progress, !opts.kill_after);
+    if (!s.ok())
+      return members.size() > 1 ? s.error().context("PID " + std::to_string(d->pid())) : s.error();
+    done += d->plan.bytes();
+    writers.push_back(std::move(w));
+  }
+  stats.memory_seconds = now_seconds() - t_mem;
+
+  // Memory is copied: a running job cannot change the image any more, so it
+  // goes back to work while the files are made durable. With --kill it stays
+  // stopped until the checkpoint is committed.
+  double t_released = 0;
+  if (!opts.kill_after) {
+    CKPT_TRY(frozen->release());
+    t_released = now_seconds();
+  }
+  for (size_t i = 0; i < live.size(); ++i) CKPT_TRY(writers[i]->commit(live[i]->meta));
+  CKPT_TRY(image::write_job_file(gen->path(), jm));
+  CKPT_TRY(gen->commit());
+  if (opts.kill_after) {
+    CKPT_TRY(frozen->kill());
+    t_released = now_seconds();
+  }
+
+  stats.generation = generation;
+  stats.parent_generation = prev ? prev->job.generation : 0;
+  stats.tracker = tracker;
+  stats.processes = members.size();
+  stats.frozen_seconds = t_released - t_frozen;
+  for (size_t i = 0; i < live.size(); ++i) dump::add_member_stats(*live[i], *writers[i], &stats);
+  stats.total_seconds = now_seconds() - t0;
+  return stats;
+}
+
+}  // namespace
+
+Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
+  const double t0 = now_seconds();
+  CKPT_TRY(image::ensure_dir(opts.dir));
+  image::remove_stale_temps(opts.dir);
+  CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
+  // An earlier generation of the same job says what a thread found in
+  // restart_syscall is waiting in.
+  std::unique_ptr<PreviousJob> newest;
+  if (!gens.empty())
+    if (auto r = open_previous(image::generation_dir(opts.dir, gens.back()));
+        r.ok() && r->job.members[0].pid == opts.pid)
+      newest = std::make_unique<PreviousJob>(std::move(*r));
+  CKPT_ASSIGN(CheckpointStats stats,
+              checkpoint_job(opts, nullptr, gens.empty() ? 1 : gens.back() + 1, t0, newest.get()));
+  image::remove_generations_before(opts.dir, stats.generation);
+  return stats;
+}
+
+Result<CheckpointStats> checkpoint_incremental(const CheckpointOptions& opts) {
+  const double t0 = now_seconds();
+  auto gens = image::list_generations(opts.dir);
+  if (!gens.ok() || gens->empty())
+    return make_error(ENOENT, "no checkpoint chain in " + opts.dir +
+                                  ": an incremental needs a full checkpoint first (cr_full)");
+  image::remove_stale_temps(opts.dir);
+  CKPT_ASSIGN(PreviousJob prev, open_previous(image::generation_dir(opts.dir, gens->back())));
+  if (prev.job.members[0].pid != opts.pid)
+    return make_error(EINVAL, opts.dir + " holds checkpoints of PID " +
+                                  std::to_string(prev.job.members[0].pid) + ", not of " +
+                                  std::to_string(opts.pid));
+  const image::ImageMeta& root = prev.root()->meta();
+  if ((root.tracker.empty() || root.tracker == "hash"))
+    for (auto& [pid, r] : prev.members)
+      if (r->page_hashes().empty() && !r->runs().empty())
+        return make_error(EINVAL, "generation " + std::to_string(gens->back()) +
+                                      " carries no page hashes: take a new full checkpoint");
+  // The chain's scope stays what cr_full chose.
+  CheckpointOptions o = opts;
+  o.tree = opts.tree || (prev.job.members[0].flags & image::kMemberTree);
+  return checkpoint_job(o, &prev, gens->back() + 1, t0);
+}
+
+}  // namespace ckpt

@@ -1,0 +1,283 @@
+#include "job/spawn.hpp"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/rseq.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "proc/maps.hpp"
+#include "util/fd.hpp"
+
+namespace ckpt::job {
+
+namespace {
+
+// What each new process reports on the shared status pipe: one record
+// (atomic: smaller than PIPE_BUF) when it is ready or has failed.
+struct Report {
+  int32_t pid;
+  int32_t failed;
+  char msg[248];
+};
+
+struct Ctx {
+  const std::vector<SpawnMember>* members;
+  int status_fd;
+  bool new_pid;
+};
+
+void report(int fd, bool failed, const char* fmt, const char* detail = "") {
+  Report r{};
+  r.pid = int32_t(::syscall(SYS_getpid));
+  r.failed = failed;
+  std::snprintf(r.msg, sizeof r.msg, fmt, int(r.pid), detail);
+  (void)!::write(fd, &r, sizeof r);
+}
+
+[[noreturn]] void fail(int fd, const char* fmt, const char* detail = "") {
+  report(fd, true, fmt, detail);
+  ::_exit(127);
+}
+
+bool is_zombie(pid_t pid) {
+  auto st = proc::read_stat_mm(pid);
+  return st.ok() && st->state == 'Z';
+}
+
+// clone3 with the wanted PID; a just-killed original may linger as a zombie
+// until its parent reaps it.
+long clone_with_pid(pid_t want, bool new_pid) {
+  clone_args args{};
+  args.exit_signal = SIGCHLD;
+  args.set_tid = reinterpret_cast<uint64_t>(&want);
+  args.set_tid_size = 1;
+  long pid = -1;
+  int err = 0;
+  for (int tries = 0; tries < 100; ++tries) {
+    pid = ::syscall(SYS_clone3, &args, sizeof args);
+    err = errno;
+    // Retry while the holder is a zombie on its way out (or just gone).
+    if (pid >= 0 || err != EEXIST || (!is_zombie(want) && ::kill(want, 0) == 0)) break;
+    ::usleep(50 * 1000);
+  }
+  if (pid < 0 && err == EEXIST && new_pid) {
+    args.set_tid = 0;
+    args.set_tid_size = 0;
+    pid = ::syscall(SYS_clone3, &args, sizeof args);
+    err = errno;
+  }
+  errno = err;
+  return pid;
+}
+
+[[noreturn]] void member_main(const Ctx& ctx, size_t i, pid_t parent);
+
+// Forks member `i` as a child of the calling process. Returns its PID or -errno.
+long fork_member(const Ctx& ctx, size_t i) {
+  const pid_t parent = pid_t(::syscall(SYS_getpid));
+  long pid = clone_with_pid(ctx.members->at(i).member->pid, ctx.new_pid);
+  if (pid < 0) return -errno;
+  if (pid == 0) member_main(ctx, i, parent);
+  return pid;
+}
+
+// A zombie exits as it did: by its signal (no core file) or with its status.
+[[noreturn]] void die_as(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    ::signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    ::sigprocmask(SIG_UNBLOCK, &one, nullptr);
+    ::syscall(SYS_kill, ::syscall(SYS_getpid), sig);
+  }
+  ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 0);
+}
+
+[[noreturn]] void member_main(const Ctx& ctx, size_t i, pid_t parent) {
+  const SpawnMember& sm = ctx.members->at(i);
+  const image::JobMember& m = *sm.member;
+  int fd = ctx.status_fd;
+  // Dies with its parent until restored (the restorer, or the member that
+  // made it): a restorer killed mid-way leaves nothing behind. The real
+  // parent-death signal is restored with the rest of the process's state.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (::getppid() != parent) ::_exit(127);
+  // Nothing is delivered before the process's own mask is loaded; SIGCHLD
+  // of zombie children made below is drained.
+  sigset_t all;
+  sigfillset(&all);
+  ::sigprocmask(SIG_BLOCK, &all, nullptr);
+
+  const pid_t self = pid_t(::syscall(SYS_getpid));
+  if (m.sid == m.pid && ::setsid() < 0) fail(fd, "PID %d: setsid: %s", std::strerror(errno));
+  if (m.sid != m.pid && m.pgid == m.pid && ::setpgid(0, 0) != 0)
+    fail(fd, "PID %d: setpgid: %s", std::strerror(errno));
+
+  // Children are made before this process sets up its own descriptors:
+  // they inherit the restorer's prepared files and pick their own.
+  bool zombies = false;
+  for (size_t c = 0; c < ctx.members->size(); ++c) {
+    const image::JobMember& cm = *ctx.members->at(c).member;
+    if (c == i || cm.ppid != m.pid || c == 0) continue;
+    long pid = fork_member(ctx, c);
+    if (pid < 0) {
+      char what[64];
+      std::snprintf(what, sizeof what, "%d", int(cm.pid));
+      if (-pid == EEXIST) fail(fd, "PID %d: cannot recreate child PID %s: it is in use", what);
+      fail(fd, "PID %d: creating child PID %s failed", what);
+    }
+    if (cm.zombie()) {
+      siginfo_t si;
+      ::waitid(P_PID, id_t(pid), &si, WEXITED | WNOWAIT);
+      zombies = true;
+    }
+  }
+  if (zombies) {
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    timespec zero{};
+    while (::sigtimedwait(&chld, nullptr, &zero) == SIGCHLD) {
+    }
+  }
+  if (m.zombie()) {
+    ::close(fd);
+    die_as(m.exit_status);
+  }
+
+  const image::ImageMeta& meta = *sm.meta;
+  // glibc registered rseq for this thread; the kernel writes that area on
+  // return to user space, which faults once the area is unmapped.
+  if (__rseq_size > 0)
+    ::syscall(SYS_rseq, static_cast<char*>(__builtin_thread_pointer()) + __rseq_offset,
+              __rseq_size < 32 ? 32 : __rseq_size, RSEQ_FLAG_UNREGISTER, RSEQ_SIG);
+  std::string err;
+  if (!restore::install_files(*sm.files, &fd, &err)) fail(fd, "PID %d: %s", err.c_str());
+  if (::chdir(meta.process.cwd.c_str()) != 0)
+    fail(fd, "PID %d: working directory %s", meta.process.cwd.c_str());
+  ::umask(mode_t(meta.process.umask));
+  ::prctl(PR_SET_NAME, meta.process.comm.c_str(), 0, 0, 0);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s)
+    if (s != SIGKILL && s != SIGSTOP) ::sigaction(s, &dfl, nullptr);
+  // The checkpointed dispositions, as raw kernel structs: glibc's sigaction()
+  // would substitute its own restorer, an address of this program.
+  for (const image::SignalAction& a : meta.process.sigactions) {
+    uint64_t ksa[4] = {a.handler, a.flags, a.restorer, a.mask};
+    if (::syscall(SYS_rt_sigaction, a.signo, ksa, nullptr, 8) != 0)
+      fail(fd, "PID %d: restoring the action of a signal: %s", std::strerror(errno));
+  }
+  (void)self;
+  report(fd, false, "PID %d ready");
+  ::close(fd);
+  // Wait to be seized; the restorer replaces this whole image.
+  for (;;) ::syscall(SYS_pause);
+}
+
+Status seize(pid_t pid) {
+  const long opts = PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE;
+  // The process's seccomp filters, reinstalled before its last calls, must
+  // not judge the calls we inject (SUSPEND_SECCOMP needs CAP_SYS_ADMIN:
+  // without, filters go last).
+  if (::ptrace(PTRACE_SEIZE, pid, nullptr, (void*)(opts | PTRACE_O_SUSPEND_SECCOMP)) != 0 &&
+      ::ptrace(PTRACE_SEIZE, pid, nullptr, (void*)opts) != 0)
+    return sys_error("ptrace seize of new process " + std::to_string(pid));
+  if (::ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) != 0)
+    return sys_error("ptrace interrupt " + std::to_string(pid));
+  for (;;) {
+    int st = 0;
+    if (::waitpid(pid, &st, __WALL) < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("waiting for new process " + std::to_string(pid));
+    }
+    if (WIFEXITED(st) || WIFSIGNALED(st))
+      return make_error(EIO, "new process " + std::to_string(pid) + " died");
+    if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_STOP) return {};
+    // Anything else (a signal-delivery stop): suppress it and wait on.
+    ::ptrace(PTRACE_CONT, pid, nullptr, nullptr);
+    ::ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr);
+  }
+}
+
+}  // namespace
+
+void kill_job(const std::vector<pid_t>& pids) {
+  for (size_t i = pids.size(); i-- > 0;)
+    if (pids[i] > 0) ::kill(pids[i], SIGKILL);
+  if (!pids.empty() && pids[0] > 0) {
+    int ws;
+    while (::waitpid(pids[0], &ws, __WALL) > 0 && !WIFEXITED(ws) && !WIFSIGNALED(ws)) {
+    }
+  }
+}
+
+Result<std::vector<pid_t>> spawn_job(const std::vector<SpawnMember>& members, bool new_pid) {
+  if (new_pid && members.size() > 1)
+    return make_error(EINVAL,
+                      "--new-pid restores single processes only (a job's members "
+                      "know each other by PID)");
+  int sp[2];
+  if (::pipe2(sp, O_CLOEXEC) != 0) return sys_error("pipe");
+  UniqueFd status_r(sp[0]), status_w(sp[1]);
+  Ctx ctx{&members, status_w.get(), new_pid};
+  long root = fork_member(ctx, 0);
+  if (root < 0) {
+    const pid_t want = members[0].member->pid;
+    if (-root == EEXIST)
+      return make_error(EEXIST, "PID " + std::to_string(want) +
+                                    " is in use (use --new-pid to restore under another PID)");
+    if (-root == EPERM)
+      return make_error(EPERM, "creating a process with PID " + std::to_string(want) +
+                                   " needs CAP_CHECKPOINT_RESTORE or root");
+    return make_error(int(-root), std::string("clone3: ") + std::strerror(int(-root)));
+  }
+  status_w.reset();
+
+  // Every live member reports once; EOF comes when all have (or died).
+  std::vector<pid_t> pids(members.size(), 0);
+  pids[0] = pid_t(root);
+  size_t ready = 0, live = 0;
+  for (const SpawnMember& m : members) live += m.member->zombie() ? 0 : 1;
+  std::string failure;
+  Report r;
+  for (;;) {
+    ssize_t n = ::read(status_r.get(), &r, sizeof r);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != ssize_t(sizeof r)) break;
+    if (r.failed && failure.empty()) failure = r.msg;
+    if (!r.failed) ++ready;
+  }
+  for (size_t i = 0; i < members.size(); ++i)
+    if (i > 0 || new_pid) pids[i] = i == 0 ? pid_t(root) : members[i].member->pid;
+  if (failure.empty() && ready != live) failure = "a new process died while being set up";
+  if (!failure.empty()) {
+    kill_job(pids);
+    return make_error(EIO, failure);
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].member->zombie()) continue;
+    Status s = seize(pids[i]);
+    if (!s.ok()) {
+      kill_job(pids);
+      return s.error();
+    }
+  }
+  return pids;
+}
+
+}  // namespace ckpt::job

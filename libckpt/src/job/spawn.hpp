@@ -1,0 +1,36 @@
+// Creates a job's processes for restore: a tree of children of the caller
+// with their checkpointed PIDs (clone3 + set_tid), each made by its own
+// parent so parent/child links are the original ones; sessions and process
+// groups led by a member are recreated in order; zombies exit as they had;
+// every live member sets up its descriptors, working directory, umask, name
+// and signal dispositions, then waits to be seized. The caller gets them
+// seized and stopped (ptrace), ready to be rebuilt from the outside.
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/result.hpp>
+#include <vector>
+
+#include "image/job_image.hpp"
+#include "image/model.hpp"
+#include "restore/files.hpp"
+
+namespace ckpt::job {
+
+struct SpawnMember {
+  const image::JobMember* member = nullptr;
+  const image::ImageMeta* meta = nullptr;  // nullptr for a zombie
+  restore::PreparedFiles* files = nullptr;
+};
+
+// `members` in job order (the root first). Returns their PIDs; the live
+// ones are seized (PTRACE_O_EXITKILL: they die with the caller) and
+// stopped. With `new_pid` (a job of one only) a taken PID is not an error.
+// A process that cannot be made kills every one made so far.
+Result<std::vector<pid_t>> spawn_job(const std::vector<SpawnMember>& members, bool new_pid);
+
+// Kills the spawned job (every PID that is not 0) and reaps the root.
+void kill_job(const std::vector<pid_t>& pids);
+
+}  // namespace ckpt::job

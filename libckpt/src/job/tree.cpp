@@ -1,0 +1,76 @@
+#include "job/tree.hpp"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include "proc/maps.hpp"
+#include "util/fd.hpp"
+#include "util/text.hpp"
+
+namespace ckpt::job {
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir(proc_path(pid, "task").c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    auto text = read_file(proc_path(pid, "task/") + e->d_name + "/children");
+    if (!text.ok()) continue;
+    std::istringstream in(*text);
+    pid_t c;
+    while (in >> c) out.push_back(c);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+namespace {
+
+std::string comm_of(pid_t pid) {
+  auto c = read_file(proc_path(pid, "comm"));
+  std::string name = c.ok() ? *c : "?";
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  return name;
+}
+
+Status add(pid_t pid, bool tree, std::vector<Member>* out) {
+  auto st = proc::read_stat_mm(pid);
+  if (!st.ok()) return make_error(ESRCH, "no process with PID " + std::to_string(pid));
+  Member m;
+  m.pid = pid;
+  m.ppid = st->ppid;
+  m.pgid = st->pgid;
+  m.sid = st->sid;
+  m.zombie = st->state == 'Z';
+  m.exit_status = st->exit_code;
+  out->push_back(m);
+  std::vector<pid_t> kids = children_of(pid);
+  if (!tree && !kids.empty())
+    return make_error(ENOTSUP, "PID " + std::to_string(pid) + " has child process " +
+                                   std::to_string(kids[0]) + " (" + comm_of(kids[0]) +
+                                   "): checkpoint the whole tree with --tree");
+  for (pid_t k : kids) {
+    Status s = add(k, tree, out);
+    // A child that exited and was reaped meanwhile is simply not a member.
+    if (!s.ok() && !(s.error().code == ESRCH && k != pid)) return s;
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<Member>> list_job(pid_t root, bool tree) {
+  std::vector<Member> out;
+  CKPT_TRY(add(root, tree, &out));
+  if (out[0].zombie) return make_error(ESRCH, "PID " + std::to_string(root) + " is a zombie");
+  return out;
+}
+
+}  // namespace ckpt::job

@@ -1,0 +1,38 @@
+// Shared anonymous memory of a restored job: one object per checkpointed
+// object (by inode), made here in the restorer as MAP_SHARED|MAP_ANONYMOUS
+// memory (so /proc shows "/dev/zero (deleted)" again, and the next
+// checkpoint sees shared anonymous memory), held open until every member
+// has mapped it through /proc/<restorer>/fd/N.
+#pragma once
+
+#include <ckpt/result.hpp>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "image/chain.hpp"
+#include "image/model.hpp"
+#include "util/fd.hpp"
+
+namespace ckpt::restore {
+
+class SharedMemory {
+ public:
+  Status create(const std::vector<const image::ImageMeta*>& metas);
+  // Inode -> the path a member opens to map it.
+  const std::map<uint64_t, std::string>& paths() const { return paths_; }
+
+ private:
+  std::vector<UniqueFd> fds_;
+  std::map<uint64_t, std::string> paths_;
+};
+
+// The member that holds the content of each shared object (by inode): the
+// first in job order that maps it, as at checkpoint time.
+std::map<uint64_t, size_t> shared_memory_holders(const std::vector<const image::ImageMeta*>& metas);
+
+// Removes from `plan` every slice inside `ranges` (sorted, disjoint): pages
+// another member writes into the shared object.
+void drop_slices(const std::vector<image::MemRange>& ranges, image::RestorePlan* plan);
+
+}  // namespace ckpt::restore
