@@ -8,6 +8,7 @@
 #include "dirty/pagemap_scan.hpp"
 #include "dump/collect.hpp"
 #include "dump/hash_filter.hpp"
+#include "proc/credentials.hpp"
 #include "proc/maps.hpp"
 #include "proc/task_state.hpp"
 #include "util/clock.hpp"
@@ -53,7 +54,8 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   CKPT_TRY(collect_vdso(pid, meta.vmas, &meta.vdso));
   CKPT_TRY(collect_threads(*spec.fp, earlier, &meta.threads));
   CKPT_TRY(collect_signals(*spec.fp, meta.threads[0], &meta.process));
-  CKPT_TRY(proc::read_task_states(pid, &meta.threads, &meta.state));
+  CKPT_ASSIGN(meta.credentials, proc::read_credentials(pid, meta.threads));
+  CKPT_TRY(proc::read_task_states(pid, &meta.threads, &meta.state, &meta.credentials));
   int tracker_fd = earlier && earlier->tracker_fd >= 0 ? earlier->tracker_fd : dirty::kTrackerFd;
   CKPT_TRY(collect_files(pid, tracker_fd, &meta.files, spec.job));
   utsname u;

@@ -1,5 +1,6 @@
 #include "image/format.hpp"
 
+#include "image/credentials_codec.hpp"
 #include "util/hash.hpp"
 
 namespace ckpt::image {
@@ -185,6 +186,11 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     }
     put_record(out, RecordType::kThread, w, nrecords);
   }
+  for (const TaskCredentials& c : m.credentials) {
+    ByteWriter w;
+    encode_credentials(c, w);
+    put_record(out, RecordType::kCredentials, w, nrecords);
+  }
   {
     const ProcessState& ps = m.state;
     ByteWriter w;
@@ -345,6 +351,12 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
                 r.u64(&t.value) && r.i32(&t.notify_tid) && get_timer(r, &t.setting);
       if (ok) m->state.timers.push_back(t);
       return ok;
+    }
+    case RecordType::kCredentials: {
+      TaskCredentials c;
+      if (!decode_credentials(r, &c)) return false;
+      m->credentials.push_back(std::move(c));
+      return true;
     }
     case RecordType::kFile: {
       FileRecord f;

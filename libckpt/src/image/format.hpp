@@ -67,6 +67,7 @@ enum class RecordType : uint32_t {
   // 11-19 are kept for descriptor kinds.
   kProcessState = 20,
   kPosixTimer = 21,
+  kCredentials = 23,  // image/credentials_codec
   // job.img (image/job_image.hpp)
   kJobMember = 24,
   kJobShare = 25,

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "image/credentials.hpp"
+
 namespace ckpt::image {
 
 constexpr uint64_t kPageSize = 4096;
@@ -222,6 +224,9 @@ struct ImageMeta {
   // between checkpoints (pagemap-scan: its userfaultfd's number there).
   std::string tracker;
   int32_t tracker_fd = -1;
+  // Per thread, in `threads` order (record 23); empty: an image written
+  // before credentials were saved.
+  std::vector<TaskCredentials> credentials;
 };
 
 // PageRun::flags bits.

@@ -42,6 +42,7 @@
 #include "proc/maps.hpp"
 #include "proc/regs.hpp"
 #include "restore/address_space.hpp"
+#include "restore/credentials.hpp"
 #include "restore/syscall_restart.hpp"
 #include "util/clock.hpp"
 #include "util/zeros.hpp"
@@ -149,6 +150,7 @@ Result<PauseStats> pause_process(const PauseOptions& opts) {
     return make_error(ENOTSUP, "the threads of PID " + std::to_string(opts.pid) +
                                    " are not the checkpoint's (" +
                                    describe_tids(now_tids, ckpt_tids) + "): not rolled back");
+  CKPT_TRY(restore::check_credentials_unchanged(opts.pid, meta));
   // The pages that may differ: the tracker's dirty set, when the chain has one.
   std::vector<Range> candidates;
   bool tracked = false;

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "proc/credentials.hpp"
 #include "proc/inject.hpp"
 #include "proc/signals.hpp"
 #include "util/fd.hpp"
@@ -133,6 +134,29 @@ Result<std::vector<image::PosixTimer>> parse_timers(const std::string& text) {
 
 }  // namespace
 
+Status parse_limits(const std::string& text, std::array<uint64_t, 32>* out) {
+  // A header line, then one line per limit in RLIMIT order: a name padded
+  // to 25 columns, then soft and hard in 20 columns each ("unlimited" or a
+  // number in the limit's own unit, as getrlimit gives it).
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);
+  for (int r = 0; r < 16; ++r) {
+    if (!std::getline(in, line) || line.size() < 47)
+      return make_error(EIO, "/proc limits: expected 16 limits, found " + std::to_string(r));
+    for (int k = 0; k < 2; ++k) {
+      std::string v = line.substr(size_t(26 + 21 * k), 20);
+      v.erase(v.find_last_not_of(' ') + 1);
+      char* end;
+      uint64_t n = v == "unlimited" ? RLIM64_INFINITY : std::strtoull(v.c_str(), &end, 10);
+      if (v != "unlimited" && (v.empty() || *end != 0))
+        return make_error(EIO, "/proc limits: cannot read \"" + line + "\"");
+      (*out)[size_t(2 * r + k)] = n;
+    }
+  }
+  return {};
+}
+
 namespace {
 
 // What needs no injected call: seccomp filters, robust list, queued signals.
@@ -157,7 +181,8 @@ Status read_thread_direct(pid_t pid, image::ThreadRecord* t) {
 }
 
 // The alternate stack and the TID address, answered into `scratch`.
-Status read_thread_injected(RemoteSyscall& rs, uint64_t scratch, image::ThreadRecord* t) {
+Status read_thread_injected(RemoteSyscall& rs, uint64_t scratch, image::ThreadRecord* t,
+                            image::TaskCredentials* creds) {
   const pid_t tid = t->tid;
   const std::string who = "thread " + std::to_string(tid);
   CKPT_ASSIGN(long r, rs.call_to_exit(SYS_sigaltstack, 0, scratch));
@@ -167,19 +192,22 @@ Status read_thread_injected(RemoteSyscall& rs, uint64_t scratch, image::ThreadRe
   t->altstack_sp = reinterpret_cast<uint64_t>(ss.ss_sp);
   t->altstack_size = ss.ss_size;
   t->altstack_flags = uint32_t(ss.ss_flags);
+  if (creds) {  // no /proc interface: docs/security.md
+    CKPT_ASSIGN(r, rs.call_to_exit(SYS_prctl, PR_GET_SECUREBITS));
+    if (r < 0) return sys_error(who + ": PR_GET_SECUREBITS", int(-r));
+    creds->securebits = uint32_t(r);
+    creds->flags |= image::kCredSecurebitsKnown;
+  }
   CKPT_ASSIGN(r, rs.call_to_exit(SYS_prctl, PR_GET_TID_ADDRESS, scratch));
   if (r != 0) return sys_error(who + ": PR_GET_TID_ADDRESS", int(-r));
   return read_remote(tid, scratch, &t->clear_child_tid, 8);
 }
 
 Status read_process_direct(pid_t pid, image::ProcessState* out) {
-  for (int r = 0; r < 16; ++r) {
-    rlimit64 rl;
-    if (::prlimit64(pid, __rlimit_resource(r), nullptr, &rl) != 0)
-      return sys_error("reading resource limit " + std::to_string(r));
-    out->rlimits[2 * r] = rl.rlim_cur;
-    out->rlimits[2 * r + 1] = rl.rlim_max;
-  }
+  // /proc/PID/limits needs only ptrace read access; prlimit() on another
+  // user's process needs CAP_SYS_RESOURCE, which root lacks in many containers.
+  CKPT_ASSIGN(std::string limits, read_file(proc_path(pid, "limits")));
+  CKPT_TRY(parse_limits(limits, &out->rlimits));
   out->has_rlimits = true;
   CKPT_ASSIGN(std::string pers, read_file(proc_path(pid, "personality")));
   out->personality = uint32_t(std::strtoul(pers.c_str(), nullptr, 16));
@@ -227,8 +255,10 @@ Status read_process_injected(RemoteSyscall& rs, uint64_t scratch, image::Process
 // one has a handler, blocks or ignores it). Its dumpable flag is taken as
 // the default (1); docs/state.md says so.
 bool needs_injected_reads(pid_t pid, const std::vector<image::ThreadRecord>& threads,
-                          const image::ProcessState& state) {
+                          const image::ProcessState& state,
+                          const std::vector<image::TaskCredentials>* creds) {
   if (threads.size() != 1 || !state.timers.empty()) return true;
+  if (creds && credentials_need_securebits(*creds)) return true;
   auto masks = read_signal_masks(pid, pid);
   if (!masks.ok()) return true;
   uint64_t not_default = masks->caught | masks->ignored | masks->blocked;
@@ -238,10 +268,11 @@ bool needs_injected_reads(pid_t pid, const std::vector<image::ThreadRecord>& thr
 }  // namespace
 
 Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
-                        image::ProcessState* state) {
+                        image::ProcessState* state, std::vector<image::TaskCredentials>* creds) {
+  if (creds && creds->size() != threads->size()) creds = nullptr;
   for (image::ThreadRecord& t : *threads) CKPT_TRY(read_thread_direct(pid, &t));
   CKPT_TRY(read_process_direct(pid, state));
-  if (!needs_injected_reads(pid, *threads, *state)) return {};
+  if (!needs_injected_reads(pid, *threads, *state, creds)) return {};
   // One instruction and one scratch page (the mm is shared) for all threads:
   // the freeze time grows by a few calls per thread, not a session each.
   CKPT_ASSIGN(uint64_t insn, find_syscall_insn(pid));
@@ -251,13 +282,14 @@ Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
                                                   MAP_PRIVATE | MAP_ANONYMOUS));
     if (scratch < 0 && scratch > -4096) return sys_error("mmap in the target", int(-scratch));
     Status st = read_process_injected(leader, uint64_t(scratch), state);
-    for (image::ThreadRecord& t : *threads) {
-      if (!st.ok()) break;
+    for (size_t i = 0; i < threads->size() && st.ok(); ++i) {
+      image::ThreadRecord& t = (*threads)[i];
+      image::TaskCredentials* c = creds ? &(*creds)[i] : nullptr;
       if (t.tid == pid) {
-        st = read_thread_injected(leader, uint64_t(scratch), &t);
+        st = read_thread_injected(leader, uint64_t(scratch), &t, c);
       } else {
         st = with_injected_calls(t.tid, insn, [&](RemoteSyscall& rs) {
-          return read_thread_injected(rs, uint64_t(scratch), &t);
+          return read_thread_injected(rs, uint64_t(scratch), &t, c);
         });
       }
     }

@@ -7,7 +7,9 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <ckpt/result.hpp>
+#include <string>
 
 #include "image/model.hpp"
 
@@ -16,7 +18,13 @@ namespace ckpt::proc {
 // Fills the kernel-held fields of every thread in `threads` (tids set, all
 // in a ptrace stop; the leader first) and the process-wide `state`, in one
 // session of injected calls sharing one scratch page.
+// `creds` (from read_credentials, same order as `threads`) get their
+// securebits when calls are injected anyway or credentials_need_securebits.
 Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
-                        image::ProcessState* state);
+                        image::ProcessState* state,
+                        std::vector<image::TaskCredentials>* creds = nullptr);
+
+// /proc/PID/limits into (soft, hard) pairs for RLIMIT 0..15.
+Status parse_limits(const std::string& text, std::array<uint64_t, 32>* out);
 
 }  // namespace ckpt::proc

@@ -19,6 +19,7 @@
 #include "proc/regs.hpp"
 #include "restore/address_space.hpp"
 #include "restore/files.hpp"
+#include "restore/image_trust.hpp"
 #include "restore/shared_memory.hpp"
 #include "restore/spawn.hpp"
 #include "restore/syscall_restart.hpp"
@@ -165,7 +166,8 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
     stats.vmas += metas[k]->vmas.size();
     stats.generations_read += chains[k].links.size();
     stats.pages_skipped += plans[k].pages_skipped;
-    Status s = restore::check_files_unchanged(*metas[k], opts.force);
+    Status s = restore::check_image_trust(opts.dir, chains[k]);
+    if (s.ok()) s = restore::check_files_unchanged(*metas[k], opts.force);
     if (!s.ok()) return named(metas[k]->process.pid, s.error());
   }
 

@@ -35,7 +35,14 @@ void child_fail(int err_fd, const std::string& msg) {
 }
 
 // Runs in the child: only this process's own state is touched, then it stops.
-[[noreturn]] void child_main(const image::ImageMeta& meta, PreparedFiles& files, int err_fd) {
+[[noreturn]] void child_main(const image::ImageMeta& meta, PreparedFiles& files, int err_fd,
+                             pid_t parent) {
+  // Die with the restorer: until it has set PTRACE_O_EXITKILL, nothing else
+  // would end a child that stops itself below (it would hold the PID, traced
+  // by whoever inherits it). A restorer already gone before the prctl shows
+  // as another parent.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::syscall(SYS_getppid) != parent)
+    ::_exit(127);
   if (::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0)
     child_fail(err_fd, "PTRACE_TRACEME failed");
   // glibc registered rseq for this thread; the kernel writes that area on
@@ -85,6 +92,7 @@ Result<pid_t> spawn_stopped(const image::ImageMeta& meta, bool new_pid) {
   UniqueFd err_r(errp[0]), err_w(errp[1]);
 
   pid_t want = meta.process.pid;
+  const pid_t parent = ::getpid();
   clone_args args{};
   args.exit_signal = SIGCHLD;
   args.set_tid = reinterpret_cast<uint64_t>(&want);
@@ -109,7 +117,7 @@ Result<pid_t> spawn_stopped(const image::ImageMeta& meta, bool new_pid) {
                                    " needs CAP_CHECKPOINT_RESTORE or root");
     return sys_error("clone3");
   }
-  if (pid == 0) child_main(meta, files, err_w.get());
+  if (pid == 0) child_main(meta, files, err_w.get(), parent);
 
   err_w.reset();
   std::string msg;

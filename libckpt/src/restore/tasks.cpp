@@ -19,6 +19,7 @@
 #include <string>
 
 #include "proc/regs.hpp"
+#include "restore/credentials.hpp"
 #include "restore/syscall_restart.hpp"
 
 namespace ckpt::restore {
@@ -181,6 +182,7 @@ Status TaskRestorer::restore_thread(size_t i) {
   const image::ThreadRecord& t = meta_.threads[i];
   CKPT_ASSIGN(proc::RemoteSyscall rs, remote(tids_[i]));
   CKPT_TRY(thread_calls(rs, i));
+  CKPT_TRY(restore_identity(rs, builder_, meta_, i));  // drops our privileges: last
   CKPT_TRY(proc::set_xstate(tids_[i], t.xstate));
   user_regs_struct captured;
   std::memcpy(&captured, t.gpregs.data(), sizeof captured);
@@ -232,7 +234,6 @@ Status TaskRestorer::process_calls(proc::RemoteSyscall& rs) {
   const image::ProcessState& ps = meta_.state;
   CKPT_TRY(sys(rs, "personality", SYS_personality, ps.personality));
   if (ps.no_new_privs) CKPT_TRY(sys(rs, "no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1));
-  CKPT_TRY(sys(rs, "PR_SET_PDEATHSIG", SYS_prctl, PR_SET_PDEATHSIG, uint64_t(ps.pdeathsig)));
   CKPT_TRY(queue_signals(rs, ps.pending, 0));
   CKPT_TRY(posix_timers(rs));
   for (int which = 0; which < 3; ++which) {
@@ -243,9 +244,6 @@ Status TaskRestorer::process_calls(proc::RemoteSyscall& rs) {
     CKPT_ASSIGN(uint64_t at, builder_.put_data(&itv, sizeof itv));
     CKPT_TRY(sys(rs, "setitimer", SYS_setitimer, uint64_t(which), at, 0));
   }
-  // Not dumpable makes /proc files root's: the last prctl, after our own reads.
-  if (ps.dumpable != 1)
-    CKPT_TRY(sys(rs, "PR_SET_DUMPABLE", SYS_prctl, PR_SET_DUMPABLE, uint64_t(ps.dumpable)));
   if (ps.has_rlimits) {
     for (int r = 0; r < 16; ++r) {
       rlimit64 rl{ps.rlimits[2 * r], ps.rlimits[2 * r + 1]};
@@ -253,6 +251,14 @@ Status TaskRestorer::process_calls(proc::RemoteSyscall& rs) {
         return sys_error("setting resource limit " + std::to_string(r));
     }
   }
+  // Credentials after every step that needs our privileges (prlimit on a
+  // process of another user needs CAP_SYS_RESOURCE); a change of them clears
+  // the parent-death signal and the dumpable flag, so those come after.
+  CKPT_TRY(restore_identity(rs, builder_, meta_, 0));
+  CKPT_TRY(sys(rs, "PR_SET_PDEATHSIG", SYS_prctl, PR_SET_PDEATHSIG, uint64_t(ps.pdeathsig)));
+  // Not dumpable makes /proc files root's: the last prctl, after our own reads.
+  if (ps.dumpable != 1 || !meta_.credentials.empty())
+    CKPT_TRY(sys(rs, "PR_SET_DUMPABLE", SYS_prctl, PR_SET_DUMPABLE, uint64_t(ps.dumpable)));
   return {};
 }
 
