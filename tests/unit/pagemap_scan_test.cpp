@@ -773,6 +773,45 @@ TEST_F(PagemapScan, ResetsByOthersAreFoundOut) {
   EXPECT_NE(d.reason.find("reset by generation 1 of chain b2"), std::string::npos) << d.reason;
 }
 
+// Adaptive write-protection (dirty/adaptive): the region's four 2 MiB-sized
+// quarters flip between rewritten whole (hot: left unprotected, sampled now
+// and then) and a few pages written; every collect, by a new tool run, must
+// report every page written since the previous one. Once all is calm again,
+// tracking is exact.
+TEST_F(PagemapScan, AdaptiveHotAndColdNeverMissAWrite) {
+  PagemapScanTracker::Options o;
+  o.adaptive.enabled = true;
+  PagemapScanTracker t(o);
+  arm(target_->pid(), t);
+  std::mt19937 rng(3);
+  uint64_t most_hot = 0;
+  const char* schedule[4] = {"HHHHHHHccccHHcc.........................",
+                             "HcHcHcHHHHHcccHc........................",
+                             "ccHHHHHHHHHHHHHHHHHHcc..................",
+                             "c.c.HH..HHHH.cc.........................c"};
+  for (size_t round = 0; round < 41; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::set<uint64_t> truth;
+    for (uint64_t q = 0; q < 4; ++q) {
+      char what = schedule[q][std::min(round, std::strlen(schedule[q]) - 1)];
+      if (what == 'H')
+        for (uint64_t i = 0; i < 512; ++i) truth.insert(target_->page(q * 512 + i));
+      if (what == 'c') {
+        auto few = random_pages(rng, 3, q * 512, 512);
+        truth.insert(few.begin(), few.end());
+      }
+    }
+    write_pages(truth);
+    PagemapScanTracker fresh(o);
+    DirtySet d = collect(target_->pid(), fresh);
+    ASSERT_FALSE(d.everything) << d.reason;
+    expect_covers(d, truth);
+    most_hot = std::max(most_hot, fresh.hot_bytes());
+    if (round == 40) expect_exact(d, truth, {region()});
+  }
+  EXPECT_GE(most_hot, 2 * kAdaptiveBlock);  // adaptivity did take part
+}
+
 TEST(PagemapScanProbe, ReportsWhy) {
   FeatureCheck c = PagemapScanTracker::probe();
   EXPECT_EQ(c.name, "pagemap-scan");
