@@ -116,7 +116,7 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
       // Protected during the interval just ended: `w` is what it wrote.
       const uint64_t pages = (end - start) / kPage;
       const uint64_t got = pages_within(w, &at, start, end);
-      if (pages > 0 && double(got) >= opts_.hot_fraction * double(pages)) {
+      if (end - start >= opts_.min_hot_bytes && double(got) >= opts_.hot_fraction * double(pages)) {
         uint32_t backoff = before ? std::min(opts_.max_backoff, 2 * std::max(1u, before->backoff))
                                   : opts_.first_backoff;
         next_[start] = BlockState{backoff, backoff, false};

@@ -43,6 +43,9 @@ struct AdaptiveOptions {
   double hot_fraction = 0.5;   // written share of a block that makes it hot
   uint32_t first_backoff = 2;  // unprotected intervals before the first sample
   uint32_t max_backoff = 16;
+  // Smaller pieces (a VMA's clipped ends, small VMAs) are always tracked:
+  // their faults cost little, and a quiet program's incrementals stay exact.
+  uint64_t min_hot_bytes = kAdaptiveBlock / 2;
   // From the environment: LIBCKPT_ADAPTIVE_TRACKING=off disables.
   static AdaptiveOptions from_env();
 };
