@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static double now(void) {
@@ -90,6 +91,13 @@ int main(int argc, char** argv) {
   }
   double secs = now() - t0, sum = 0;
   for (int i = 0; i < n; i++) sum += x[i];
+  // The program's own costs: a checkpointer that traces it may reap it, so
+  // its parent cannot count on wait4's rusage.
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  printf("rusage: minflt %ld user %.3f sys %.3f\n", ru.ru_minflt,
+         ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6,
+         ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6);
   printf("result: residual %.15e  x-sum %.15e  seconds %.3f\n", res, sum, secs);
   if (!(res < 1e-9 * bn) || !isfinite(sum)) {
     printf("FAIL: residual %.3e not below %.3e\n", res, 1e-9 * bn);
