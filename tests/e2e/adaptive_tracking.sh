@@ -85,8 +85,8 @@ for ((k = 0; k < ROUNDS; k++)); do
   HOT[g]=-
   state=$(ls /run/libckpt/tracking/"$PID"-*.adaptive 2>/dev/null | head -n 1 || true)
   if [[ -n $state && $k -gt 0 ]]; then
-    # Lines after the header: "addr backoff left sampled"; hot = not sampled.
-    HOT[g]=$(awk 'NR > 1 && $4 == 0 { n++ } END { print n + 0 }' "$state")
+    # Lines after the header: "addr backoff left sampled heavy"; hot: left > 0, not sampled.
+    HOT[g]=$(awk 'NR > 1 && $4 == 0 && $3 > 0 { n++ } END { print n + 0 }' "$state")
     ((HOT[g] > MAX_HOT)) && MAX_HOT=${HOT[g]}
     ((MAX_HOT > 0 && HOT[g] < MAX_HOT)) && COOLED=1
   fi

@@ -64,10 +64,11 @@ void AdaptiveTracking::load(pid_t pid, const TrackerState& s) {
   if (text->compare(0, want.size(), want) != 0) return;  // another parent: start afresh
   const char* p = text->c_str() + want.size();
   uint64_t addr;
-  unsigned backoff, left, sampled;
+  unsigned backoff, left, sampled, heavy;
   int used = 0;
-  while (std::sscanf(p, "%" SCNx64 " %u %u %u\n%n", &addr, &backoff, &left, &sampled, &used) == 4) {
-    prev_[addr] = BlockState{backoff, left, sampled != 0};
+  while (std::sscanf(p, "%" SCNx64 " %u %u %u %u\n%n", &addr, &backoff, &left, &sampled, &heavy,
+                     &used) == 5) {
+    prev_[addr] = BlockState{backoff, left, sampled != 0, heavy};
     p += used;
   }
 }
@@ -79,8 +80,8 @@ void AdaptiveTracking::save(pid_t pid, const TrackerState& s) const {
   std::string text = header(s, s.generation);
   char line[64];
   for (const auto& [addr, b] : next_) {
-    std::snprintf(line, sizeof line, "%" PRIx64 " %u %u %u\n", addr, b.backoff, b.left,
-                  b.sampled ? 1u : 0u);
+    std::snprintf(line, sizeof line, "%" PRIx64 " %u %u %u %u\n", addr, b.backoff, b.left,
+                  b.sampled ? 1u : 0u, b.heavy);
     text += line;
   }
   // Written whole, then renamed: a reader sees the old state or the new one.
@@ -106,21 +107,30 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
     auto it = prev_.find(start);
     const BlockState* before = it == prev_.end() ? nullptr : &it->second;
     bool hot = false;
-    if (before && !before->sampled && before->left > 1) {
-      next_[start] = BlockState{before->backoff, before->left - 1, false};  // stays hot
+    const bool was_hot = before && !before->sampled && before->left > 0;
+    if (was_hot && before->left > 1) {
+      next_[start] = BlockState{before->backoff, before->left - 1, false, 0};  // stays hot
       hot = true;
-    } else if (before && !before->sampled) {
-      next_[start] = BlockState{before->backoff, 0, true};  // its turn to be measured
+    } else if (was_hot) {
+      next_[start] = BlockState{before->backoff, 0, true, 0};  // its turn to be measured
       sampled_bytes_ += end - start;
     } else {
       // Protected during the interval just ended: `w` is what it wrote.
       const uint64_t pages = (end - start) / kPage;
       const uint64_t got = pages_within(w, &at, start, end);
-      if (end - start >= opts_.min_hot_bytes && double(got) >= opts_.hot_fraction * double(pages)) {
-        uint32_t backoff = before ? std::min(opts_.max_backoff, 2 * std::max(1u, before->backoff))
-                                  : opts_.first_backoff;
-        next_[start] = BlockState{backoff, backoff, false};
+      const bool heavy =
+          end - start >= opts_.min_hot_bytes && double(got) >= opts_.hot_fraction * double(pages);
+      const uint32_t streak = heavy ? (before && !before->sampled ? before->heavy : 0) + 1 : 0;
+      if (heavy && before && before->sampled) {
+        // Sampled and still hot: longer between samples.
+        uint32_t backoff = std::min(opts_.max_backoff, 2 * std::max(1u, before->backoff));
+        next_[start] = BlockState{backoff, backoff, false, 0};
         hot = true;
+      } else if (heavy && streak >= opts_.hot_after) {
+        next_[start] = BlockState{opts_.first_backoff, opts_.first_backoff, false, 0};
+        hot = true;
+      } else if (heavy) {
+        next_[start] = BlockState{0, 0, false, streak};  // tracked, remembered
       }
     }
     if (hot)

@@ -3,9 +3,11 @@
 // Tracking by write-protection costs the program one fault per page per
 // interval. For memory it rewrites anyway every interval (a multigrid solver's
 // grids) that buys nothing: the page is saved either way. So a 2 MiB block
-// (clipped to its VMA) that was mostly written in the last interval is left
-// unprotected for the next ones ("hot"): its pages are not re-protected at
-// collect, the program writes them at full speed, and every collect reports
+// (clipped to its VMA) that was mostly written in the last `hot_after`
+// intervals (tracked, so measured exactly) is left unprotected for the next
+// ones ("hot"; one written once as a sweep passed by is not): its pages are
+// not re-protected at collect, the program writes them at full speed, and
+// every collect reports
 // all of its pages that read as written (every page written since it was last
 // protected, which covers all writes of the interval). After `backoff`
 // unprotected intervals the block is protected once ("sampled"): the next
@@ -41,6 +43,7 @@ constexpr uint64_t kAdaptiveBlock = 2ull << 20;
 struct AdaptiveOptions {
   bool enabled = true;
   double hot_fraction = 0.5;   // written share of a block that makes it hot
+  uint32_t hot_after = 2;      // consecutive mostly-written intervals before it is left hot
   uint32_t first_backoff = 2;  // unprotected intervals before the first sample
   uint32_t max_backoff = 16;
   // Smaller pieces (a VMA's clipped ends, small VMAs) are always tracked:
@@ -55,6 +58,7 @@ struct BlockState {
   uint32_t backoff = 0;  // unprotected intervals granted when it last became hot
   uint32_t left = 0;     // hot: unprotected intervals left, counting the one running
   bool sampled = false;  // protected for one interval to measure it
+  uint32_t heavy = 0;    // tracked: consecutive mostly-written intervals so far
 };
 
 // Scans [start, end) of the target for written pages, appending them to
