@@ -5,8 +5,9 @@
 // every 10 s, all in one run.
 //
 // Per run: the workload's compute time (its own "seconds", frozen time
-// included) against an uninterrupted run of the same workload, its minor
-// faults and system time (wait4), the incrementals' frozen times and sizes.
+// included) against an uninterrupted run of the same workload, with and
+// without the full checkpoint's freeze, its CPU time ratio, minor faults and
+// system time (its own getrusage), the incrementals' frozen times and sizes.
 // The checkpointed runs must print the same result as the uninterrupted one.
 #include <errno.h>
 #include <fcntl.h>
