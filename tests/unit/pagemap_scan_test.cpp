@@ -368,6 +368,11 @@ std::string show(const std::set<uint64_t>& pages, uint64_t base) {
 class PagemapScan : public ::testing::Test {
  protected:
   void SetUp() override {
+    // These tests check plain tracking, which is exact. Adaptive tracking
+    // may report more (whole hot blocks), never less: it has its own tests
+    // (AdaptiveHotAndColdNeverMissAWrite below, adaptive_tracking_test.cpp,
+    // e2e.incremental_adaptive) and enables itself there explicitly.
+    ::setenv("LIBCKPT_ADAPTIVE_TRACKING", "off", 1);
     FeatureCheck c = PagemapScanTracker::probe();
     if (!c.ok) {
       GTEST_SKIP() << c.detail;
@@ -382,6 +387,7 @@ class PagemapScan : public ::testing::Test {
     target_ = std::make_unique<Target>(file_);
   }
   void TearDown() override {
+    ::unsetenv("LIBCKPT_ADAPTIVE_TRACKING");
     target_.reset();
     if (!file_.empty()) ::unlink(file_.c_str());
   }
@@ -771,6 +777,45 @@ TEST_F(PagemapScan, ResetsByOthersAreFoundOut) {
   d = collect(target_->pid(), t);
   EXPECT_TRUE(d.everything);
   EXPECT_NE(d.reason.find("reset by generation 1 of chain b2"), std::string::npos) << d.reason;
+}
+
+// Adaptive write-protection (dirty/adaptive): the region's four 2 MiB-sized
+// quarters flip between rewritten whole (hot: left unprotected, sampled now
+// and then) and a few pages written; every collect, by a new tool run, must
+// report every page written since the previous one. Once all is calm again,
+// tracking is exact.
+TEST_F(PagemapScan, AdaptiveHotAndColdNeverMissAWrite) {
+  PagemapScanTracker::Options o;
+  o.adaptive.enabled = true;
+  PagemapScanTracker t(o);
+  arm(target_->pid(), t);
+  std::mt19937 rng(3);
+  uint64_t most_hot = 0;
+  const char* schedule[4] = {"HHHHHHHccccHHcc.........................",
+                             "HcHcHcHHHHHcccHc........................",
+                             "ccHHHHHHHHHHHHHHHHHHcc..................",
+                             "c.c.HH..HHHH.cc.........................c"};
+  for (size_t round = 0; round < 41; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::set<uint64_t> truth;
+    for (uint64_t q = 0; q < 4; ++q) {
+      char what = schedule[q][std::min(round, std::strlen(schedule[q]) - 1)];
+      if (what == 'H')
+        for (uint64_t i = 0; i < 512; ++i) truth.insert(target_->page(q * 512 + i));
+      if (what == 'c') {
+        auto few = random_pages(rng, 3, q * 512, 512);
+        truth.insert(few.begin(), few.end());
+      }
+    }
+    write_pages(truth);
+    PagemapScanTracker fresh(o);
+    DirtySet d = collect(target_->pid(), fresh);
+    ASSERT_FALSE(d.everything) << d.reason;
+    expect_covers(d, truth);
+    most_hot = std::max(most_hot, fresh.hot_bytes());
+    if (round == 40) expect_exact(d, truth, {region()});
+  }
+  EXPECT_GE(most_hot, 2 * kAdaptiveBlock);  // adaptivity did take part
 }
 
 TEST(PagemapScanProbe, ReportsWhy) {

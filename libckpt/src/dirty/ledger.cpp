@@ -82,6 +82,14 @@ std::string describe(const LedgerEntry& e) {
   return "generation " + std::to_string(e.generation) + " of chain " + id + "...";
 }
 
+std::optional<std::string> ledger_side_file(pid_t pid, const std::string& suffix, bool create_dir) {
+  auto name = entry_name(pid);
+  if (!name) return std::nullopt;
+  const std::string dir = ledger_dir();
+  if (create_dir && !make_dirs(dir).ok()) return std::nullopt;
+  return dir + "/" + *name + suffix;
+}
+
 std::optional<LedgerEntry> read_ledger(pid_t pid) {
   auto name = entry_name(pid);
   if (!name) return std::nullopt;

@@ -35,6 +35,10 @@ std::optional<LedgerEntry> read_ledger(pid_t pid);
 // that are gone.
 Status write_ledger(pid_t pid, const LedgerEntry& e);
 std::string describe(const LedgerEntry& e);
+// The path of a file kept next to the process's entry, named by `suffix`
+// (dirty/adaptive keeps its state there); dropped with the entry once the
+// process is gone. nullopt: no such process (or, `create_dir`, no directory).
+std::optional<std::string> ledger_side_file(pid_t pid, const std::string& suffix, bool create_dir);
 
 // For a tracker: an arm restarts tracking for `s.generation` (best effort:
 // without the record the next collect saves everything).

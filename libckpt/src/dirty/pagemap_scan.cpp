@@ -45,6 +45,8 @@ struct Query {
 };
 // Written pages. Exactly this mask/return mask takes the kernel's fast path.
 constexpr Query kWritten{0, kabi::kPageIsWritten, 0, true};
+// The same, leaving them unprotected (blocks kept hot: dirty/adaptive).
+constexpr Query kWrittenKeep{0, kabi::kPageIsWritten, 0, false};
 // File VMAs: written page-cache pages ...
 constexpr Query kWrittenFilePages{0, kabi::kPageIsWritten | kabi::kPageIsFile, 0, true};
 // ... and empty entries (never faulted in, or a private copy dropped) ...
@@ -448,6 +450,11 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
   CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));
   Scanner sc(pm.get(), regions_);
+  AdaptiveTracking adaptive(opts_.adaptive);
+  adaptive.load(pid, *state);
+  const ScanFn scan_anon = [&](uint64_t s, uint64_t e, bool protect, std::vector<Range>* out) {
+    return sc.scan(s, e, protect ? kWritten : kWrittenKeep, out);
+  };
 
   struct Piece {
     Kind kind;
@@ -496,7 +503,8 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
       continue;
     }
     std::vector<Range> written;
-    int e = sc.protect(p.kind, p.r, &written);
+    int e = p.kind == Kind::kAnon && p.registered ? adaptive.collect_piece(p.r, scan_anon, &written)
+                                                  : sc.protect(p.kind, p.r, &written);
     if (!p.registered) {
       // New, moved or replaced: no history. Protected now, reported whole.
       foreign |= e == -EPERM;
@@ -514,6 +522,9 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
         "the userfaultfd at fd " + std::to_string(stale) + " does not track this process's memory",
         stale);
   }
+  adaptive.save(pid, *state);
+  hot_bytes_ = adaptive.hot_bytes();
+  sampled_bytes_ = adaptive.sampled_bytes();
   normalize(out.unknown);
   normalize(out.written);
   out.written = subtract(out.written, out.unknown);

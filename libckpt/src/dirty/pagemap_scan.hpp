@@ -54,6 +54,7 @@
 #include <optional>
 #include <vector>
 
+#include "dirty/adaptive.hpp"
 #include "dirty/kernel_abi.hpp"
 #include "dirty/layout.hpp"
 #include "dirty/tracker.hpp"
@@ -69,6 +70,8 @@ class PagemapScanTracker : public Tracker {
   struct Options {
     // page_region slots per PAGEMAP_SCAN call; scans resume when they fill.
     size_t scan_regions = 16384;
+    // Which written blocks stay unprotected between collects (dirty/adaptive).
+    AdaptiveOptions adaptive = AdaptiveOptions::from_env();
   };
 
   PagemapScanTracker() : PagemapScanTracker(Options{}) {}
@@ -83,6 +86,10 @@ class PagemapScanTracker : public Tracker {
   Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state) override;
   Result<DirtySet> collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,
                            const std::vector<image::VmaRecord>& prev, TrackerState* state) override;
+  // The last collect's adaptive decisions: bytes left unprotected for the
+  // next interval, bytes protected to be measured.
+  uint64_t hot_bytes() const { return hot_bytes_; }
+  uint64_t sampled_bytes() const { return sampled_bytes_; }
 
  private:
   Status available();
@@ -99,6 +106,7 @@ class PagemapScanTracker : public Tracker {
   Options opts_;
   std::optional<FeatureCheck> probed_;
   std::vector<kabi::page_region> regions_;  // PAGEMAP_SCAN output buffer, reused
+  uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;
 };
 
 }  // namespace ckpt::dirty

@@ -1,0 +1,151 @@
+#include "dirty/adaptive.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "dirty/ledger.hpp"
+#include "util/fd.hpp"
+#include "util/text.hpp"
+
+namespace ckpt::dirty {
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+std::string chain_hex(const std::array<uint8_t, 16>& id) {
+  std::string s;
+  char b[3];
+  for (uint8_t c : id) {
+    std::snprintf(b, sizeof b, "%02x", c);
+    s += b;
+  }
+  return s;
+}
+
+std::string header(const TrackerState& s, uint64_t generation) {
+  return chain_hex(s.chain_id) + " " + std::to_string(generation) + "\n";
+}
+
+// Pages of `w` (sorted, from index *i on) inside [start, end); advances *i
+// past ranges that end before `end`.
+uint64_t pages_within(const std::vector<mem::Range>& w, size_t* i, uint64_t start, uint64_t end) {
+  while (*i < w.size() && w[*i].end() <= start) ++*i;
+  uint64_t bytes = 0;
+  for (size_t k = *i; k < w.size() && w[k].addr < end; ++k)
+    bytes += std::min(w[k].end(), end) - std::max(w[k].addr, start);
+  return bytes / kPage;
+}
+
+}  // namespace
+
+AdaptiveOptions AdaptiveOptions::from_env() {
+  AdaptiveOptions o;
+  if (const char* v = ::getenv("LIBCKPT_ADAPTIVE_TRACKING"))
+    o.enabled = !(std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0);
+  return o;
+}
+
+void AdaptiveTracking::load(pid_t pid, const TrackerState& s) {
+  prev_.clear();
+  if (!opts_.enabled) return;
+  auto path = ledger_side_file(pid, ".adaptive", false);
+  if (!path) return;
+  auto text = read_file(*path);
+  if (!text.ok()) return;
+  const std::string want = header(s, s.prev_generation);
+  if (text->compare(0, want.size(), want) != 0) return;  // another parent: start afresh
+  const char* p = text->c_str() + want.size();
+  uint64_t addr;
+  unsigned backoff, left, sampled, heavy;
+  int used = 0;
+  while (std::sscanf(p, "%" SCNx64 " %u %u %u %u\n%n", &addr, &backoff, &left, &sampled, &heavy,
+                     &used) == 5) {
+    prev_[addr] = BlockState{backoff, left, sampled != 0, heavy};
+    p += used;
+  }
+}
+
+void AdaptiveTracking::save(pid_t pid, const TrackerState& s) const {
+  if (!opts_.enabled) return;
+  auto path = ledger_side_file(pid, ".adaptive", true);
+  if (!path) return;
+  std::string text = header(s, s.generation);
+  char line[64];
+  for (const auto& [addr, b] : next_) {
+    std::snprintf(line, sizeof line, "%" PRIx64 " %u %u %u %u\n", addr, b.backoff, b.left,
+                  b.sampled ? 1u : 0u, b.heavy);
+    text += line;
+  }
+  // Written whole, then renamed: a reader sees the old state or the new one.
+  const std::string tmp = *path + ".tmp";
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd.valid()) return;
+  if (!write_all(fd.get(), text.data(), text.size(), tmp).ok()) return;
+  fd.reset();
+  (void)::rename(tmp.c_str(), path->c_str());
+}
+
+int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
+                                    std::vector<mem::Range>* written) {
+  if (!opts_.enabled) return scan(piece.addr, piece.end(), true, written);
+  // What reads as written, nothing protected yet.
+  std::vector<mem::Range> w;
+  if (int e = scan(piece.addr, piece.end(), false, &w)) return e;
+  // Per block: stay unprotected, or protect (plain tracking or a sample).
+  std::vector<mem::Range> protect;
+  size_t at = 0;
+  for (uint64_t start = piece.addr; start < piece.end();) {
+    const uint64_t end = std::min(piece.end(), (start & ~(kAdaptiveBlock - 1)) + kAdaptiveBlock);
+    auto it = prev_.find(start);
+    const BlockState* before = it == prev_.end() ? nullptr : &it->second;
+    bool hot = false;
+    const bool was_hot = before && !before->sampled && before->left > 0;
+    if (was_hot && before->left > 1) {
+      next_[start] = BlockState{before->backoff, before->left - 1, false, 0};  // stays hot
+      hot = true;
+    } else if (was_hot) {
+      next_[start] = BlockState{before->backoff, 0, true, 0};  // its turn to be measured
+      sampled_bytes_ += end - start;
+    } else {
+      // Protected during the interval just ended: `w` is what it wrote.
+      const uint64_t pages = (end - start) / kPage;
+      const uint64_t got = pages_within(w, &at, start, end);
+      const bool heavy =
+          end - start >= opts_.min_hot_bytes && double(got) >= opts_.hot_fraction * double(pages);
+      const uint32_t streak = heavy ? (before && !before->sampled ? before->heavy : 0) + 1 : 0;
+      if (heavy && before && before->sampled) {
+        // Sampled and still hot: longer between samples.
+        uint32_t backoff = std::min(opts_.max_backoff, 2 * std::max(1u, before->backoff));
+        next_[start] = BlockState{backoff, backoff, false, 0};
+        hot = true;
+      } else if (heavy && streak >= opts_.hot_after) {
+        next_[start] = BlockState{opts_.first_backoff, opts_.first_backoff, false, 0};
+        hot = true;
+      } else if (heavy) {
+        next_[start] = BlockState{0, 0, false, streak};  // tracked, remembered
+      }
+    }
+    if (hot)
+      hot_bytes_ += end - start;
+    else
+      mem::append_range(protect, start, end - start);
+    start = end;
+  }
+  // Protect the rest. The target is stopped, so this finds what the first
+  // scan found; its result is kept all the same (a write by the kernel on the
+  // target's behalf, e.g. I/O in flight, must not slip between the two).
+  for (const mem::Range& r : protect)
+    if (int e = scan(r.addr, r.end(), true, &w)) return e;
+  written->insert(written->end(), w.begin(), w.end());
+  return 0;
+}
+
+}  // namespace ckpt::dirty

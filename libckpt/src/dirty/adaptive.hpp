@@ -1,0 +1,98 @@
+// Adaptive write-protection for the pagemap-scan tracker.
+//
+// Tracking by write-protection costs the program one fault per page per
+// interval. For memory it rewrites anyway every interval (a multigrid solver's
+// grids) that buys nothing: the page is saved either way. So a 2 MiB block
+// (clipped to its VMA) that was mostly written in the last `hot_after`
+// intervals (tracked, so measured exactly) is left unprotected for the next
+// ones ("hot"; one written once as a sweep passed by is not): its pages are
+// not re-protected at collect, the program writes them at full speed, and
+// every collect reports
+// all of its pages that read as written (every page written since it was last
+// protected, which covers all writes of the interval). After `backoff`
+// unprotected intervals the block is protected once ("sampled"): the next
+// collect sees what the program really wrote in one interval and decides
+// again. A block found hot again doubles its backoff (up to max_backoff), one
+// that calmed down goes back to ordinary tracking.
+//
+// Safety does not depend on any of this: a page that is not protected reads
+// as written, so whatever a block's state (or a state lost, stale or from
+// another chain), a collect never misses a write; the state only decides
+// which written pages get protected again. The state is kept between tool
+// runs next to the tracking ledger (dirty/ledger.hpp), tagged with the
+// generation whose collect wrote it; a collect of another parent ignores it.
+//
+// LIBCKPT_ADAPTIVE_TRACKING=off in the environment of cr_full/cr_incr turns
+// adaptivity off (every written page is protected again, as before).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "dirty/tracker.hpp"
+#include "mem/range.hpp"
+
+namespace ckpt::dirty {
+
+constexpr uint64_t kAdaptiveBlock = 2ull << 20;
+
+struct AdaptiveOptions {
+  bool enabled = true;
+  double hot_fraction = 0.5;   // written share of a block that makes it hot
+  uint32_t hot_after = 2;      // consecutive mostly-written intervals before it is left hot
+  uint32_t first_backoff = 2;  // unprotected intervals before the first sample
+  uint32_t max_backoff = 16;
+  // Smaller pieces (a VMA's clipped ends, small VMAs) are always tracked:
+  // their faults cost little, and a quiet program's incrementals stay exact.
+  uint64_t min_hot_bytes = kAdaptiveBlock / 2;
+  // From the environment: LIBCKPT_ADAPTIVE_TRACKING=off disables.
+  static AdaptiveOptions from_env();
+};
+
+// One block's state after a collect (only blocks that are not plain tracked).
+struct BlockState {
+  uint32_t backoff = 0;  // unprotected intervals granted when it last became hot
+  uint32_t left = 0;     // hot: unprotected intervals left, counting the one running
+  bool sampled = false;  // protected for one interval to measure it
+  uint32_t heavy = 0;    // tracked: consecutive mostly-written intervals so far
+};
+
+// Scans [start, end) of the target for written pages, appending them to
+// `out`; `protect`: protect them again. 0 or a negative errno.
+using ScanFn =
+    std::function<int(uint64_t start, uint64_t end, bool protect, std::vector<mem::Range>* out)>;
+
+class AdaptiveTracking {
+ public:
+  explicit AdaptiveTracking(AdaptiveOptions o) : opts_(o) {}
+
+  bool enabled() const { return opts_.enabled; }
+  // The state the parent generation's collect left, for this process and
+  // chain; empty when there is none that matches `s` (chain, prev_generation).
+  void load(pid_t pid, const TrackerState& s);
+  // Records the state for the generation in `s` (best effort).
+  void save(pid_t pid, const TrackerState& s) const;
+
+  // One VMA piece of private anonymous memory: appends the pages written since
+  // they were last protected to `written` and protects what is not to stay
+  // hot. 0 or a negative errno (then part of it may be protected: report it
+  // all).
+  int collect_piece(mem::Range piece, const ScanFn& scan, std::vector<mem::Range>* written);
+
+  // Statistics of the last collect: bytes left unprotected, bytes sampled.
+  uint64_t hot_bytes() const { return hot_bytes_; }
+  uint64_t sampled_bytes() const { return sampled_bytes_; }
+  const std::map<uint64_t, BlockState>& next() const { return next_; }
+  void set_previous(std::map<uint64_t, BlockState> prev) { prev_ = std::move(prev); }
+
+ private:
+  AdaptiveOptions opts_;
+  std::map<uint64_t, BlockState> prev_, next_;  // keyed by the block's first address
+  uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;
+};
+
+}  // namespace ckpt::dirty

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# adaptive_tracking.sh BIN_DIR: no false negatives while the pagemap-scan
+# tracker's adaptive write-protection (dirty/adaptive) moves blocks between
+# hot (left unprotected, saved whole) and cold (tracked page by page).
+#
+# The program (programs/hot_cold.c) flips four 2 MiB blocks between hot and
+# cold over rounds 0..13 and keeps a copy of its memory per round. The driver
+# takes cr_full for round 0 and cr_incr for the others (pagemap-scan), and
+# after each incremental records how many blocks the tracker's state left hot
+# (root only: /run/libckpt/tracking/PID-START.adaptive). Then every
+# generation is restored and the restored process compares its memory byte
+# for byte with its copy of that round ("verified round k").
+# It also checks that adaptivity really took part: some incremental must have
+# left blocks hot, and some later one fewer (a block went back to tracking);
+# a run where nothing ever became hot would not test anything.
+# Prints "PASS adaptive_tracking ..." or "FAIL adaptive_tracking: reason".
+# Exit 0 pass, 1 fail, 2 usage, 77 skip (no pagemap-scan on this kernel).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+
+(($# == 1)) || {
+  echo "usage: $0 BIN_DIR" >&2
+  exit 2
+}
+BIN_DIR=$(cd "$1" 2>/dev/null && pwd) || {
+  echo "FAIL adaptive_tracking: no directory $1"
+  exit 1
+}
+PROG=${E2E_PROG_DIR:-$BIN_DIR/e2e}/hot_cold
+ROUNDS=14
+TOOL_TIMEOUT=60
+NAME=adaptive_tracking
+fail() {
+  echo "FAIL $NAME: $*"
+  show_logs
+  exit 1
+}
+for tool in cr_full cr_incr cr_restart cr_check; do
+  [[ -x $BIN_DIR/$tool ]] || fail "$BIN_DIR/$tool not built"
+done
+[[ -x $PROG ]] || fail "test program $PROG not built"
+ok=$("$BIN_DIR/cr_check" --json 2>/dev/null | jq -r '.["pagemap-scan"].ok // false') || ok=false
+if [[ $ok != true ]]; then
+  echo "SKIP $NAME: the pagemap-scan tracker does not work on this kernel"
+  exit 77
+fi
+unset LIBCKPT_ADAPTIVE_TRACKING
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-e2e-adaptive.XXXXXX")
+install_traps
+RUN=$WORK/run
+CKPT=$WORK/ckpt
+mkdir "$RUN"
+LOGS=("$WORK/prog.err" "$WORK/tool.err")
+
+exec {OUT_FD}> >(exec cat >"$WORK/prog.out")
+exec {ERR_FD}> >(exec cat >"$WORK/prog.err")
+(
+  exec </dev/null 1>&"$OUT_FD" 2>&"$ERR_FD"
+  close_fds
+  exec "$PROG" "$RUN"
+) &
+PID=$!
+OWN_PIDS+=("$PID")
+exec {OUT_FD}>&- {ERR_FD}>&-
+
+declare -a WRITTEN HOT
+MAX_HOT=0
+COOLED=0
+for ((k = 0; k < ROUNDS; k++)); do
+  g=$((k + 1))
+  rc=0
+  wait_file "$RUN/round-$k.ready" "$PID" 30 || rc=$?
+  ((rc == 0)) || fail "round $k not ready (wait $rc): $(first_line "$WORK/prog.err")"
+  read -r READY_ID <"$RUN/round-$k.ready"
+  if ((k == 0)); then tool=cr_full; else tool=cr_incr; fi
+  rc=0
+  timeout "$TOOL_TIMEOUT" "$BIN_DIR/$tool" --dir "$CKPT" --tracker pagemap-scan --json "$PID" \
+    </dev/null >"$WORK/gen-$g.json" 2>"$WORK/tool.err" || rc=$?
+  ((rc == 0)) || fail "$tool for round $k $(describe_status "$rc"): $(first_line "$WORK/tool.err")"
+  WRITTEN[g]=$(grep '^{' "$WORK/gen-$g.json" | tail -n 1 | jq -r '.pages_written + .pages_zero')
+  HOT[g]=-
+  state=$(ls /run/libckpt/tracking/"$PID"-*.adaptive 2>/dev/null | head -n 1 || true)
+  if [[ -n $state && $k -gt 0 ]]; then
+    # Lines after the header: "addr backoff left sampled heavy"; hot: left > 0, not sampled.
+    HOT[g]=$(awk 'NR > 1 && $4 == 0 && $3 > 0 { n++ } END { print n + 0 }' "$state")
+    ((HOT[g] > MAX_HOT)) && MAX_HOT=${HOT[g]}
+    ((MAX_HOT > 0 && HOT[g] < MAX_HOT)) && COOLED=1
+  fi
+  touch "$RUN/go-$k"
+done
+wait_exit "$PID" 30 || fail "the original still running after its last round"
+((EXIT_STATUS == 0)) || fail "the original $(describe_status "$EXIT_STATUS"): $(first_line "$WORK/prog.err")"
+
+printf '%4s %8s %4s\n' gen saved hot
+for ((g = 1; g <= ROUNDS; g++)); do printf '%4d %8s %4s\n' "$g" "${WRITTEN[g]}" "${HOT[g]}"; done
+if ((EUID == 0)); then
+  ((MAX_HOT > 0)) || fail "no block was ever left hot: adaptive tracking did not take part"
+  ((COOLED)) || fail "no hot block ever went back to tracking"
+fi
+
+BAD=()
+for ((g = 1; g <= ROUNDS; g++)); do
+  k=$((g - 1))
+  [[ ! -e /proc/$PID ]] || fail "pid $PID in use before the restore of generation $g"
+  touch "$RUN/verify-$k"
+  # stdout and stderr on pipes, as the original's were (the program checks).
+  {
+    set +e
+    timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_restart" --dir "$CKPT" --generation "$g" </dev/null |
+      cat >"$WORK/restart-$g.out"
+    echo "${PIPESTATUS[0]}" >"$WORK/restart-$g.rc"
+  } 2>&1 | cat >"$WORK/restart-$g.err" || true
+  rc=$(<"$WORK/restart-$g.rc")
+  rm -f "$RUN/verify-$k"
+  if ((rc == 0)) && grep -q "^verified round $k\$" "$WORK/restart-$g.out" &&
+    [[ $(grep '^done ' "$WORK/restart-$g.out" | tail -n 1) == "done $READY_ID" ]]; then
+    echo "generation $g: verified round $k"
+  else
+    echo "generation $g: FAILED ($(describe_status "$rc")): $(first_line "$WORK/restart-$g.err")"
+    BAD+=("$g")
+  fi
+done
+((${#BAD[@]} == 0)) || fail "generations ${BAD[*]} did not restore correctly"
+echo "PASS $NAME: $ROUNDS generations restored byte for byte; at most $MAX_HOT blocks hot"

@@ -1,0 +1,148 @@
+// dirty/adaptive's decisions against a model of asynchronous write-protect:
+// a page is protected or not; a write to a protected page faults once and
+// unprotects it; a scan reports the unprotected pages and may protect them.
+// Whatever the state carried between collects (right, stale, garbage), every
+// page written in an interval must be reported at the collect that ends it.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+#include <vector>
+
+#include "dirty/adaptive.hpp"
+
+namespace ckpt::dirty {
+namespace {
+
+using mem::Range;
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kBase = 0x7f0000100000;  // 1 MiB past a 2 MiB boundary: clipped blocks
+constexpr uint64_t kPages = 5 * 512;        // 10 MiB: blocks of 256, 512 x4, 256 pages
+
+struct Model {
+  std::vector<bool> unprotected = std::vector<bool>(kPages, true);
+  uint64_t faults = 0;
+
+  void write(uint64_t page) {
+    if (!unprotected[page]) ++faults;
+    unprotected[page] = true;
+  }
+  ScanFn scanner() {
+    return [this](uint64_t s, uint64_t e, bool protect, std::vector<Range>* out) {
+      EXPECT_EQ(s % kPage, 0u);
+      EXPECT_LE(e, kBase + kPages * kPage);
+      for (uint64_t a = s; a < e; a += kPage) {
+        uint64_t p = (a - kBase) / kPage;
+        if (!unprotected[p]) continue;
+        mem::append_range(*out, a, kPage);
+        if (protect) unprotected[p] = false;
+      }
+      return 0;
+    };
+  }
+};
+
+std::set<uint64_t> pages_of(const std::vector<Range>& rs) {
+  std::set<uint64_t> out;
+  for (const Range& r : rs)
+    for (uint64_t a = r.addr; a < r.end(); a += kPage) out.insert((a - kBase) / kPage);
+  return out;
+}
+
+// One collect with a fresh AdaptiveTracking holding `prev` (what a new tool
+// run loads); returns the reported pages and leaves the next state in *next.
+std::set<uint64_t> collect(Model& m, AdaptiveOptions o, const std::map<uint64_t, BlockState>& prev,
+                           std::map<uint64_t, BlockState>* next) {
+  AdaptiveTracking a(o);
+  a.set_previous(prev);
+  std::vector<Range> written;
+  EXPECT_EQ(a.collect_piece(Range{kBase, kPages * kPage}, m.scanner(), &written), 0);
+  *next = a.next();
+  return pages_of(written);
+}
+
+// Block b's pages (b = 0..4; 0 and 4 are the clipped halves).
+std::pair<uint64_t, uint64_t> block(int b) {
+  if (b == 0) return {0, 256};
+  return {256 + uint64_t(b - 1) * 512, std::min<uint64_t>(kPages, 256 + uint64_t(b) * 512)};
+}
+
+TEST(AdaptiveTracking, NoFalseNegativesWhileBlocksFlipWhateverTheState) {
+  std::mt19937 rng(7);
+  for (int variant = 0; variant < 4; ++variant) {
+    SCOPED_TRACE("state variant " + std::to_string(variant));
+    Model m;
+    std::map<uint64_t, BlockState> state;
+    // Arm: everything protected.
+    std::vector<Range> ignore;
+    (void)m.scanner()(kBase, kBase + kPages * kPage, true, &ignore);
+    for (int interval = 0; interval < 60; ++interval) {
+      std::set<uint64_t> truth;
+      for (int b = 0; b < 5; ++b) {
+        auto [first, end] = block(b);
+        // Each block hot or cold for runs of random length.
+        bool hot = ((interval / (2 + b)) + b) % 2 == 0;
+        size_t n = hot ? (end - first) * (60 + rng() % 41) / 100 : rng() % 4;
+        for (size_t i = 0; i < n; ++i) {
+          uint64_t p = first + (hot ? i : rng() % (end - first));
+          m.write(p);
+          truth.insert(p);
+        }
+      }
+      // What the next collect starts from: the right state, none (lost),
+      // garbage (every block claims to be hot or sampled at random), or a
+      // stale one from 3 intervals ago.
+      std::map<uint64_t, BlockState> prev = state;
+      if (variant == 1) prev.clear();
+      if (variant == 2)
+        for (int b = 0; b < 5; ++b)
+          prev[kBase + block(b).first * kPage] =
+              BlockState{uint32_t(rng() % 20), uint32_t(rng() % 20), rng() % 2 == 0};
+      std::map<uint64_t, BlockState> next;
+      std::set<uint64_t> got = collect(m, AdaptiveOptions{}, prev, &next);
+      for (uint64_t p : truth)
+        ASSERT_TRUE(got.count(p)) << "interval " << interval << ": page " << p
+                                  << " written, not reported";
+      if (variant != 3 || interval % 3 == 0) state = next;
+    }
+  }
+}
+
+TEST(AdaptiveTracking, HotBlocksStopFaultingAndCalmBlocksGoBackToTracking) {
+  Model plain, adaptive;
+  std::vector<Range> ignore;
+  for (Model* m : {&plain, &adaptive})
+    (void)m->scanner()(kBase, kBase + kPages * kPage, true, &ignore);
+  std::map<uint64_t, BlockState> state_plain, state;
+  AdaptiveOptions off;
+  off.enabled = false;
+  // 40 intervals in which block 2 is rewritten entirely, then 40 in which
+  // only 3 of its pages are.
+  auto [first, end] = block(2);
+  size_t last_reported = 0;
+  uint64_t faults_hot = 0;
+  for (int interval = 0; interval < 80; ++interval) {
+    const bool hot = interval < 40;
+    for (Model* m : {&plain, &adaptive})
+      for (uint64_t p = first; p < (hot ? end : first + 3); ++p) m->write(p);
+    std::map<uint64_t, BlockState> n1, n2;
+    auto a = collect(plain, off, state_plain, &n1);
+    auto b = collect(adaptive, AdaptiveOptions{}, state, &n2);
+    EXPECT_EQ(a.size(), hot ? end - first : 3u);  // plain: exact
+    EXPECT_GE(b.size(), a.size());
+    state = n2;
+    if (interval == 39) faults_hot = adaptive.faults;
+    last_reported = b.size();
+  }
+  // Plain tracking faults on every page of every hot interval; adaptive only
+  // in the first interval and in the sampled ones (backoff 2, 4, 8, 16, 16).
+  EXPECT_EQ(plain.faults, 40 * (end - first) + 40 * 3);
+  EXPECT_LT(faults_hot, 7 * (end - first));
+  // Calm again: within max_backoff + 1 intervals it is tracked page by page.
+  EXPECT_EQ(last_reported, 3u);
+  EXPECT_TRUE(state.empty());
+}
+
+}  // namespace
+}  // namespace ckpt::dirty
