@@ -7,7 +7,10 @@
 #  - step kills: PRELOAD (kill_at_step.so) counts the requests that change
 #    the target in one normal run, then the tool is killed right after each
 #    of them in turn (CKPT_KILL_AT_STEP=N);
-#  - TRIALS random kills: after a random delay within a normal run's time.
+#  - TRIALS random kills: after a random delay within a normal run's time
+#    (cr_full: every other one the moment the tracker's userfaultfd appears
+#    in the target instead). A cr_full trial that left the target tracked
+#    ends its target's turn: the next cr_full would not arm it again.
 # After every kill the target must be alive, untraced, with its own signal
 # mask; every target must then finish by itself, exit 0 and print its
 # "done" line (it verifies all its memory). Prints the counts; exit 1 if any
@@ -26,7 +29,12 @@ TOOL=$2
 TRIALS=$3
 PRELOAD=$4
 PROG_DIR=${E2E_PROG_DIR:-$BIN_DIR/e2e}
-TARGET_SECONDS=3 # a target takes kills for this long, then must finish
+# TOOL_KILL_TARGET=fpu_vector: a target that keeps values live in its
+# x87/SSE/AVX registers (what the return frame's xstate must give back).
+TARGET=${TOOL_KILL_TARGET:-heap_pattern}
+TARGET_ARGS=()
+[[ $TARGET == heap_pattern ]] && TARGET_ARGS=(32 250)
+TARGET_SECONDS=2 # a target takes kills for this long, then must finish
 [[ $TOOL == cr_full || $TOOL == cr_incr ]] || exit 2
 [[ -f $PRELOAD ]] || {
   echo "FAIL tool_kill $TOOL: no $PRELOAD"
@@ -43,14 +51,16 @@ note() {
   echo "HARMED: $*" >&2
 }
 
+has_uffd() { ls -l "/proc/$PID/fd" 2>/dev/null | grep -q userfaultfd; }
 sigblk() { awk '/^SigBlk:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
 # Starts a target (PID, T_DIR, T_END), with SIGINT and SIGQUIT ignored.
 start_target() {
   targets=$((targets + 1))
+  T_DONE=0
   T_DIR=$WORK/t$targets
   mkdir "$T_DIR"
-  (close_fds && trap '' INT QUIT && exec "$PROG_DIR/heap_pattern" "$T_DIR/ready" 32 350 \
+  (close_fds && trap '' INT QUIT && exec "$PROG_DIR/$TARGET" "$T_DIR/ready" "${TARGET_ARGS[@]}" \
     </dev/null >"$T_DIR/out" 2>"$T_DIR/err") &
   PID=$!
   OWN_PIDS+=("$PID")
@@ -70,6 +80,7 @@ start_target() {
 
 # Waits for the current target to end by itself and checks its result.
 finish_target() {
+  T_DONE=1
   if ! { wait_exit "$PID" 60; } 2>/dev/null; then
     note "target $targets still running 60s after its kills"
     kill -9 "$PID" 2>/dev/null
@@ -99,7 +110,13 @@ trial() {
   else
     "$BIN_DIR/$TOOL" --dir "$dir" "$PID" </dev/null >/dev/null 2>"$WORK/tool.err" &
     local tool=$!
-    sleep "$arg"
+    if [[ $how == marker ]]; then
+      # The moment the tracker's userfaultfd appears (created at the lowest
+      # free number, 3 here, then moved to 1000).
+      while [[ ! -e /proc/$PID/fd/3 && ! -e /proc/$PID/fd/1000 && -e /proc/$tool ]]; do :; done
+    else
+      sleep "$arg"
+    fi
     kill -9 "$tool" 2>/dev/null
     { wait "$tool"; } 2>/dev/null || rc=$?
   fi
@@ -107,8 +124,14 @@ trial() {
   st=$(proc_state "$PID")
   [[ -z ${TOOL_KILL_VERBOSE:-} ]] || echo "target $targets: $TOOL $how $arg: tool $(describe_status "$rc"), target state $st" >&2
   if [[ $st == - || $st == Z ]]; then
+    # Ended: by itself and correctly (its run was over), or harmed.
     { wait_exit "$PID" 5; } 2>/dev/null
-    note "target $targets gone after $TOOL killed at $how $arg ($(describe_status "$EXIT_STATUS"))"
+    T_DONE=1
+    if ((EXIT_STATUS == 0)) && [[ $(tail -n 1 "$T_DIR/out") == "done $(<"$T_DIR/ready")" ]]; then
+      finished=$((finished + 1))
+    else
+      note "target $targets gone after $TOOL killed at $how $arg ($(describe_status "$EXIT_STATUS"))"
+    fi
     return 1
   fi
   [[ $(tracer_of "$PID") == 0 ]] || note "target $targets still traced after a kill at $how $arg"
@@ -125,6 +148,7 @@ run_trials() {
   while ((i < ${#list[@]})); do
     start_target || {
       [[ -e /proc/$PID ]] && kill -9 "$PID" 2>/dev/null
+      ((harmed < 5)) || break  # targets cannot even start: stop here
       continue
     }
     while ((i < ${#list[@]} && SECONDS < T_END)); do
@@ -132,8 +156,10 @@ run_trials() {
       trial ${list[i]} || ok=$?
       i=$((i + 1))
       ((ok == 0)) || break
+      # A tracked target's next cr_full injects nothing to arm: a new one.
+      [[ $TOOL == cr_full ]] && has_uffd && break
     done
-    [[ $(proc_state "$PID") != - ]] && finish_target
+    ((T_DONE)) || finish_target
   done
 }
 
@@ -166,6 +192,10 @@ run_trials "${plan[@]}"
 step_kills=$kills step_tries=$tries
 plan=()
 for ((n = 0; n < TRIALS; n++)); do
+  if [[ $TOOL == cr_full ]] && ((n % 2)); then
+    plan+=("marker uffd")
+    continue
+  fi
   # Uniform within 1.3 times a normal run (startup included), 0.1 ms grain.
   plan+=("delay $(awk -v d="$duration" -v r="$RANDOM" 'BEGIN { printf "%.4f", r / 32767 * d * 1.3 }')")
 done
