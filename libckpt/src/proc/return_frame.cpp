@@ -107,8 +107,12 @@ Result<InjectSite> find_inject_site(pid_t pid) {
         site.syscall_insn = m.start + i;
     site.sigreturn = find_sigreturn(text, m.start);
   }
-  if (!site.syscall_insn)
-    return make_error(ENOTSUP, "no usable syscall instruction in the target's vdso");
+  if (!site.syscall_insn) {
+    // No syscall whose continuation is known: plain injection (no frame).
+    CKPT_ASSIGN(site.syscall_insn, find_syscall_insn(pid));
+    site.sigreturn = 0;
+    return site;
+  }
   // The C library first (every dynamically linked program has one), then
   // the executable, then any other code; at most 256 MiB of text is read.
   char exe[4096];

@@ -30,8 +30,9 @@ struct InjectSite {
 };
 
 // Finds both. Without a sigreturn sequence (a static program that never
-// installed a signal handler), `sigreturn` stays 0 and callers fall back to
-// plain injection (see docs/state.md).
+// installed a signal handler) or a vdso syscall followed by a plain return,
+// `sigreturn` stays 0 and callers fall back to plain injection (see
+// docs/state.md).
 Result<InjectSite> find_inject_site(pid_t pid);
 
 // The frame written for one thread: `parked` are registers that, loaded now,
