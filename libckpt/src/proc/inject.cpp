@@ -13,6 +13,7 @@
 
 #include "proc/maps.hpp"
 #include "proc/regs.hpp"
+#include "proc/return_frame.hpp"
 #include "restore/syscall_restart.hpp"
 
 asm(R"(
@@ -112,25 +113,66 @@ Result<long> RemoteSyscall::call_and_load(const user_regs_struct& final_regs, lo
 }
 
 Status with_injected_calls(pid_t pid, const std::function<Status(RemoteSyscall&)>& body) {
-  CKPT_ASSIGN(uint64_t insn, find_syscall_insn(pid));
-  return with_injected_calls(pid, insn, body);
+  CKPT_ASSIGN(InjectSite site, find_inject_site(pid));
+  return with_injected_calls(pid, site, body);
 }
 
-Status with_injected_calls(pid_t pid, uint64_t insn,
+namespace {
+
+// Injection without a return frame: a tracer killed meanwhile leaves the
+// thread with the call's registers and every signal blocked. Only for a
+// target without an rt_sigreturn sequence or without room on its stack.
+Status plain_injection(pid_t pid, const user_regs_struct& captured, uint64_t mask, uint64_t insn,
+                       const std::function<Status(RemoteSyscall&)>& body) {
+  uint64_t all = ~0ull;
+  if (::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof all, &all) != 0)
+    return sys_error("blocking signals during injected calls");
+  RemoteSyscall rs(pid, captured, insn);
+  Status st = body(rs);
+  Status back = set_regs(pid, restore::live_resume_registers(captured));
+  if (::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof mask, &mask) != 0 && back.ok())
+    back = sys_error("restoring the signal mask after injected calls");
+  if (!st.ok()) return st;
+  return back;
+}
+
+}  // namespace
+
+Status with_injected_calls(pid_t pid, const InjectSite& site,
                            const std::function<Status(RemoteSyscall&)>& body) {
   auto captured = get_regs(pid);
   if (!captured.ok()) return captured.error().context("the target must be frozen");
-  // Signals arriving meanwhile (a timer's) stay queued instead of stopping
-  // the calls: everything is blocked until the thread's own mask returns.
-  uint64_t mask = 0, all = ~0ull;
-  if (::ptrace(PTRACE_GETSIGMASK, pid, (void*)sizeof mask, &mask) != 0 ||
-      ::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof all, &all) != 0)
+  uint64_t mask = 0;
+  if (::ptrace(PTRACE_GETSIGMASK, pid, (void*)sizeof mask, &mask) != 0)
+    return sys_error("reading the signal mask before injected calls");
+  // rt_sigreturn drops the kernel's restart block, so the frame re-executes
+  // an interrupted call as a restore does (resume_registers).
+  Result<ReturnFrame> frame = make_error(ENOTSUP, "no rt_sigreturn sequence in the target");
+  if (site.sigreturn)
+    frame = write_return_frame(pid, site, restore::resume_registers(*captured), mask);
+  if (!frame.ok()) return plain_injection(pid, *captured, mask, site.syscall_insn, body);
+  // Each step leaves registers that return through the frame: parked on the
+  // sigreturn sequence first, then (while calls run) past a syscall whose
+  // "ret" reaches it. Signals arriving meanwhile (a timer's) stay queued:
+  // everything is blocked until the frame or the last step gives the
+  // thread's own mask back.
+  CKPT_TRY(set_regs(pid, frame->parked));
+  uint64_t all = ~0ull;
+  if (::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof all, &all) != 0) {
+    (void)set_regs(pid, restore::live_resume_registers(*captured));
     return sys_error("blocking signals during injected calls");
-  RemoteSyscall rs(pid, *captured, insn);
+  }
+  user_regs_struct base = frame->parked;
+  base.rsp = frame->call_rsp;
+  RemoteSyscall rs(pid, base, site.syscall_insn);
   Status st = body(rs);
-  Status back = set_regs(pid, restore::live_resume_registers(*captured));
-  if (::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof mask, &mask) != 0 && back.ok())
+  // The mask first: until the registers below are loaded, the thread would
+  // still return through the frame, which holds the same mask.
+  Status back;
+  if (::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof mask, &mask) != 0)
     back = sys_error("restoring the signal mask after injected calls");
+  Status regs = set_regs(pid, restore::live_resume_registers(*captured));
+  if (back.ok()) back = regs;
   if (!st.ok()) return st;
   return back;
 }

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "proc/return_frame.hpp"
+
 // "syscall; int3" inside libckpt's own text. A child forked from the calling
 // process has it at the same address.
 extern "C" char ckpt_inject_insn[];
@@ -67,8 +69,11 @@ class RemoteSyscall {
 // registers are what the kernel itself would have resumed it with (a call
 // it was blocked in restarts), whatever `body` did or returned.
 Status with_injected_calls(pid_t pid, const std::function<Status(RemoteSyscall&)>& body);
-// The same through a known "syscall" instruction of the tracee's mm.
-Status with_injected_calls(pid_t pid, uint64_t insn,
+// The same through the code `site` found in the tracee's mm (shared by its
+// threads). Every call returns through a signal frame holding the thread's
+// own state, so a tracer that dies at any instant leaves a thread that goes
+// back to where it was (proc/return_frame.hpp).
+Status with_injected_calls(pid_t pid, const InjectSite& site,
                            const std::function<Status(RemoteSyscall&)>& body);
 
 // The same, with a private page mapped in the tracee for the calls'

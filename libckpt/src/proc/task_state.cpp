@@ -91,8 +91,12 @@ Result<std::vector<image::SeccompFilter>> read_seccomp(pid_t tid) {
   return newest_first;
 }
 
-uint64_t timespec_ns(const timespec& t) { return uint64_t(t.tv_sec) * 1000000000 + t.tv_nsec; }
-uint64_t timeval_ns(const timeval& t) { return uint64_t(t.tv_sec) * 1000000000 + t.tv_usec * 1000; }
+uint64_t timespec_ns(const timespec& t) {
+  return uint64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+uint64_t timeval_ns(const timeval& t) {
+  return uint64_t(t.tv_sec) * 1000000000 + t.tv_usec * 1000;
+}
 
 // /proc/PID/timers: blocks of "ID:", "signal: SIG/VALUE", "notify: KIND/pid|tid.N", "ClockID:".
 Result<std::vector<image::PosixTimer>> parse_timers(const std::string& text) {
@@ -120,8 +124,8 @@ Result<std::vector<image::PosixTimer>> parse_timers(const std::string& text) {
       } else if (v.rfind("none", 0) == 0) {
         t.notify = SIGEV_NONE;
       } else {
-        return make_error(ENOTSUP, "POSIX timer " + std::to_string(t.id) +
-                                       ": notification \"" + v + "\" not supported");
+        return make_error(ENOTSUP, "POSIX timer " + std::to_string(t.id) + ": notification \"" + v +
+                                       "\" not supported");
       }
       size_t dot = v.find('.');
       if (dot != std::string::npos) t.notify_tid = std::atoi(v.c_str() + dot + 1);
@@ -275,10 +279,9 @@ Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
   if (!needs_injected_reads(pid, *threads, *state, creds)) return {};
   // One instruction and one scratch page (the mm is shared) for all threads:
   // the freeze time grows by a few calls per thread, not a session each.
-  CKPT_ASSIGN(uint64_t insn, find_syscall_insn(pid));
-  return with_injected_calls(pid, insn, [&](RemoteSyscall& leader) -> Status {
-    CKPT_ASSIGN(long scratch, leader.call_to_exit(SYS_mmap, 0, kScratchSize,
-                                                  PROT_READ | PROT_WRITE,
+  CKPT_ASSIGN(InjectSite site, find_inject_site(pid));
+  return with_injected_calls(pid, site, [&](RemoteSyscall& leader) -> Status {
+    CKPT_ASSIGN(long scratch, leader.call_to_exit(SYS_mmap, 0, kScratchSize, PROT_READ | PROT_WRITE,
                                                   MAP_PRIVATE | MAP_ANONYMOUS));
     if (scratch < 0 && scratch > -4096) return sys_error("mmap in the target", int(-scratch));
     Status st = read_process_injected(leader, uint64_t(scratch), state);
@@ -288,7 +291,7 @@ Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
       if (t.tid == pid) {
         st = read_thread_injected(leader, uint64_t(scratch), &t, c);
       } else {
-        st = with_injected_calls(t.tid, insn, [&](RemoteSyscall& rs) {
+        st = with_injected_calls(t.tid, site, [&](RemoteSyscall& rs) {
           return read_thread_injected(rs, uint64_t(scratch), &t, c);
         });
       }
