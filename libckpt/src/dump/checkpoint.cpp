@@ -92,6 +92,7 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   if (prev) {
     meta.parent_generation = prev->generation;
     meta.chain_id = prev->chain_id;
+    meta.link.parent_digest = spec.prev_digest;
   } else if (::getrandom(meta.chain_id.data(), meta.chain_id.size(), 0) !=
              ssize_t(meta.chain_id.size())) {
     return sys_error("getrandom");
@@ -191,6 +192,7 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   stats.pages_written = writer->pages() - writer->zero_pages();
   stats.bytes_written = writer->bytes_total();
   out->page_hashes = writer->page_hashes();
+  out->meta_digest = writer->meta_digest();
   out->meta = std::move(meta);
   return stats;
 }
@@ -206,6 +208,7 @@ Result<CheckpointStats> checkpoint(const CheckpointOptions& opts, const image::S
   spec.generation = generation;
   spec.prev = prev ? &prev->meta() : nullptr;
   spec.prev_hashes = prev ? &prev->page_hashes() : nullptr;
+  spec.prev_digest = prev ? prev->meta_digest() : 0;
   spec.hint = hint;
   spec.open = [&](const image::ImageMeta& m) {
     return image::SnapshotWriter::create(opts.dir, m.generation, m.chain_id, opts.direct_io);

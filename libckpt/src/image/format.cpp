@@ -1,5 +1,6 @@
 #include "image/format.hpp"
 
+#include "image/chain_link.hpp"
 #include "util/hash.hpp"
 
 namespace ckpt::image {
@@ -78,9 +79,9 @@ bool decode_header(const uint8_t* block, size_t avail, const Magic& magic, FileH
     return false;
   }
   std::memcpy(&h.version, block + 8, 4);
-  if (h.version != kFormatVersion) {
+  if (h.version < kOldestFormatVersion || h.version > kFormatVersion) {
     *err = "unsupported format version " + std::to_string(h.version) + " (this build reads " +
-           std::to_string(kFormatVersion) + ")";
+           std::to_string(kOldestFormatVersion) + " to " + std::to_string(kFormatVersion) + ")";
     return false;
   }
   std::memcpy(&h.header_size, block + 12, 4);
@@ -369,6 +370,8 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       m->files.push_back(std::move(f));
       return true;
     }
+    case RecordType::kChainLink:
+      return decode_chain_link(r, &m->link);
   }
   return true;  // unknown record types from a newer minor revision are skipped
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "image/chain_link.hpp"
 #include "image/format.hpp"
 #include "image/store.hpp"
 #include "util/hash.hpp"
@@ -178,10 +179,18 @@ Status SnapshotWriter::commit(const ImageMeta& meta) {
 
   uint64_t nrec = 0;
   std::vector<uint8_t> body = encode_meta(meta, &nrec);
+  // The chain link comes last: it binds this addr.img and the parent.
+  ChainLink link = meta.link;
+  link.generation = generation_;
+  link.chain_id = chain_id_;
+  link.parent_generation = meta.parent_generation;
+  link.addr_digest = file_digest(addr_header, addr);
+  append_chain_link(link, body, &nrec);
   h.magic = kMetaMagic;
   h.count = nrec;
   h.flags = 0;
   std::vector<uint8_t> meta_header = encode_header(h);
+  meta_digest_ = file_digest(meta_header, body);
   bytes_total_ = ph.size() + content_bytes_ + kSmallHeaderSize * 2 + addr.size() + body.size();
 
   if (stream_) {
