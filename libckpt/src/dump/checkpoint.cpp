@@ -10,6 +10,7 @@
 #include "dirty/layout.hpp"
 #include "dirty/pagemap_scan.hpp"
 #include "dirty/soft_dirty.hpp"
+#include "dump/chain_owner.hpp"
 #include "dump/collect.hpp"
 #include "dump/generation.hpp"
 #include "dump/hash_filter.hpp"
@@ -225,6 +226,8 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
   const double t0 = now_seconds();
   CKPT_TRY(image::ensure_dir(opts.dir));
   image::remove_stale_temps(opts.dir);
+  std::string moved_aside;
+  CKPT_TRY(dump::claim_directory(opts.dir, opts.pid, opts.force, &moved_aside));
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
   // An earlier generation of the same process says what a thread found in
   // restart_syscall is waiting in.
@@ -236,6 +239,7 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
   CKPT_ASSIGN(CheckpointStats stats, checkpoint(opts, nullptr, gens.empty() ? 1 : gens.back() + 1,
                                                 t0, newest ? &newest->meta() : nullptr));
   image::remove_generations_before(opts.dir, stats.generation);
+  stats.moved_aside = moved_aside;
   return stats;
 }
 

@@ -26,7 +26,7 @@ bool is_zero_page(const uint8_t* p) {
 
 Status write_small_file(const std::string& path, const std::vector<uint8_t>& header,
                         const std::vector<uint8_t>& body) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return sys_error("creating " + path);
   CKPT_TRY(write_all(fd.get(), header.data(), header.size(), path));
   CKPT_TRY(write_all(fd.get(), body.data(), body.size(), path));
@@ -53,7 +53,7 @@ Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::create(
   // node's memory use, at the price of a longer freeze (docs/performance.md).
   // Callers hand in page-aligned buffers; the page-sized header keeps
   // offsets aligned.
-  int oflags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+  int oflags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
   if (direct_io) w->pages_fd_.reset(::open(pages.c_str(), oflags | O_DIRECT, 0600));
   if (!w->pages_fd_.valid()) {
     ::unlink(pages.c_str());
