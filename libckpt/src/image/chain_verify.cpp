@@ -22,8 +22,10 @@ Status verify_chains(const std::string& dir, const std::vector<uint64_t>& gens, 
   for (uint64_t g : gens) {
     if (only && g != only) continue;
     CKPT_ASSIGN(const SnapshotReader* child, get(g));
-    while (child->meta().parent_generation != 0) {
+    for (size_t steps = 0; child->meta().parent_generation != 0; ++steps) {
       const uint64_t p = child->meta().parent_generation;
+      if (steps > gens.size())  // only reachable if a directory held another generation
+        return make_error(EBADMSG, "generation " + std::to_string(g) + ": the chain loops");
       if (p >= child->meta().generation)
         return make_error(EBADMSG,
                           child->path() + ": names parent " + std::to_string(p) + " (not older)");
