@@ -89,8 +89,7 @@ for p in 1 2; do
   tool "$BIN_DIR/cr_incr" --dir "$CK" "$PID"
   ((TOOL_RC == 0)) || fail "cr_incr: $(first_line "$WORK/tool.err")"
 done
-kill -9 "$PID"
-wait "$PID" 2>/dev/null || true
+{ kill -9 "$PID" && wait "$PID"; } 2>/dev/null || true
 cp "$WORK/ready" "$WORK/ready.saved"
 [[ $(ls "$CK") == $'gen-000001\ngen-000002\ngen-000003' ]] || fail "unexpected chain: $(ls "$CK")"
 
@@ -156,8 +155,7 @@ case $CASE in
     rc=0
     "$BIN_DIR/e2e/chain_campaign" "$BIN_DIR" "$WORK/ck/pristine" "$WORK" \
       "${CAMPAIGN_SEED:-13}" "${CAMPAIGN_COUNT:-1000}" >"$WORK/campaign.out" 2>&1 || rc=$?
-    grep -v '^WRONG' "$WORK/campaign.out" | tail -n 3
-    grep '^WRONG' "$WORK/campaign.out" | head -n 20
+    grep '^WRONG' "$WORK/campaign.out" | head -n 20 || true
     ((rc == 0)) || fail "$(tail -n 1 "$WORK/campaign.out")"
     pass "$(tail -n 1 "$WORK/campaign.out"), $(elapsed "$t0") s"
     ;;
