@@ -19,15 +19,26 @@ exec_clean() {
   exec "$@"
 }
 
+# 600 iterations: the checkpoint is taken at the first progress line
+# (iteration 25), so the solver still has 23 times as long to run as it took
+# to get there, on any machine (it finished within a fixed 2 s sleep once).
+CG=("$BIN/workloads/cg" 128 600)
+
 echo "== 1. uninterrupted run"
-(exec_clean "$BIN/workloads/cg" >"$WORK/reference.out")
+(exec_clean "${CG[@]}" >"$WORK/reference.out")
 tail -n 1 "$WORK/reference.out"
 
 echo "== 2. the same run, checkpointed while it computes"
-exec_clean "$BIN/workloads/cg" >"$WORK/run.out" &
+exec_clean "${CG[@]}" >"$WORK/run.out" &
 PID=$!
-sleep 2
-grep -c iteration "$WORK/run.out" | xargs printf "   %s progress lines printed so far\n"
+# Wait for its first progress line, not for a fixed time.
+for _ in $(seq 600); do
+  grep -q iteration "$WORK/run.out" && break
+  kill -0 "$PID" 2>/dev/null || { echo "   the solver ended before its first progress line" >&2; exit 1; }
+  sleep 0.1
+done
+grep -q iteration "$WORK/run.out" || { echo "   no progress line from the solver after 60 s" >&2; exit 1; }
+grep -c iteration "$WORK/run.out" | xargs printf "   %s progress line(s) printed so far\n"
 $SUDO "$BIN/cr_full" --dir "$WORK/ckpt" --json "$PID" | sed 's/^/   cr_full: /'
 sleep 0.5
 echo "== 3. kill -9 $PID"

@@ -1,4 +1,6 @@
-// cr_full --dir DIR [--tree] [--kill] [--json] PID: write a full checkpoint of a running process.
+// cr_full --dir DIR [--tree] [--kill] [--force] [--json] PID: write a full checkpoint of a running job.
+#include <cstdio>
+
 #include "common/cli.hpp"
 
 int main(int argc, char** argv) {
@@ -17,12 +19,18 @@ int main(int argc, char** argv) {
                "write pages with O_DIRECT, bypassing the page cache (longer freeze)");
   app.add_option("--tracker", opts.tracker, "dirty-page tracker for later incrementals")
       ->check(CLI::IsMember({"auto", "kmod", "pagemap-scan", "soft-dirty", "hash"}));
+  app.add_flag("--force", opts.force,
+               "if DIR holds another process's chain, move it aside into DIR/replaced-<chain id> "
+               "instead of refusing");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   opts.progress = ckpt::cli::progress_line("checkpoint");
   auto r = ckpt::checkpoint_full(opts);
   ckpt::cli::progress_done();
   if (!r.ok()) return ckpt::cli::fail("cr_full", r.error());
+  if (!r->moved_aside.empty())
+    std::fprintf(stderr, "cr_full: moved the chain that was in %s to %s\n", opts.dir.c_str(),
+                 r->moved_aside.c_str());
   if (json) ckpt::cli::print_json(ckpt::cli::stats_json(*r));
   return 0;
 }

@@ -335,7 +335,7 @@ TEST_F(FormatCorruption, TextModeTransferBreaksTheMagic) {
 
 TEST_F(FormatCorruption, WrongVersionWithValidHeaderHash) {
   for (const char* f : {kAddrFile, kMetaFile, kPagesFile})
-    for (uint32_t version : {0u, 2u, 0x01000000u, 0xffffffffu}) {
+    for (uint32_t version : {0u, 3u, 0x01000000u, 0xffffffffu}) {
       SCOPED_TRACE(std::string(f) + " version " + std::to_string(version));
       std::vector<uint8_t> b = original(f);
       std::memcpy(&b[8], &version, 4);

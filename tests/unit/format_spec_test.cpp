@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <map>
+
+#include "image/chain.hpp"
 #include "image/format.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
@@ -217,13 +220,27 @@ std::vector<uint8_t> spec_meta_stream(const ImageMeta& m, uint64_t* count) {
   return out.b;
 }
 
+// The ChainLink record (type 22) of docs/format.md, appended last.
+void spec_link_record(Le& out, const ImageMeta& m, uint64_t parent_digest,
+                      const std::vector<uint8_t>& addr_file, uint64_t* count) {
+  Le p;
+  p.u64(m.generation);
+  p.raw(m.chain_id.data(), 16);
+  p.u64(m.parent_generation);
+  p.u64(parent_digest);
+  p.u64(ckpt::xxh3(addr_file.data(), addr_file.size()));
+  record(out, 22, p);
+  ++*count;
+}
+
 // Checks the common header of docs/format.md at the start of `b`.
 void expect_header(const std::vector<uint8_t>& b, const char* magic_letter, uint32_t header_size,
-                   uint64_t generation, const std::array<uint8_t, 16>& chain, uint64_t count) {
+                   uint64_t generation, const std::array<uint8_t, 16>& chain, uint64_t count,
+                   uint32_t version = 2) {
   ASSERT_GE(b.size(), header_size);
   const uint8_t magic[8] = {0x89, 'C', 'K', 'P', 'T', uint8_t(magic_letter[0]), '\r', '\n'};
   EXPECT_EQ(std::memcmp(b.data(), magic, 8), 0) << "magic";
-  EXPECT_EQ(le32(b, 8), 1u) << "version";
+  EXPECT_EQ(le32(b, 8), version) << "version";
   EXPECT_EQ(le32(b, 12), header_size) << "header_size";
   EXPECT_EQ(le64(b, 16), generation) << "generation";
   EXPECT_EQ(std::memcmp(&b[24], chain.data(), 16), 0) << "chain_id";
@@ -290,8 +307,11 @@ TEST(FormatSpec, FilesAreLaidOutAsDocumented) {
   // meta.img: 64-byte header, then the record stream.
   const std::vector<uint8_t> m = read_bytes(gen + "/meta.img");
   uint64_t nrec = 0;
-  const std::vector<uint8_t> stream = spec_meta_stream(meta, &nrec);
-  EXPECT_EQ(nrec, 6 + meta.vmas.size() + meta.threads.size() + meta.state.timers.size() +
+  Le full;
+  full.b = spec_meta_stream(meta, &nrec);
+  spec_link_record(full, meta, 0, addr, &nrec);
+  const std::vector<uint8_t>& stream = full.b;
+  EXPECT_EQ(nrec, 7 + meta.vmas.size() + meta.threads.size() + meta.state.timers.size() +
                       meta.files.size());
   expect_header(m, "M", 64, 7, chain, nrec);
   ASSERT_EQ(m.size(), 64 + stream.size());
@@ -540,26 +560,237 @@ TEST(FormatSpec, GoldenVersion1ReadsBack) {
   EXPECT_TRUE((*r)->verify_all().ok());
 }
 
-// golden/v1 is the first version-1 image (kept: it must keep reading back);
-// golden/v1-current is what today's writer produces (thread records have since
-// gained appended fields). Refresh v1-current with CKPT_WRITE_GOLDEN_CURRENT=1.
-TEST(FormatSpec, GoldenVersion1IsWhatTheWriterProduces) {
-  const std::string current = golden_dir() + "-current";
-  if (std::getenv("CKPT_WRITE_GOLDEN_CURRENT")) {
-    ASSERT_TRUE(ensure_dir(current).ok());
-    if (::access((current + "/gen-000001").c_str(), F_OK) == 0)
-      GTEST_SKIP() << "remove " << current << "/gen-000001 first";
-    ASSERT_TRUE(write_golden(current).ok());
+// golden/v1 is the first version-1 image and golden/v1-current the last one
+// version-1 writers produced (thread records had gained appended fields):
+// both must keep reading back.
+TEST(FormatSpec, GoldenVersion1CurrentReadsBack) {
+  auto r = SnapshotReader::open(golden_dir() + "-current/gen-000001");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)->format_version(), 1u);
+  EXPECT_FALSE((*r)->meta().link.present);
+  ckpt::testing::expect_meta_eq((*r)->meta(), golden_meta());
+  EXPECT_TRUE((*r)->verify_all().ok());
+  auto chain = open_chain(golden_dir() + "-current", 1);
+  EXPECT_TRUE(chain.ok()) << chain.error().message;
+}
+
+// Version 2: a full and an incremental on it (one heap page rewritten), linked.
+std::string golden_v2_dir() {
+  std::string f = __FILE__;
+  return f.substr(0, f.rfind('/')) + "/golden/v2";
+}
+
+ImageMeta golden_meta_2() {
+  ImageMeta m = golden_meta();
+  m.generation = 2;
+  m.parent_generation = 1;
+  m.created_unix_ns += 1000000000;
+  return m;
+}
+
+Status write_golden_v2(const std::string& dir) {
+  CKPT_TRY(write_golden(dir));
+  auto first = SnapshotReader::open(dir + "/gen-000001");
+  if (!first.ok()) return first.error();
+  ImageMeta m = golden_meta_2();
+  m.link.parent_digest = (*first)->meta_digest();
+  AlignedBytes page(kPageSize);
+  for (size_t i = 0; i < kPageSize; ++i) page[i] = uint8_t(i * 13 + 5);
+  auto w = SnapshotWriter::create(dir, 2, m.chain_id);
+  if (!w.ok()) return w.error();
+  CKPT_TRY((*w)->add_pages(0x405000, page.data(), 1));
+  return (*w)->commit(m);
+}
+
+// Regenerate (only with a version bump): CKPT_WRITE_GOLDEN_V2=1 unit_tests
+// --gtest_filter='FormatSpec.GoldenVersion2*' (remove golden/v2 first).
+TEST(FormatSpec, GoldenVersion2IsWhatTheWriterProduces) {
+  if (std::getenv("CKPT_WRITE_GOLDEN_V2")) {
+    ASSERT_TRUE(ensure_dir(golden_v2_dir()).ok());
+    if (::access((golden_v2_dir() + "/gen-000001").c_str(), F_OK) == 0)
+      GTEST_SKIP() << "remove " << golden_v2_dir() << " first";
+    ASSERT_TRUE(write_golden_v2(golden_v2_dir()).ok());
   }
   TempDir tmp;
-  Status st = write_golden(tmp.path());
+  Status st = write_golden_v2(tmp.path());
   ASSERT_TRUE(st.ok()) << st.error().message;
-  for (const char* f : {kPagesFile, kAddrFile, kMetaFile}) {
-    SCOPED_TRACE(f);
-    const std::vector<uint8_t> golden = read_bytes(current + "/gen-000001/" + f);
-    const std::vector<uint8_t> now = read_bytes(tmp.path() + "/gen-000001/" + f);
-    EXPECT_EQ(now.size(), golden.size());
-    EXPECT_TRUE(now == golden) << f << " no longer matches the golden version-1 file";
+  for (const char* g : {"gen-000001", "gen-000002"})
+    for (const char* f : {kPagesFile, kAddrFile, kMetaFile}) {
+      SCOPED_TRACE(std::string(g) + "/" + f);
+      const std::vector<uint8_t> golden = read_bytes(golden_v2_dir() + "/" + g + "/" + f);
+      const std::vector<uint8_t> now = read_bytes(tmp.path() + "/" + g + "/" + f);
+      EXPECT_EQ(now.size(), golden.size());
+      EXPECT_TRUE(now == golden) << "no longer matches the golden version-2 file";
+    }
+  auto chain = open_chain(golden_v2_dir(), 2);
+  ASSERT_TRUE(chain.ok()) << chain.error().message;
+  ASSERT_EQ(chain->links.size(), 2u);
+  ckpt::testing::expect_meta_eq(chain->newest(), golden_meta_2());
+  EXPECT_TRUE(chain->newest().link.present);
+  EXPECT_EQ(chain->newest().link.parent_digest, chain->links[1]->meta_digest());
+}
+
+// ---- An independent reader, written from docs/format.md alone ------------
+
+struct SpecRun {
+  uint64_t vaddr = 0;
+  uint32_t npages = 0, flags = 0;
+  uint64_t offset = 0, hash = 0;
+};
+
+struct SpecGeneration {
+  uint32_t version = 0;
+  uint64_t generation = 0, parent = 0;
+  std::array<uint8_t, 16> chain{};
+  std::vector<uint32_t> record_types;
+  bool has_link = false;
+  uint64_t link_parent_digest = 0;
+  uint64_t meta_digest = 0;  // xxh3 of the whole meta.img
+  std::vector<SpecRun> runs;
+};
+
+// Reads the common header; "" or why the file is not valid.
+std::string spec_header(const std::vector<uint8_t>& b, char letter, uint32_t* version,
+                        uint32_t* hsize, uint64_t* gen, std::array<uint8_t, 16>* chain,
+                        uint64_t* count, uint64_t* flags) {
+  const uint8_t magic[8] = {0x89, 'C', 'K', 'P', 'T', uint8_t(letter), '\r', '\n'};
+  if (b.size() < 64 || std::memcmp(b.data(), magic, 8) != 0) return "magic";
+  *version = le32(b, 8);
+  if (*version != 1 && *version != 2) return "version";
+  *hsize = le32(b, 12);
+  if (*hsize < 64 || *hsize > 4096 || b.size() < *hsize) return "header size";
+  std::vector<uint8_t> h(b.begin(), b.begin() + *hsize);
+  std::memset(&h[56], 0, 8);
+  if (le64(b, 56) != ckpt::xxh3(h.data(), h.size())) return "header hash";
+  *gen = le64(b, 16);
+  std::memcpy(chain->data(), &b[24], 16);
+  *count = le64(b, 40);
+  *flags = le64(b, 48);
+  return "";
+}
+
+std::string spec_read(const std::string& dir, SpecGeneration* out) {
+  const std::vector<uint8_t> meta = read_bytes(dir + "/meta.img");
+  const std::vector<uint8_t> addr = read_bytes(dir + "/addr.img");
+  const std::vector<uint8_t> pages = read_bytes(dir + "/pages.img");
+  uint32_t v[3], hs[3];
+  uint64_t g[3], n[3], fl[3];
+  std::array<uint8_t, 16> c[3];
+  const std::vector<uint8_t>* files[3] = {&meta, &addr, &pages};
+  const char letters[3] = {'M', 'A', 'P'};
+  for (int i = 0; i < 3; ++i)
+    if (std::string e = spec_header(*files[i], letters[i], &v[i], &hs[i], &g[i], &c[i], &n[i], &fl[i]);
+        !e.empty())
+      return std::string(1, letters[i]) + ": " + e;
+  if (v[0] != v[1] || v[0] != v[2] || g[0] != g[1] || g[0] != g[2] || c[0] != c[1] || c[0] != c[2])
+    return "headers disagree";
+  if (fl[0] != 0 || fl[2] != 0 || (fl[1] & ~1ull)) return "header flags";
+  out->version = v[0];
+  out->generation = g[0];
+  out->chain = c[0];
+  out->meta_digest = ckpt::xxh3(meta.data(), meta.size());
+  // meta.img: framed records up to the end of the file.
+  size_t off = hs[0];
+  for (uint64_t i = 0; i < n[0]; ++i) {
+    if (meta.size() - off < 16) return "meta truncated";
+    const uint32_t type = le32(meta, off), len = le32(meta, off + 4);
+    if (meta.size() - off - 16 < len) return "meta truncated";
+    if (le64(meta, off + 8 + len) != ckpt::xxh3(&meta[off], 8 + len)) return "record hash";
+    out->record_types.push_back(type);
+    if (type == 1) {
+      if (len < 40 || le64(meta, off + 8) != g[0]) return "generation record";
+      out->parent = le64(meta, off + 16);
+    } else if (type == 22) {
+      if (len < 48 || le64(meta, off + 8) != g[0] || std::memcmp(&meta[off + 16], c[0].data(), 16) ||
+          le64(meta, off + 32) != out->parent ||
+          le64(meta, off + 48) != ckpt::xxh3(addr.data(), addr.size()))
+        return "chain link";
+      out->has_link = true;
+      out->link_parent_digest = le64(meta, off + 40);
+    }
+    off += 16 + len;
+  }
+  if (off != meta.size()) return "meta trailing bytes";
+  if (out->version >= 2 && !out->has_link) return "no chain link";
+  // addr.img: run records, then the page-hash table when flags bit 0 is set.
+  if (addr.size() < hs[1] + 40 * n[1]) return "addr size";
+  uint64_t covered = 0;
+  for (uint64_t i = 0; i < n[1]; ++i) {
+    const size_t r = hs[1] + 40 * i;
+    if (le64(addr, r + 32) != ckpt::xxh3(&addr[r], 32)) return "run hash";
+    SpecRun run{le64(addr, r), le32(addr, r + 8), le32(addr, r + 12), le64(addr, r + 16),
+                le64(addr, r + 24)};
+    if (run.npages < 1 || run.npages > 256 || run.vaddr % 4096) return "run range";
+    if (!(run.flags & 1)) {
+      if (run.offset % 4096 || run.offset + run.npages * 4096ull > n[2]) return "run range";
+      if (ckpt::xxh3(&pages[4096 + run.offset], run.npages * 4096ull) != run.hash)
+        return "content hash";
+      covered += run.npages * 4096ull;
+    }
+    out->runs.push_back(run);
+  }
+  const size_t table = hs[1] + 40 * n[1];
+  if (fl[1] & 1) {
+    if (addr.size() - table < 16) return "page-hash table";
+    const uint64_t m = le64(addr, table);
+    if (addr.size() - table != 16 + 16 * m ||
+        le64(addr, addr.size() - 8) != ckpt::xxh3(&addr[table], 8 + 16 * m))
+      return "page-hash table";
+  } else if (addr.size() != table) {
+    return "addr size";
+  }
+  if (pages.size() != 4096 + n[2] || covered != n[2]) return "pages size";
+  return "";
+}
+
+// Every image the tests keep, and what today's writer produces, reads with
+// the independent reader, which agrees with SnapshotReader on what it found.
+TEST(FormatSpec, IndependentReaderReadsEveryImage) {
+  TempDir tmp;
+  const auto chain = ckpt::testing::make_chain_id(40);
+  ASSERT_TRUE(write_golden_v2(tmp.path() + "").ok());
+  const std::string written = tmp.path() + "/written";
+  ASSERT_TRUE(ensure_dir(written).ok());
+  {
+    auto w = SnapshotWriter::create(written, 3, chain);
+    ASSERT_TRUE(w.ok());
+    AlignedBytes a(2 * kPageSize);
+    ckpt::testing::fill_page(&a[0], 9);
+    ASSERT_TRUE((*w)->add_pages(0x20000, a.data(), 2).ok());
+    (*w)->set_page_hashes({{0x20000, 1}, {0x21000, 2}});
+    ImageMeta m = ckpt::testing::make_meta(3, chain, 200);
+    m.link.parent_digest = 0x1234;  // its parent is not here: only the record is read
+    ASSERT_TRUE((*w)->commit(m).ok());
+  }
+  const std::vector<std::string> dirs = {
+      golden_dir() + "/gen-000001",   golden_dir() + "-current/gen-000001",
+      golden_v2_dir() + "/gen-000001", golden_v2_dir() + "/gen-000002",
+      tmp.path() + "/gen-000001",     tmp.path() + "/gen-000002",
+      written + "/gen-000003"};
+  std::map<std::string, uint64_t> digests;
+  for (const std::string& d : dirs) {
+    SCOPED_TRACE(d);
+    SpecGeneration sg;
+    EXPECT_EQ(spec_read(d, &sg), "");
+    auto r = SnapshotReader::open(d);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(sg.version, (*r)->format_version());
+    EXPECT_EQ(sg.generation, (*r)->meta().generation);
+    EXPECT_EQ(sg.parent, (*r)->meta().parent_generation);
+    EXPECT_EQ(sg.has_link, (*r)->meta().link.present);
+    EXPECT_EQ(sg.meta_digest, (*r)->meta_digest());
+    ASSERT_EQ(sg.runs.size(), (*r)->runs().size());
+    for (size_t i = 0; i < sg.runs.size(); ++i) {
+      EXPECT_EQ(sg.runs[i].vaddr, (*r)->runs()[i].vaddr);
+      EXPECT_EQ(sg.runs[i].hash, (*r)->runs()[i].content_hash);
+    }
+    digests[d] = sg.meta_digest;
+    const std::string parent = d.substr(0, d.rfind('/')) + "/gen-000001";
+    if (sg.parent && ::access(parent.c_str(), F_OK) == 0) {  // the link names its meta.img digest
+      SpecGeneration ps;
+      ASSERT_EQ(spec_read(parent, &ps), "");
+      EXPECT_EQ(sg.link_parent_digest, ps.meta_digest);
+    }
   }
 }
 

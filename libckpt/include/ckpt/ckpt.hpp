@@ -22,6 +22,7 @@ struct CheckpointOptions {
   bool kill_after = false;       // end the target after a successful checkpoint
   bool direct_io = false;        // write page content with O_DIRECT (bypass the page cache)
   std::string tracker = "auto";  // auto | kmod | pagemap-scan | soft-dirty | hash
+  bool force = false;  // full: move another process's chain in dir aside instead of refusing
   ProgressFn progress;
 };
 
@@ -40,6 +41,7 @@ struct CheckpointStats {
   uint64_t parent_generation = 0;  // 0: a full checkpoint
   std::string tracker = "none";
   std::string tracker_reset;  // non-empty: tracking was lost, everything saved (why)
+  std::string moved_aside;    // full with force: where another process's chain was moved
 };
 
 // Writes a full checkpoint of `pid` as a new generation in opts.dir. The

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "util/fd.hpp"
+#include "util/private_dir.hpp"
 #include "util/text.hpp"
 
 namespace ckpt::dirty {
@@ -17,21 +18,18 @@ namespace ckpt::dirty {
 namespace {
 
 // root: /run (tmpfs, gone at reboot with the processes it describes);
-// others: their runtime directory, else /tmp.
-std::string ledger_dir() {
-  if (::geteuid() == 0) return "/run/libckpt/tracking";
-  if (const char* x = ::getenv("XDG_RUNTIME_DIR"); x && *x)
-    return std::string(x) + "/libckpt/tracking";
-  return "/tmp/libckpt-" + std::to_string(::geteuid()) + "/tracking";
+// others: their runtime directory, else /tmp. What is below the base must be
+// the caller's own and closed to others (util/private_dir): another user
+// could otherwise plant a link where the next record is written.
+std::string ledger_base() {
+  if (::geteuid() == 0) return "/run";
+  if (const char* x = ::getenv("XDG_RUNTIME_DIR"); x && *x) return x;
+  return "/tmp";
 }
 
-Status make_dirs(const std::string& path) {
-  for (size_t at = 1; at <= path.size(); ++at) {
-    if (at != path.size() && path[at] != '/') continue;
-    std::string p = path.substr(0, at);
-    if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) return sys_error("creating " + p);
-  }
-  return {};
+std::string ledger_dir() {
+  if (ledger_base() == "/tmp") return "/tmp/libckpt-" + std::to_string(::geteuid()) + "/tracking";
+  return ledger_base() + "/libckpt/tracking";
 }
 
 // Field 22 of /proc/PID/stat: start time in clock ticks since boot.
@@ -93,6 +91,8 @@ std::optional<std::string> ledger_side_file(pid_t pid, const std::string& suffix
 std::optional<LedgerEntry> read_ledger(pid_t pid) {
   auto name = entry_name(pid);
   if (!name) return std::nullopt;
+  // A directory others could write into proves nothing: no record then.
+  if (!make_private_dirs(ledger_base(), ledger_dir()).ok()) return std::nullopt;
   auto text = read_file(ledger_dir() + "/" + *name);
   if (!text.ok()) return std::nullopt;
   LedgerEntry e;
@@ -110,7 +110,7 @@ Status write_ledger(pid_t pid, const LedgerEntry& e) {
   auto name = entry_name(pid);
   if (!name) return make_error(ESRCH, "no process " + std::to_string(pid));
   const std::string dir = ledger_dir();
-  CKPT_TRY(make_dirs(dir));
+  CKPT_TRY(make_private_dirs(ledger_base(), dir));
   drop_dead_entries(dir);
   std::string text;
   char b[3];
@@ -120,7 +120,8 @@ Status write_ledger(pid_t pid, const LedgerEntry& e) {
   }
   text += " " + std::to_string(e.generation) + "\n";
   const std::string path = dir + "/" + *name, tmp = path + ".tmp";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  ::unlink(tmp.c_str());  // a killed writer's leftover (the directory is ours alone)
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return sys_error("creating " + tmp);
   CKPT_TRY(write_all(fd.get(), text.data(), text.size(), tmp));
   fd.reset();

@@ -75,6 +75,7 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   ms.prev = spec.prev;
   ms.prev_hashes = spec.prev_hashes;
   ms.hint = spec.hint;
+  ms.prev_digest = spec.prev_digest;
   ms.tracker = tracker;
   ms.generation = spec.generation;
   if (spec.prev)
@@ -133,6 +134,7 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   stats.total_seconds = now_seconds() - t0;
   add_member_stats(md, *writer, &stats);
   out->page_hashes = writer->page_hashes();
+  out->meta_digest = writer->meta_digest();
   out->meta = std::move(md.meta);
   return stats;
 }

@@ -18,6 +18,7 @@ struct GenerationSpec {
   uint64_t generation = 1;
   std::array<uint8_t, 16> chain_id{};      // of an incremental; a full draws a new one
   const image::ImageMeta* prev = nullptr;  // incremental on this generation (nullptr: full)
+  uint64_t prev_digest = 0;                // its meta.img digest (the chain link names it)
   const std::vector<image::PageHash>* prev_hashes = nullptr;  // its page-hash table (hash tracker)
   const image::ImageMeta* hint = nullptr;  // full: an earlier generation of the same process
   // Opens this generation's writer once its metadata is known (frozen).
@@ -37,6 +38,7 @@ struct GenerationSpec {
 struct GenerationOut {
   image::ImageMeta meta;
   std::vector<image::PageHash> page_hashes;
+  uint64_t meta_digest = 0;  // of the committed meta.img: the next round's prev_digest
   bool final = false;       // the target was killed (or, on error, released)
   double t_frozen = 0;      // now_seconds() when the freeze began
   uint64_t plan_bytes = 0;  // bytes the round read

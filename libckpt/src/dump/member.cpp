@@ -43,6 +43,7 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   meta.chain_id = spec.chain_id;
   meta.tracker = spec.tracker;
   meta.parent_generation = prev ? prev->generation : 0;
+  if (prev) meta.link.parent_digest = spec.prev_digest;
   meta.created_unix_ns = unix_now_ns();
 
   // Registers are captured here, before any tracker injects calls.

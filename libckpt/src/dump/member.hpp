@@ -25,6 +25,7 @@ struct MemberSpec {
   const proc::FrozenProcess* fp = nullptr;
   const image::ImageMeta* prev = nullptr;  // this process at the parent generation (incremental)
   const std::vector<image::PageHash>* prev_hashes = nullptr;  // its page-hash table (hash tracker)
+  uint64_t prev_digest = 0;  // digest of prev's meta.img: bound into this generation's link
   const image::ImageMeta* hint = nullptr;  // full: an earlier generation of the same process
   std::string tracker;                     // the chain's tracker
   uint64_t generation = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "image/chain_link.hpp"
 #include "image/store.hpp"
 
 namespace ckpt::image {
@@ -24,6 +25,8 @@ Result<Chain> open_chain(const std::string& dir, uint64_t generation,
       return r.error();
     }
     const ImageMeta& m = (*r)->meta();
+    CKPT_TRY(check_directory_holds(**r, g));
+    if (!chain.links.empty()) CKPT_TRY(check_parent_link(*chain.links.back(), **r));
     if (!chain.links.empty() && m.chain_id != chain.newest().chain_id)
       return make_error(EBADMSG, "generation " + std::to_string(g) +
                                      " belongs to another chain than generation " +

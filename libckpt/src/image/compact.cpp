@@ -37,6 +37,7 @@ Result<CompactStats> compact_chain(const std::string& dir) {
   image::ImageMeta meta = chain.newest();
   meta.generation = gens.back() + 1;
   meta.parent_generation = 0;
+  meta.link = {};  // a new chain: no parent to bind
   meta.complete.clear();
   if (::getrandom(meta.chain_id.data(), meta.chain_id.size(), 0) != ssize_t(meta.chain_id.size()))
     return sys_error("getrandom");

@@ -1,6 +1,7 @@
 #include "image/format.hpp"
 
 #include "image/credentials_codec.hpp"
+#include "image/chain_link.hpp"
 #include "util/hash.hpp"
 
 namespace ckpt::image {
@@ -79,9 +80,9 @@ bool decode_header(const uint8_t* block, size_t avail, const Magic& magic, FileH
     return false;
   }
   std::memcpy(&h.version, block + 8, 4);
-  if (h.version != kFormatVersion) {
+  if (h.version < kOldestFormatVersion || h.version > kFormatVersion) {
     *err = "unsupported format version " + std::to_string(h.version) + " (this build reads " +
-           std::to_string(kFormatVersion) + ")";
+           std::to_string(kOldestFormatVersion) + " to " + std::to_string(kFormatVersion) + ")";
     return false;
   }
   std::memcpy(&h.header_size, block + 12, 4);
@@ -383,6 +384,8 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
     case RecordType::kJobMember:
     case RecordType::kJobShare:
       return false;  // job.img's records have no place in a member's metadata
+    case RecordType::kChainLink:
+      return decode_chain_link(r, &m->link);
   }
   return true;  // unknown record types from a newer minor revision are skipped
 }

@@ -13,7 +13,9 @@
 
 namespace ckpt::image {
 
-constexpr uint32_t kFormatVersion = 1;
+// Version 2 added the chain link (record 22); version-1 images stay readable.
+constexpr uint32_t kFormatVersion = 2;
+constexpr uint32_t kOldestFormatVersion = 1;
 
 // Each magic starts with a non-ASCII byte and ends in CR LF, so a file that
 // went through a text-mode transfer or got swapped with another is refused.
@@ -67,6 +69,7 @@ enum class RecordType : uint32_t {
   // 11-19 are kept for descriptor kinds.
   kProcessState = 20,
   kPosixTimer = 21,
+  kChainLink = 22,  // image/chain_link.hpp
   kCredentials = 23,  // image/credentials_codec
   // job.img (image/job_image.hpp)
   kJobMember = 24,

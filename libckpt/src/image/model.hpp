@@ -203,6 +203,17 @@ struct MemRange {
   uint64_t start = 0, end = 0;
 };
 
+// How a generation is bound to its chain (record 22, format version 2;
+// image/chain_link). Absent (present = false) in version-1 images.
+struct ChainLink {
+  bool present = false;
+  uint64_t generation = 0;
+  std::array<uint8_t, 16> chain_id{};
+  uint64_t parent_generation = 0;
+  uint64_t parent_digest = 0;  // xxh3 of the parent's whole meta.img; 0 for a full
+  uint64_t addr_digest = 0;    // xxh3 of this generation's whole addr.img
+};
+
 struct ImageMeta {
   uint64_t generation = 0;
   uint64_t parent_generation = 0;  // 0: a full checkpoint
@@ -227,6 +238,9 @@ struct ImageMeta {
   // Per thread, in `threads` order (record 23); empty: an image written
   // before credentials were saved.
   std::vector<TaskCredentials> credentials;
+  // Set by the writer at commit (the caller gives parent_digest); read back
+  // from record 22.
+  ChainLink link;
 };
 
 // PageRun::flags bits.

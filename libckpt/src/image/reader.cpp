@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "image/chain_link.hpp"
 #include "image/format.hpp"
 #include "util/fd.hpp"
 #include "util/hash.hpp"
@@ -17,6 +18,7 @@ namespace {
 
 struct Loaded {
   FileHeader header;
+  std::vector<uint8_t> head;  // the header's bytes (small files only)
   std::vector<uint8_t> body;  // everything after the header (small files only)
   UniqueFd fd;
   uint64_t size = 0;
@@ -35,6 +37,7 @@ Result<Loaded> load(const std::string& path, const Magic& magic, bool read_body)
   if (!decode_header(block.data(), block.size(), magic, &l.header, &err))
     return make_error(EBADMSG, path + ": " + err);
   if (read_body) {
+    l.head.assign(block.begin(), block.begin() + l.header.header_size);
     l.body.resize(l.size - l.header.header_size);
     CKPT_TRY(read_exact(l.fd.get(), l.body.data(), l.body.size(), l.header.header_size, path));
   }
@@ -58,6 +61,9 @@ Result<std::unique_ptr<SnapshotReader>> SnapshotReader::open(const std::string& 
   std::string err;
   if (!decode_meta(meta.body.data(), meta.body.size(), meta.header.count, &r->meta_, &err))
     return corrupt(meta_path, err);
+  if (meta.header.flags != 0) return corrupt(meta_path, "unknown header flags");
+  r->version_ = meta.header.version;
+  r->meta_digest_ = file_digest(meta.head, meta.body);
 
   CKPT_ASSIGN(Loaded addr, load(addr_path, kAddrMagic, true));
   const size_t runs_bytes = addr.header.count * kRunRecordSize;
@@ -71,16 +77,20 @@ Result<std::unique_ptr<SnapshotReader>> SnapshotReader::open(const std::string& 
                           &r->page_hashes_))
     return corrupt(addr_path, "page-hash table is damaged or truncated");
   CKPT_ASSIGN(Loaded pages, load(pages_path, kPagesMagic, false));
+  if (pages.header.flags != 0) return corrupt(pages_path, "unknown header flags");
   if (pages.size != kPagesHeaderSize + pages.header.count)
     return corrupt(pages_path, "size does not match its header (truncated?)");
   r->content_bytes_ = pages.header.count;
 
   for (const Loaded* l : {&addr, &pages})
     if (l->header.generation != meta.header.generation ||
-        l->header.chain_id != meta.header.chain_id)
+        l->header.chain_id != meta.header.chain_id || l->header.version != meta.header.version)
       return corrupt(gen_dir, "files belong to different checkpoints");
   if (r->meta_.generation != meta.header.generation || r->meta_.chain_id != meta.header.chain_id)
     return corrupt(meta_path, "generation record does not match the header");
+  if (std::string why = check_own_link(r->meta_, r->version_, file_digest(addr.head, addr.body));
+      !why.empty())
+    return corrupt(meta_path, why);
 
   r->runs_.resize(addr.header.count);
   for (size_t i = 0; i < r->runs_.size(); ++i) {

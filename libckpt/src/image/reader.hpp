@@ -23,6 +23,9 @@ class SnapshotReader {
   const std::vector<PageHash>& page_hashes() const { return page_hashes_; }
   uint64_t content_bytes() const { return content_bytes_; }
   const std::string& path() const { return dir_; }
+  // xxh3 of the whole meta.img: what a child generation's chain link names.
+  uint64_t meta_digest() const { return meta_digest_; }
+  uint32_t format_version() const { return version_; }
 
   // The content of a run, from a read-only mapping of pages.img (nullptr for zero runs).
   const uint8_t* content(const PageRun& run) const;
@@ -37,6 +40,8 @@ class SnapshotReader {
   std::vector<PageRun> runs_;
   std::vector<PageHash> page_hashes_;
   uint64_t content_bytes_ = 0;
+  uint64_t meta_digest_ = 0;
+  uint32_t version_ = 0;
   const uint8_t* map_ = nullptr;
   size_t map_len_ = 0;
 };

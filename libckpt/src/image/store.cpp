@@ -13,6 +13,7 @@
 
 #include "image/format.hpp"
 #include "util/fd.hpp"
+#include "util/private_dir.hpp"
 
 namespace ckpt::image {
 
@@ -47,7 +48,7 @@ Status ensure_dir(const std::string& dir) {
     struct stat st;
     if (::stat(dir.c_str(), &st) != 0) return sys_error("checkpoint directory " + dir);
     if (!S_ISDIR(st.st_mode)) return make_error(ENOTDIR, dir + " is not a directory");
-    return {};
+    return check_private_dir(dir);
   }
   return sys_error("creating checkpoint directory " + dir);
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "image/chain_link.hpp"
 #include "image/format.hpp"
 #include "image/store.hpp"
 #include "util/hash.hpp"
@@ -25,7 +26,7 @@ bool is_zero_page(const uint8_t* p) {
 
 Status write_small_file(const std::string& path, const std::vector<uint8_t>& header,
                         const std::vector<uint8_t>& body) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return sys_error("creating " + path);
   CKPT_TRY(write_all(fd.get(), header.data(), header.size(), path));
   CKPT_TRY(write_all(fd.get(), body.data(), body.size(), path));
@@ -65,7 +66,7 @@ Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::create_in(
   // node's memory use, at the price of a longer freeze (docs/performance.md).
   // Callers hand in page-aligned buffers; the page-sized header keeps
   // offsets aligned.
-  int oflags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+  int oflags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
   if (direct_io) w->pages_fd_.reset(::open(pages.c_str(), oflags | O_DIRECT, 0600));
   if (!w->pages_fd_.valid()) {
     ::unlink(pages.c_str());
@@ -192,10 +193,18 @@ Status SnapshotWriter::commit(const ImageMeta& meta) {
 
   uint64_t nrec = 0;
   std::vector<uint8_t> body = encode_meta(meta, &nrec);
+  // The chain link comes last: it binds this addr.img and the parent.
+  ChainLink link = meta.link;
+  link.generation = generation_;
+  link.chain_id = chain_id_;
+  link.parent_generation = meta.parent_generation;
+  link.addr_digest = file_digest(addr_header, addr);
+  append_chain_link(link, body, &nrec);
   h.magic = kMetaMagic;
   h.count = nrec;
   h.flags = 0;
   std::vector<uint8_t> meta_header = encode_header(h);
+  meta_digest_ = file_digest(meta_header, body);
   bytes_total_ = ph.size() + content_bytes_ + kSmallHeaderSize * 2 + addr.size() + body.size();
 
   if (stream_) {

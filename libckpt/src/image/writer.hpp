@@ -64,6 +64,8 @@ class SnapshotWriter {
   uint64_t pages() const { return pages_; }
   // Bytes of all three files, known after commit.
   uint64_t bytes_total() const { return bytes_total_; }
+  // xxh3 of the committed meta.img (the next generation's parent digest).
+  uint64_t meta_digest() const { return meta_digest_; }
 
  private:
   SnapshotWriter() = default;
@@ -80,6 +82,7 @@ class SnapshotWriter {
   std::vector<iovec> iov_;
   std::vector<uint64_t> iov_hash_;  // stream writers: each iovec's run hash
   uint64_t content_bytes_ = 0, zero_pages_ = 0, pages_ = 0, bytes_total_ = 0;
+  uint64_t meta_digest_ = 0;
   bool committed_ = false;
 };
 

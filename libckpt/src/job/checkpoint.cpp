@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "dump/chain_owner.hpp"
 #include "dump/generation.hpp"
 #include "dump/member.hpp"
 #include "image/job_image.hpp"
@@ -112,6 +113,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       const image::SnapshotReader* r = prev->members.at(pid).get();
       ms.prev = &r->meta();
       ms.prev_hashes = &r->page_hashes();
+      ms.prev_digest = r->meta_digest();
     }
     if (hint && hint->members.count(pid)) ms.hint = &hint->members.at(pid)->meta();
     ms.tracker = tracker;
@@ -192,6 +194,8 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
   const double t0 = now_seconds();
   CKPT_TRY(image::ensure_dir(opts.dir));
   image::remove_stale_temps(opts.dir);
+  std::string moved_aside;
+  CKPT_TRY(dump::claim_directory(opts.dir, opts.pid, opts.force, &moved_aside));
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
   // An earlier generation of the same job says what a thread found in
   // restart_syscall is waiting in.
@@ -203,6 +207,7 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
   CKPT_ASSIGN(CheckpointStats stats,
               checkpoint_job(opts, nullptr, gens.empty() ? 1 : gens.back() + 1, t0, newest.get()));
   image::remove_generations_before(opts.dir, stats.generation);
+  stats.moved_aside = moved_aside;
   return stats;
 }
 

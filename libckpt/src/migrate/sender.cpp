@@ -133,6 +133,7 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
     spec.generation = first_gen + uint64_t(round) - 1;
     spec.prev = have_last ? &last.meta : nullptr;
     spec.prev_hashes = have_last ? &last.page_hashes : nullptr;
+    spec.prev_digest = have_last ? last.meta_digest : 0;
     spec.open = [&](const image::ImageMeta& m) -> Result<std::unique_ptr<image::SnapshotWriter>> {
       std::vector<uint8_t> p;
       put_u64(p, m.generation);
