@@ -84,7 +84,7 @@ std::optional<std::string> ledger_side_file(pid_t pid, const std::string& suffix
   auto name = entry_name(pid);
   if (!name) return std::nullopt;
   const std::string dir = ledger_dir();
-  if (create_dir && !make_dirs(dir).ok()) return std::nullopt;
+  if (create_dir && !make_private_dirs(ledger_base(), dir).ok()) return std::nullopt;
   return dir + "/" + *name + suffix;
 }
 
