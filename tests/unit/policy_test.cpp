@@ -595,6 +595,7 @@ void write_chain(const std::string& dir, const std::array<uint8_t, 16>& chain, i
   const uint64_t base = 0x10000000, npages = 64;
   ckpt::testing::AlignedBytes pages(npages * kPageSize);
   for (size_t i = 0; i < pages.size(); ++i) pages[i] = uint8_t(i * 7 + 1);
+  uint64_t parent_digest = 0;  // each generation is linked to its parent (format 2)
   for (uint64_t g = 1; g <= gens.size(); ++g) {
     auto w = SnapshotWriter::create(dir, g, chain);
     ASSERT_TRUE(w.ok()) << w.error().message;
@@ -608,8 +609,10 @@ void write_chain(const std::string& dir, const std::array<uint8_t, 16>& chain, i
     v.prot = 3;
     m.vmas = {v};
     if (g > 1) m.complete.clear();
+    if (g > 1) m.link.parent_digest = parent_digest;
     auto st = (*w)->commit(m);
     ASSERT_TRUE(st.ok()) << st.error().message;
+    parent_digest = (*w)->meta_digest();
   }
 }
 
