@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "proc/maps.hpp"
+#include "restore/new_process.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::job {
@@ -49,43 +49,12 @@ void report(int fd, bool failed, const char* fmt, const char* detail = "") {
   ::_exit(127);
 }
 
-bool is_zombie(pid_t pid) {
-  auto st = proc::read_stat_mm(pid);
-  return st.ok() && st->state == 'Z';
-}
-
-// clone3 with the wanted PID; a just-killed original may linger as a zombie
-// until its parent reaps it.
-long clone_with_pid(pid_t want, bool new_pid) {
-  clone_args args{};
-  args.exit_signal = SIGCHLD;
-  args.set_tid = reinterpret_cast<uint64_t>(&want);
-  args.set_tid_size = 1;
-  long pid = -1;
-  int err = 0;
-  for (int tries = 0; tries < 100; ++tries) {
-    pid = ::syscall(SYS_clone3, &args, sizeof args);
-    err = errno;
-    // Retry while the holder is a zombie on its way out (or just gone).
-    if (pid >= 0 || err != EEXIST || (!is_zombie(want) && ::kill(want, 0) == 0)) break;
-    ::usleep(50 * 1000);
-  }
-  if (pid < 0 && err == EEXIST && new_pid) {
-    args.set_tid = 0;
-    args.set_tid_size = 0;
-    pid = ::syscall(SYS_clone3, &args, sizeof args);
-    err = errno;
-  }
-  errno = err;
-  return pid;
-}
-
 [[noreturn]] void member_main(const Ctx& ctx, size_t i, pid_t parent);
 
 // Forks member `i` as a child of the calling process. Returns its PID or -errno.
 long fork_member(const Ctx& ctx, size_t i) {
   const pid_t parent = pid_t(::syscall(SYS_getpid));
-  long pid = clone_with_pid(ctx.members->at(i).member->pid, ctx.new_pid);
+  long pid = restore::clone_with_pid(ctx.members->at(i).member->pid, ctx.new_pid);
   if (pid < 0) return -errno;
   if (pid == 0) member_main(ctx, i, parent);
   return pid;
@@ -122,7 +91,6 @@ long fork_member(const Ctx& ctx, size_t i) {
   sigfillset(&all);
   ::sigprocmask(SIG_BLOCK, &all, nullptr);
 
-  const pid_t self = pid_t(::syscall(SYS_getpid));
   if (m.sid == m.pid && ::setsid() < 0) fail(fd, "PID %d: setsid: %s", std::strerror(errno));
   if (m.sid != m.pid && m.pgid == m.pid && ::setpgid(0, 0) != 0)
     fail(fd, "PID %d: setpgid: %s", std::strerror(errno));
@@ -160,29 +128,10 @@ long fork_member(const Ctx& ctx, size_t i) {
   }
 
   const image::ImageMeta& meta = *sm.meta;
-  // glibc registered rseq for this thread; the kernel writes that area on
-  // return to user space, which faults once the area is unmapped.
-  if (__rseq_size > 0)
-    ::syscall(SYS_rseq, static_cast<char*>(__builtin_thread_pointer()) + __rseq_offset,
-              __rseq_size < 32 ? 32 : __rseq_size, RSEQ_FLAG_UNREGISTER, RSEQ_SIG);
+  restore::unregister_rseq();
   std::string err;
   if (!restore::install_files(*sm.files, &fd, &err)) fail(fd, "PID %d: %s", err.c_str());
-  if (::chdir(meta.process.cwd.c_str()) != 0)
-    fail(fd, "PID %d: working directory %s", meta.process.cwd.c_str());
-  ::umask(mode_t(meta.process.umask));
-  ::prctl(PR_SET_NAME, meta.process.comm.c_str(), 0, 0, 0);
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  for (int s = 1; s < NSIG; ++s)
-    if (s != SIGKILL && s != SIGSTOP) ::sigaction(s, &dfl, nullptr);
-  // The checkpointed dispositions, as raw kernel structs: glibc's sigaction()
-  // would substitute its own restorer, an address of this program.
-  for (const image::SignalAction& a : meta.process.sigactions) {
-    uint64_t ksa[4] = {a.handler, a.flags, a.restorer, a.mask};
-    if (::syscall(SYS_rt_sigaction, a.signo, ksa, nullptr, 8) != 0)
-      fail(fd, "PID %d: restoring the action of a signal: %s", std::strerror(errno));
-  }
-  (void)self;
+  if (!restore::set_process_basics(meta, &err)) fail(fd, "PID %d: %s", err.c_str());
   report(fd, false, "PID %d ready");
   ::close(fd);
   // Wait to be seized; the restorer replaces this whole image.

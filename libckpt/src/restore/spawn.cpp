@@ -18,16 +18,12 @@
 
 #include "proc/maps.hpp"
 #include "restore/files.hpp"
+#include "restore/new_process.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::restore {
 
 namespace {
-
-bool is_zombie(pid_t pid) {
-  auto st = proc::read_stat_mm(pid);
-  return st.ok() && st->state == 'Z';
-}
 
 void child_fail(int err_fd, const std::string& msg) {
   (void)!::write(err_fd, msg.data(), msg.size());
@@ -45,33 +41,12 @@ void child_fail(int err_fd, const std::string& msg) {
     ::_exit(127);
   if (::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0)
     child_fail(err_fd, "PTRACE_TRACEME failed");
-  // glibc registered rseq for this thread; the kernel writes that area on
-  // return to user space, which faults once the area is unmapped.
-  if (__rseq_size > 0)
-    ::syscall(SYS_rseq, static_cast<char*>(__builtin_thread_pointer()) + __rseq_offset,
-              __rseq_size < 32 ? 32 : __rseq_size, RSEQ_FLAG_UNREGISTER, RSEQ_SIG);
-
+  unregister_rseq();
   // Every fd to its number, epoll sets registered, everything else closed
   // (the err pipe is kept, moved out of the way, until setup is done).
   std::string err;
   if (!install_files(files, &err_fd, &err)) child_fail(err_fd, err);
-
-  if (::chdir(meta.process.cwd.c_str()) != 0)
-    child_fail(err_fd, "working directory " + meta.process.cwd + ": " + std::strerror(errno));
-  ::umask(mode_t(meta.process.umask));
-  ::prctl(PR_SET_NAME, meta.process.comm.c_str(), 0, 0, 0);
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  for (int s = 1; s < NSIG; ++s)
-    if (s != SIGKILL && s != SIGSTOP) ::sigaction(s, &dfl, nullptr);
-  // The checkpointed dispositions, as raw kernel structs: glibc's sigaction()
-  // would substitute its own restorer, an address of this program.
-  for (const image::SignalAction& a : meta.process.sigactions) {
-    uint64_t ksa[4] = {a.handler, a.flags, a.restorer, a.mask};
-    if (::syscall(SYS_rt_sigaction, a.signo, ksa, nullptr, 8) != 0)
-      child_fail(err_fd, "restoring the action of signal " + std::to_string(a.signo) + ": " +
-                             std::strerror(errno));
-  }
+  if (!set_process_basics(meta, &err)) child_fail(err_fd, err);
   uint64_t mask = meta.threads.empty() ? 0 : meta.threads[0].sigmask;
   ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, nullptr, 8);
 
@@ -93,24 +68,10 @@ Result<pid_t> spawn_stopped(const image::ImageMeta& meta, bool new_pid) {
 
   pid_t want = meta.process.pid;
   const pid_t parent = ::getpid();
-  clone_args args{};
-  args.exit_signal = SIGCHLD;
-  args.set_tid = reinterpret_cast<uint64_t>(&want);
-  args.set_tid_size = 1;
-  long pid = ::syscall(SYS_clone3, &args, sizeof args);
-  // A just-killed original may linger as a zombie until its parent reaps it.
-  for (int tries = 0; pid < 0 && errno == EEXIST && tries < 100 && is_zombie(want); ++tries) {
-    ::usleep(50 * 1000);
-    pid = ::syscall(SYS_clone3, &args, sizeof args);
-  }
-  if (pid < 0 && errno == EEXIST) {
-    if (!new_pid)
-      return make_error(EEXIST, "PID " + std::to_string(want) +
-                                    " is in use (use --new-pid to restore under another PID)");
-    args.set_tid = 0;
-    args.set_tid_size = 0;
-    pid = ::syscall(SYS_clone3, &args, sizeof args);
-  }
+  long pid = clone_with_pid(want, new_pid);
+  if (pid < 0 && errno == EEXIST)
+    return make_error(EEXIST, "PID " + std::to_string(want) +
+                                  " is in use (use --new-pid to restore under another PID)");
   if (pid < 0) {
     if (errno == EPERM)
       return make_error(EPERM, "creating a process with PID " + std::to_string(want) +
