@@ -20,18 +20,8 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 
-std::string chain_hex(const std::array<uint8_t, 16>& id) {
-  std::string s;
-  char b[3];
-  for (uint8_t c : id) {
-    std::snprintf(b, sizeof b, "%02x", c);
-    s += b;
-  }
-  return s;
-}
-
 std::string header(const TrackerState& s, uint64_t generation) {
-  return chain_hex(s.chain_id) + " " + std::to_string(generation) + "\n";
+  return hex_id(s.chain_id) + " " + std::to_string(generation) + "\n";
 }
 
 // Pages of `w` (sorted, from index *i on) inside [start, end); advances *i

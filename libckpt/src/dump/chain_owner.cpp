@@ -25,16 +25,6 @@ std::string exe_of(pid_t pid) {
   return s;
 }
 
-std::string hex_id(const std::array<uint8_t, 16>& id) {
-  std::string s;
-  char b[3];
-  for (uint8_t c : id) {
-    std::snprintf(b, sizeof b, "%02x", c);
-    s += b;
-  }
-  return s;
-}
-
 }  // namespace
 
 Status claim_directory(const std::string& dir, pid_t pid, bool force, std::string* moved_to) {

@@ -3,6 +3,8 @@
 
 #include <sys/types.h>
 
+#include <array>
+
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -14,6 +16,17 @@ inline std::string hex(uint64_t v, bool prefix = true) {
   char b[32];
   std::snprintf(b, sizeof b, prefix ? "0x%llx" : "%llx", static_cast<unsigned long long>(v));
   return b;
+}
+
+// A chain identity (16 bytes) as 32 lower-case hex digits.
+inline std::string hex_id(const std::array<uint8_t, 16>& id) {
+  std::string s;
+  char b[3];
+  for (uint8_t c : id) {
+    std::snprintf(b, sizeof b, "%02x", c);
+    s += b;
+  }
+  return s;
 }
 
 // "/proc/PID/WHAT".

@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
             rng = e2e_mix(rng);
             madvise(mem + (first + rng % PAGES_PER_BLOCK) * PAGE, PAGE, MADV_DONTNEED);
           }
-          // fall through: and one page written
+          // and one page written
+          __attribute__((fallthrough));
         case 'c':
           for (int i = 0; i < (kSchedule[b][k - 1] == 'c' ? 3 : 1); i++) {
             rng = e2e_mix(rng);
