@@ -16,7 +16,9 @@
 #   outside-pipe   a member shares a pipe with a process outside the job:
 #                  one line naming both, every member released and running.
 # The job must end with exit 0 and "done <root pid> <nonce>". E2E_TRACKER
-# picks the tracker. Prints PASS/FAIL like run_case.sh; exit 77 = skip.
+# picks the tracker; E2E_JOB_ROUNDS the job's length in 10 ms rounds
+# (default 500; the qemu guest, where the tools are slow, uses more).
+# Prints PASS/FAIL like run_case.sh; exit 77 = skip.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
@@ -60,7 +62,7 @@ hold() {
 
 start_job() {
   rm -f "$WORK/ready"
-  (close_fds && exec "$PROG" "$WORK/ready" "$WORK" "${1:-300}" </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
+  (close_fds && exec "$PROG" "$WORK/ready" "$WORK" "${1:-${E2E_JOB_ROUNDS:-500}}" </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
   ROOT=$!
   OWN_PIDS+=("$ROOT")
   local rc=0

@@ -87,7 +87,7 @@ if has e2e; then
     result "e2e.heap_pattern.new-chains.$t" /tmp/case.log $rc
     # A process tree (shared memory, pipe, groups, zombie) as one job.
     rc=0
-    E2E_TRACKER=$t bash /ckpt/tests/e2e/job.sh /ckpt/bin incremental >/tmp/case.log 2>&1 || rc=$?
+    E2E_TRACKER=$t E2E_JOB_ROUNDS=3000 bash /ckpt/tests/e2e/job.sh /ckpt/bin incremental >/tmp/case.log 2>&1 || rc=$?
     result "e2e.job.incremental.$t" /tmp/case.log $rc
   done
 fi
