@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "image/chain_link.hpp"
 #include "image/format.hpp"
 
 using namespace ckpt::image;
@@ -61,6 +62,9 @@ int main(int argc, char** argv) {
   }
   uint64_t n = 0;
   std::vector<uint8_t> body = encode_meta(m, &n);
+  // The chain link record (format 2) comes last, as the writer puts it; it
+  // binds addr.img and the parent, which the edit leaves as they were.
+  if (m.link.present) append_chain_link(m.link, body, &n);
   h.count = n;
   std::vector<uint8_t> out = encode_header(h);
   out.insert(out.end(), body.begin(), body.end());
