@@ -10,6 +10,7 @@
 // checkpointed with --tree (checkpoint_full with tree = true), killed, and
 // restored as a whole. See docs/performance.md ("Jobs").
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -152,6 +153,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const size_t bytes = mib << 20;
+  ::mkdir(dir.c_str(), 0700);  // the two checkpoint directories go inside
   std::vector<double> sf, sc, sr, jf, jc, jr;
   for (int k = 0; k < reps; ++k) {
     Sample s = measure(dir + "/single", bytes, 0);
