@@ -15,10 +15,6 @@
 
 namespace ckpt::dump {
 
-bool is_shared_anon(const image::VmaRecord& v) {
-  return (v.flags & image::kVmaShared) && !v.is_file() && !v.is_special();
-}
-
 void plan_shared_memory(const std::vector<image::VmaRecord>& vmas,
                         const std::function<bool(uint64_t ino)>& saves, MemoryPlan* plan) {
   std::vector<mem::Range> out;
@@ -27,7 +23,7 @@ void plan_shared_memory(const std::vector<image::VmaRecord>& vmas,
   for (const image::VmaRecord& v : vmas) {
     // Ranges before this VMA pass through unchanged.
     while (r < in.size() && in[r].addr < v.start) out.push_back(in[r++]);
-    if (!is_shared_anon(v)) continue;
+    if (!v.is_shared_anon()) continue;
     while (r < in.size() && in[r].addr < v.end) ++r;  // replaced below
     if (saves && saves(v.ino)) out.push_back({v.start, v.size()});
   }

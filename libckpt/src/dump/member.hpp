@@ -65,7 +65,4 @@ class MemberDump {
 void plan_shared_memory(const std::vector<image::VmaRecord>& vmas,
                         const std::function<bool(uint64_t ino)>& saves, MemoryPlan* plan);
 
-// True for a MAP_SHARED|MAP_ANONYMOUS mapping.
-bool is_shared_anon(const image::VmaRecord& v);
-
 }  // namespace ckpt::dump

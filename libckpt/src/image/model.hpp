@@ -39,6 +39,9 @@ struct VmaRecord {
   uint64_t size() const { return end - start; }
   bool is_file() const { return flags & kVmaFile; }
   bool is_special() const { return flags & (kVmaVdso | kVmaVvar); }
+  // MAP_SHARED|MAP_ANONYMOUS memory: `ino` names the kernel object (0 in
+  // images written before jobs), which several mappings and processes share.
+  bool is_shared_anon() const { return (flags & kVmaShared) && !is_file() && !is_special(); }
 };
 
 // The mm fields the kernel keeps outside the VMAs (prctl PR_SET_MM_MAP).
@@ -82,12 +85,12 @@ struct ThreadRecord {
   // sigaltstack (ss_flags SS_DISABLE: none).
   uint64_t altstack_sp = 0;
   uint64_t altstack_size = 0;
-  uint32_t altstack_flags = 2;  // SS_DISABLE
+  uint32_t altstack_flags = 2;   // SS_DISABLE
   uint64_t clear_child_tid = 0;  // set_tid_address / CLONE_CHILD_CLEARTID
   uint64_t robust_list = 0;      // set_robust_list head and length
   uint64_t robust_len = 0;
-  std::vector<SigInfo> pending;          // signals queued for this thread only
-  std::vector<SeccompFilter> seccomp;    // oldest first (the order to install them)
+  std::vector<SigInfo> pending;        // signals queued for this thread only
+  std::vector<SeccompFilter> seccomp;  // oldest first (the order to install them)
 };
 
 // A signal disposition as the kernel stores it (struct kernel_sigaction).
@@ -173,10 +176,10 @@ struct TimerSetting {
 struct PosixTimer {
   int32_t id = 0;
   int32_t clock = 0;
-  int32_t notify = 0;     // SIGEV_SIGNAL, SIGEV_NONE, SIGEV_THREAD_ID
+  int32_t notify = 0;  // SIGEV_SIGNAL, SIGEV_NONE, SIGEV_THREAD_ID
   int32_t signo = 0;
-  uint64_t value = 0;     // sigev_value
-  int32_t notify_tid = 0; // SIGEV_THREAD_ID: the thread
+  uint64_t value = 0;      // sigev_value
+  int32_t notify_tid = 0;  // SIGEV_THREAD_ID: the thread
   TimerSetting setting;
 };
 

@@ -127,7 +127,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     auto md = std::make_unique<dump::MemberDump>();
     Status s = md->prepare(ms, &stats);
     if (!s.ok())
-      return members.size() > 1 ? s.error().context("PID " + std::to_string(pid)) : s.error();
+      return job::name_member(s.error(), pid, members.size());
     live.push_back(md.get());
     dumps.push_back(std::move(md));
   }
@@ -156,7 +156,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       progress = [&, base = done](uint64_t n, uint64_t) { opts.progress(base + n, total); };
     Status s = d->write(*w, progress, !opts.kill_after);
     if (!s.ok())
-      return members.size() > 1 ? s.error().context("PID " + std::to_string(d->pid())) : s.error();
+      return job::name_member(s.error(), d->pid(), members.size());
     done += d->plan.bytes();
     writers.push_back(std::move(w));
   }

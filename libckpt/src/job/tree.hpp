@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <ckpt/result.hpp>
+#include <string>
 #include <vector>
 
 namespace ckpt::job {
@@ -19,6 +20,12 @@ struct Member {
 // before its children, children by PID). Without `tree`, a root that has
 // children is refused by name: they would be lost.
 Result<std::vector<Member>> list_job(pid_t root, bool tree);
+
+// `e` naming member `pid` when the job has several (a job of one keeps the
+// single-process messages).
+inline Error name_member(const Error& e, pid_t pid, size_t members) {
+  return members > 1 ? e.context("PID " + std::to_string(pid)) : e;
+}
 
 // The children of `pid` (of all its threads), ascending.
 std::vector<pid_t> children_of(pid_t pid);

@@ -15,6 +15,7 @@
 #include "image/store.hpp"
 #include "job/generation.hpp"
 #include "job/spawn.hpp"
+#include "job/tree.hpp"
 #include "proc/inject.hpp"
 #include "proc/regs.hpp"
 #include "restore/address_space.hpp"
@@ -123,9 +124,8 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   CKPT_ASSIGN(image::JobMeta job, open_generation(opts, &newest, &gen));
   const std::string gen_dir = image::generation_dir(opts.dir, gen);
   const pid_t root = job.members[0].pid;
-  const bool many = job.members.size() > 1;
   auto named = [&](pid_t pid, const Error& e) {
-    return many ? e.context("PID " + std::to_string(pid)) : e;
+    return job::name_member(e, pid, job.members.size());
   };
 
   // Every member's chain and plan, verified before any process exists.
@@ -157,8 +157,7 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   for (size_t k = 0; k < chains.size(); ++k) {
     std::vector<image::MemRange> others;
     for (const image::VmaRecord& v : metas[k]->vmas)
-      if (auto h = holders.find(v.ino); v.ino && h != holders.end() && h->second != k &&
-                                        (v.flags & image::kVmaShared) && !v.is_file())
+      if (auto h = holders.find(v.ino); v.is_shared_anon() && h != holders.end() && h->second != k)
         others.push_back({v.start, v.end});
     restore::drop_slices(others, &plans[k]);
   }

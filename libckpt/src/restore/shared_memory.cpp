@@ -10,19 +10,11 @@
 
 namespace ckpt::restore {
 
-namespace {
-
-bool shared_anon(const image::VmaRecord& v) {
-  return (v.flags & image::kVmaShared) && !v.is_file() && !v.is_special() && v.ino != 0;
-}
-
-}  // namespace
-
 Status SharedMemory::create(const std::vector<const image::ImageMeta*>& metas) {
   std::map<uint64_t, uint64_t> size;  // inode -> bytes the mappings reach
   for (const image::ImageMeta* m : metas)
     for (const image::VmaRecord& v : m->vmas)
-      if (shared_anon(v)) size[v.ino] = std::max(size[v.ino], v.pgoff + v.size());
+      if (v.is_shared_anon() && v.ino) size[v.ino] = std::max(size[v.ino], v.pgoff + v.size());
   for (auto [ino, bytes] : size) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -44,7 +36,7 @@ std::map<uint64_t, size_t> shared_memory_holders(
   std::map<uint64_t, size_t> out;
   for (size_t i = 0; i < metas.size(); ++i)
     for (const image::VmaRecord& v : metas[i]->vmas)
-      if (shared_anon(v)) out.emplace(v.ino, i);
+      if (v.is_shared_anon() && v.ino) out.emplace(v.ino, i);
   return out;
 }
 
