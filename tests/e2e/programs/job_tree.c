@@ -2,7 +2,8 @@
 // becomes a session leader and makes
 //   - shared anonymous memory (MAP_SHARED|MAP_ANONYMOUS) written by everyone;
 //   - a pipe whose read end a child holds, with bytes left unread in it;
-//   - a regular file opened before fork, so all write at one shared offset;
+//   - a regular file opened before fork, so all write at one shared offset
+//     (each appends once, after the checkpoint, A then B then the root);
 //   - child A, leader of its own process group; child B, a member of A's
 //     group (a group led by a sibling); child Z, which exits with status 7
 //     and stays a zombie until the root reaps it at the very end.
@@ -27,6 +28,7 @@ struct Shared {
   volatile uint64_t rounds[SLOTS];  // rounds done by root, A, B
   volatile uint64_t go;             // set by the root once everyone is ready
   volatile uint64_t ready[SLOTS];
+  volatile uint64_t wrote[SLOTS];   // appended to the shared file (after restore)
 };
 
 static struct Shared* shm;
@@ -86,8 +88,11 @@ int main(int argc, char** argv) {
     close(pp[1]);
     if (setpgid(0, 0) != 0) e2e_fail("A: setpgid: %s", strerror(errno));
     wait_go(1);
-    if (write(file, "A", 1) != 1) e2e_fail("A: write: %s", strerror(errno));
     work(1);
+    // Written after the checkpoint: only a shared open file puts A, B and
+    // the root's bytes one after the other.
+    if (write(file, "A", 1) != 1) e2e_fail("A: write: %s", strerror(errno));
+    shm->wrote[1] = 1;
     check_ids(getpid(), root);
     if (getppid() != root) e2e_fail("A: parent %d, expected %d", getppid(), root);
     char buf[256];
@@ -106,9 +111,10 @@ int main(int argc, char** argv) {
     close(pp[1]);
     if (setpgid(0, a) != 0) e2e_fail("B: setpgid: %s", strerror(errno));
     wait_go(2);
-    while (shm->rounds[1] == 0) e2e_sleep_ms(1);  // after A's write
-    if (write(file, "B", 1) != 1) e2e_fail("B: write: %s", strerror(errno));
     work(2);
+    while (!shm->wrote[1]) e2e_sleep_ms(1);  // after A's write
+    if (write(file, "B", 1) != 1) e2e_fail("B: write: %s", strerror(errno));
+    shm->wrote[2] = 1;
     check_ids(a, root);
     check_pattern(2);
     _exit(0);
@@ -133,6 +139,7 @@ int main(int argc, char** argv) {
   e2e_ready(argv[1]);
   work(0);
   while (shm->rounds[1] < (uint64_t)nrounds || shm->rounds[2] < (uint64_t)nrounds) e2e_sleep_ms(5);
+  while (!shm->wrote[2]) e2e_sleep_ms(1);
   if (write(file, "R", 1) != 1) e2e_fail("root: write");
   close(pp[1]);
   int st;
