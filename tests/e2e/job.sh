@@ -57,7 +57,7 @@ tree_pids() {
 # for a minute; its command line names WORK so the cleanup kills it, and it
 # keeps none of the harness's output pipes open.
 hold() {
-  exec sh -c 'sleep 60 >/dev/null 2>&1; : "$0"' "$WORK/holder" >/dev/null 2>&1
+  exec -a "$WORK/holder" sleep 60 >/dev/null 2>&1
 }
 
 start_job() {
