@@ -15,6 +15,8 @@
 #                  is gone the same checkpoint restores;
 #   outside-pipe   a member shares a pipe with a process outside the job:
 #                  one line naming both, every member released and running.
+# E2E_JOB_PROG runs another program of the same protocol instead (tcp_pair),
+# with E2E_JOB_PROCS processes (default 4).
 # The job must end with exit 0 and "done <root pid> <nonce>". E2E_TRACKER
 # picks the tracker; E2E_JOB_ROUNDS the job's length in 10 ms rounds
 # (default 500; the qemu guest, where the tools are slow, uses more).
@@ -29,7 +31,8 @@ source "$HERE/lib.sh"
 }
 BIN_DIR=$(cd "$1" && pwd)
 MODE=$2
-PROG=${E2E_PROG_DIR:-$BIN_DIR/e2e}/job_tree
+PROG=${E2E_PROG_DIR:-$BIN_DIR/e2e}/${E2E_JOB_PROG:-job_tree}
+PROCS=${E2E_JOB_PROCS:-4} # processes in the job
 TOOL_TIMEOUT=60
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-e2e-job.XXXXXX")
 install_traps
@@ -80,7 +83,7 @@ tool() {
 full() {
   tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" ${E2E_TRACKER:+"--tracker=$E2E_TRACKER"} --json "$1" ||
     fail "cr_full --tree: $(first_line "$WORK/tool.err")"
-  grep -q '"processes":4' "$WORK/tool.out" || fail "cr_full did not save 4 processes: $(cat "$WORK/tool.out")"
+  grep -q "\"processes\":$PROCS" "$WORK/tool.out" || fail "cr_full did not save $PROCS processes: $(cat "$WORK/tool.out")"
 }
 incr() {
   tool "$BIN_DIR/cr_incr" --dir "$CKPT" --json "$1" || fail "cr_incr: $(first_line "$WORK/tool.err")"
@@ -88,7 +91,7 @@ incr() {
 }
 verify() {
   tool "$BIN_DIR/cr_info" --dir "$CKPT" --verify || fail "cr_info --verify: $(first_line "$WORK/tool.err")"
-  (($(grep -c '^  process ' "$WORK/tool.out") >= 4)) || fail "cr_info lists no processes"
+  (($(grep -c '^  process ' "$WORK/tool.out") >= PROCS)) || fail "cr_info lists no processes"
 }
 
 # Kills every member with SIGKILL and waits until none of their PIDs exists

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <linux/kcmp.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -13,10 +15,13 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "dump/collect.hpp"
+#include "sockets/tcp.hpp"
 #include "util/fd.hpp"
 #include "util/text.hpp"
 
@@ -343,6 +348,16 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
     raw.push_back(std::move(r));
   }
 
+  // The tool's own copy of a target fd, for what only the open file can say.
+  UniqueFd pidfd;
+  auto copy_of = [&](int fd, const std::string& what) -> Result<UniqueFd> {
+    if (!pidfd.valid()) pidfd.reset(int(::syscall(SYS_pidfd_open, pid, 0)));
+    UniqueFd copy(int(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
+    if (!copy.valid()) return sys_error(what + ": taking a copy (pidfd_getfd)");
+    return copy;
+  };
+  std::optional<std::set<uint64_t>> job_sockets;  // computed at the first socket
+
   uint64_t saved_bytes = 0;
   std::vector<std::string> shared_links;  // pipes and FIFOs: no other process may hold them
   std::map<std::pair<uint64_t, uint64_t>, int> first_of_file;  // (dev, ino) -> its first fd
@@ -453,8 +468,20 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
       f.kind = FileKind::kEpoll;
       CKPT_TRY(collect_epoll(pid, r, what, &f));
     } else if (S_ISSOCK(r.st.st_mode)) {
-      return make_error(ENOTSUP, "fd " + std::to_string(r.fd) + ": " +
-                                     describe_socket(pid, r.st.st_ino) + ": not supported yet");
+      CKPT_ASSIGN(UniqueFd sock, copy_of(r.fd, what));
+      int family = 0, protocol = 0;
+      socklen_t len = sizeof family;
+      ::getsockopt(sock.get(), SOL_SOCKET, SO_DOMAIN, &family, &len);
+      len = sizeof protocol;
+      ::getsockopt(sock.get(), SOL_SOCKET, SO_PROTOCOL, &protocol, &len);
+      if ((family == AF_INET || family == AF_INET6) && protocol == IPPROTO_TCP) {
+        if (!job_sockets) job_sockets = sockets::job_socket_inodes(job.empty() ? std::vector<pid_t>{pid} : job);
+        CKPT_TRY(sockets::collect_tcp(pid, sock.get(), *job_sockets, false, what, &f));
+        saved_bytes += f.data.size();
+      } else {
+        return make_error(ENOTSUP, "fd " + std::to_string(r.fd) + ": " +
+                                       describe_socket(pid, r.st.st_ino) + ": not supported yet");
+      }
     } else {
       if (starts_with(f.path, "anon_inode:"))  // inotify, pidfd, io_uring, perf_event...
         return make_error(ENOTSUP, what + ": not supported yet");

@@ -114,6 +114,8 @@ enum class FileKind : uint32_t {
   kSignalfd = 9,      // params: kSignalfdMask
   kEpoll = 10,        // params: (tfd, events, data) triples, the interest list
   kMemfd = 11,        // a memfd_create(2) file: recreated from `data`, params kDeleted* + seals
+  kTcp = 12,          // a TCP socket (unbound, bound, listening or established): params kTcp*,
+                      // `data` = receive queue then send queue (established only)
 };
 
 // FileRecord::params, by kind.
@@ -138,6 +140,45 @@ enum : size_t {
   kDeletedParams = 3,
   kMemfdSeals = 3,  // kMemfd: F_GET_SEALS
   kMemfdParams = 4,
+  // kTcp. Addresses: the 16 bytes of an in6_addr (IPv4: the in_addr, then
+  // zeros) as two little-endian words; ports in host order.
+  kTcpFamily = 0,  // AF_INET or AF_INET6
+  kTcpState = 1,   // TCP_ESTABLISHED, TCP_LISTEN or TCP_CLOSE (unconnected)
+  kTcpLocalPort = 2,
+  kTcpLocalAddr = 3,  // and 4
+  kTcpPeerPort = 5,
+  kTcpPeerAddr = 6,      // and 7
+  kTcpBacklog = 8,       // listening: the listen(2) backlog
+  kTcpOptions = 9,       // kTcpOpt* bits
+  kTcpKeepIdle = 10,     // TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT
+  kTcpKeepIntvl = 11,
+  kTcpKeepCnt = 12,
+  kTcpLinger = 13,       // SO_LINGER seconds + 1 when on, 0 when off
+  kTcpRecvQueue = 14,    // established: bytes of the receive queue in `data`
+  kTcpSendQueue = 15,    // bytes of the send queue after them
+  kTcpSendUnsent = 16,   // of which not yet sent
+  kTcpSendSeq = 17,      // write_seq: the sequence number after the send queue
+  kTcpRecvSeq = 18,      // rcv_nxt: after the receive queue
+  kTcpMss = 19,
+  kTcpSndWscale = 20,    // window scales, when negotiated (kTcpOptWscale)
+  kTcpRcvWscale = 21,
+  kTcpTimestamp = 22,    // TCP_TIMESTAMP: the socket's timestamp clock
+  kTcpWindow = 23,       // struct tcp_repair_window: snd_wl1, snd_wnd, max_window, rcv_wnd,
+                         // rcv_wup (five words)
+  kTcpParams = 28,
+};
+
+// kTcpOptions bits.
+enum : uint64_t {
+  kTcpOptReuseAddr = 1 << 0,
+  kTcpOptReusePort = 1 << 1,
+  kTcpOptKeepAlive = 1 << 2,
+  kTcpOptNoDelay = 1 << 3,
+  kTcpOptV6Only = 1 << 4,
+  kTcpOptCork = 1 << 5,
+  kTcpOptTimestamps = 1 << 8,  // negotiated on the connection (TCPI_OPT_*)
+  kTcpOptSack = 1 << 9,
+  kTcpOptWscale = 1 << 10,
 };
 
 struct FileRecord {

@@ -202,6 +202,7 @@ Status check_files_unchanged(const image::ImageMeta& meta, bool force) {
 Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
   SharedFiles shared;
   Status s = prepare_files(meta, out, &shared);
+  if (s.ok()) s = finish_files(&shared);
   for (auto& fd : shared.owned) out->owned.push_back(std::move(fd));
   return s;
 }
@@ -373,6 +374,11 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
           source = keep(std::move(fd));
           break;
         }
+        case FileKind::kTcp: {
+          CKPT_ASSIGN(UniqueFd fd, sockets::restore_tcp(f, what, &shared->repaired));
+          source = keep(std::move(fd));
+          break;
+        }
         default:
           return make_error(ENOTSUP, what + ": unknown file kind in image");
       }
@@ -387,6 +393,12 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
       return make_error(EBADMSG, fd_name(e.epfd) + ": epoll watches fd " + std::to_string(e.tfd) +
                                      ", which is not in the image");
   return {};
+}
+
+Status finish_files(SharedFiles* shared) {
+  Status s = sockets::finish_tcp(shared->repaired);
+  shared->repaired.clear();
+  return s;
 }
 
 bool install_files(PreparedFiles& files, int* keep_fd, std::string* err) {

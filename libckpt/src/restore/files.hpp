@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "image/model.hpp"
+#include "sockets/tcp.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::restore {
@@ -49,8 +50,13 @@ struct SharedFiles {
   std::set<std::string> refilled;                               // pipes and FIFOs refilled
   std::map<std::pair<int, int>, int> sources;                   // (pid, fd) -> fd here
   std::map<std::pair<int, int>, std::pair<int, int>> share_of;  // (pid, fd) -> (pid, fd)
+  std::vector<sockets::Repaired> repaired;  // TCP connections still in repair mode
   std::vector<UniqueFd> owned;  // this process's copies, kept until every member has its own
 };
+
+// Ends what prepare_files had to leave half done until every file of the
+// job existed: TCP connections leave repair mode.
+Status finish_files(SharedFiles* shared);
 
 // Refuses a restore when a file the image refers to by path (an fd or a
 // file mapping) changed on disk since the checkpoint, unless `force`. One

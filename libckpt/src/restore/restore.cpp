@@ -188,6 +188,7 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
       spawn[live[k]].meta = metas[k];
       spawn[live[k]].files = &files[live[k]];
     }
+    CKPT_TRY(restore::finish_files(&shared));
     CKPT_ASSIGN(pids, job::spawn_job(spawn, opts.new_pid));
   }
 

@@ -1,0 +1,48 @@
+// TCP sockets: saved from a frozen process and recreated at restore. An
+// established connection is read and rebuilt in the kernel's repair mode
+// (TCP_REPAIR): sequence numbers, queues, window and negotiated options go
+// back as they were, without a handshake and without a packet to the peer.
+// What is supported and refused: docs/sockets.md.
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/result.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "image/model.hpp"
+#include "util/fd.hpp"
+
+namespace ckpt::sockets {
+
+// The socket inodes that the job's members hold (their /proc/PID/fd links).
+std::set<uint64_t> job_socket_inodes(const std::vector<pid_t>& job);
+
+// Fills `f` (kind kTcp) from `sock`, this tool's copy of the target's socket
+// (pidfd_getfd). `pid` names the netns tables that find the peer of a
+// connection; the peer must be a socket in `job_sockets` unless
+// `allow_outside`. Refuses states other than unconnected, listening and
+// established, and a listening socket with connections not yet accepted.
+Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets,
+                   bool allow_outside, const std::string& what, image::FileRecord* f);
+
+// A restored connection still in repair mode: it leaves it once every
+// socket of the job exists (a peer that does not yet exist would answer the
+// window probe with a reset).
+struct Repaired {
+  int fd;  // borrowed: owned by the caller's file table
+  bool reuse_addr;
+};
+
+// Creates the socket of `f`. A connection comes back in repair mode and is
+// appended to `repaired`.
+Result<UniqueFd> restore_tcp(const image::FileRecord& f, const std::string& what,
+                             std::vector<Repaired>* repaired);
+
+// Takes the connections out of repair mode (each sends a window probe, so
+// both ends resynchronise at once) and sets what repair mode resets.
+Status finish_tcp(const std::vector<Repaired>& repaired);
+
+}  // namespace ckpt::sockets

@@ -1,0 +1,184 @@
+// Recreating a TCP socket (tcp.hpp). Binding happens in repair mode, which
+// lets a port be taken again while the old incarnation's sockets linger in
+// TIME-WAIT; repair mode clears SO_REUSEADDR when it ends, so that option is
+// set afterwards.
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "sockets/address.hpp"
+#include "sockets/tcp.hpp"
+
+namespace ckpt::sockets {
+
+using image::FileRecord;
+
+namespace {
+
+constexpr int kRepairOffNoProbe = -1;  // TCP_REPAIR_OFF_NO_WP
+constexpr int kTcpOptMss = 2, kTcpOptWindow = 3, kTcpOptSackPerm = 4, kTcpOptTimestamp = 8;
+
+Status set_int(int sock, int level, int name, int v, const std::string& what, const char* opt) {
+  if (::setsockopt(sock, level, name, &v, sizeof v) != 0) return sys_error(what + ": setting " + opt);
+  return {};
+}
+
+Status repair(int sock, int mode, const std::string& what) {
+  if (::setsockopt(sock, IPPROTO_TCP, TCP_REPAIR, &mode, sizeof mode) == 0) return {};
+  if (errno == EPERM)
+    return make_error(EPERM, what + ": restoring a TCP socket needs CAP_NET_ADMIN (TCP_REPAIR)");
+  return sys_error(what + (mode == 1 ? ": entering repair mode" : ": leaving repair mode"));
+}
+
+// Options that do not depend on the socket's state.
+Status set_options(int sock, const std::vector<uint64_t>& p, const std::string& what) {
+  const uint64_t o = p[image::kTcpOptions];
+  if (o & image::kTcpOptReusePort)
+    CKPT_TRY(set_int(sock, SOL_SOCKET, SO_REUSEPORT, 1, what, "SO_REUSEPORT"));
+  if (o & image::kTcpOptNoDelay)
+    CKPT_TRY(set_int(sock, IPPROTO_TCP, TCP_NODELAY, 1, what, "TCP_NODELAY"));
+  if (o & image::kTcpOptCork) CKPT_TRY(set_int(sock, IPPROTO_TCP, TCP_CORK, 1, what, "TCP_CORK"));
+  if (o & image::kTcpOptKeepAlive)
+    CKPT_TRY(set_int(sock, SOL_SOCKET, SO_KEEPALIVE, 1, what, "SO_KEEPALIVE"));
+  CKPT_TRY(set_int(sock, IPPROTO_TCP, TCP_KEEPIDLE, int(p[image::kTcpKeepIdle]), what,
+                   "TCP_KEEPIDLE"));
+  CKPT_TRY(set_int(sock, IPPROTO_TCP, TCP_KEEPINTVL, int(p[image::kTcpKeepIntvl]), what,
+                   "TCP_KEEPINTVL"));
+  CKPT_TRY(
+      set_int(sock, IPPROTO_TCP, TCP_KEEPCNT, int(p[image::kTcpKeepCnt]), what, "TCP_KEEPCNT"));
+  if (p[image::kTcpLinger]) {
+    linger l{1, int(p[image::kTcpLinger] - 1)};
+    if (::setsockopt(sock, SOL_SOCKET, SO_LINGER, &l, sizeof l) != 0)
+      return sys_error(what + ": setting SO_LINGER");
+  }
+  return {};
+}
+
+Status bind_to(int sock, const Endpoint& e, const std::string& what) {
+  sockaddr_storage sa;
+  socklen_t len = sockaddr_of(e, &sa);
+  if (::bind(sock, reinterpret_cast<sockaddr*>(&sa), len) != 0)
+    return sys_error(what + ": binding " + describe(e));
+  return {};
+}
+
+Status set_queue(int sock, int queue, uint32_t seq, const std::string& what) {
+  if (::setsockopt(sock, IPPROTO_TCP, TCP_REPAIR_QUEUE, &queue, sizeof queue) != 0 ||
+      ::setsockopt(sock, IPPROTO_TCP, TCP_QUEUE_SEQ, &seq, sizeof seq) != 0)
+    return sys_error(what + ": setting a queue's sequence number");
+  return {};
+}
+
+Status fill_queue(int sock, int queue, const uint8_t* data, size_t len, const std::string& what) {
+  if (::setsockopt(sock, IPPROTO_TCP, TCP_REPAIR_QUEUE, &queue, sizeof queue) != 0)
+    return sys_error(what + ": selecting a queue");
+  while (len > 0) {
+    ssize_t n = ::send(sock, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return sys_error(what + (queue == TCP_RECV_QUEUE ? ": refilling its receive queue"
+                                                       : ": refilling its send queue"));
+    data += n;
+    len -= size_t(n);
+  }
+  return {};
+}
+
+Status rebuild_connection(int sock, const FileRecord& f, const Endpoint& local,
+                          const std::string& what) {
+  const auto& p = f.params;
+  const uint64_t rq = p[image::kTcpRecvQueue], sq = p[image::kTcpSendQueue];
+  if (rq + sq != f.data.size())
+    return make_error(EBADMSG, what + ": TCP record's queues do not match its data");
+  CKPT_TRY(repair(sock, 1, what));
+  CKPT_TRY(set_queue(sock, TCP_SEND_QUEUE, uint32_t(p[image::kTcpSendSeq] - sq), what));
+  CKPT_TRY(set_queue(sock, TCP_RECV_QUEUE, uint32_t(p[image::kTcpRecvSeq] - rq), what));
+  CKPT_TRY(bind_to(sock, local, what));
+  const Endpoint peer = load_endpoint(int(p[image::kTcpFamily]), &p[image::kTcpPeerPort]);
+  sockaddr_storage sa;
+  socklen_t len = sockaddr_of(peer, &sa);
+  if (::connect(sock, reinterpret_cast<sockaddr*>(&sa), len) != 0)
+    return sys_error(what + ": reconnecting to " + describe(peer) + " in repair mode");
+
+  const uint64_t o = p[image::kTcpOptions];
+  tcp_repair_opt opts[4];
+  unsigned n = 0;
+  opts[n++] = {uint32_t(kTcpOptMss), uint32_t(p[image::kTcpMss])};
+  if (o & image::kTcpOptWscale)
+    opts[n++] = {uint32_t(kTcpOptWindow),
+                 uint32_t(p[image::kTcpSndWscale] | (p[image::kTcpRcvWscale] << 16))};
+  if (o & image::kTcpOptSack) opts[n++] = {uint32_t(kTcpOptSackPerm), 0};
+  if (o & image::kTcpOptTimestamps) opts[n++] = {uint32_t(kTcpOptTimestamp), 0};
+  if (::setsockopt(sock, IPPROTO_TCP, TCP_REPAIR_OPTIONS, opts, n * sizeof opts[0]) != 0)
+    return sys_error(what + ": restoring its negotiated options");
+  if (o & image::kTcpOptTimestamps)
+    CKPT_TRY(set_int(sock, IPPROTO_TCP, TCP_TIMESTAMP, int(uint32_t(p[image::kTcpTimestamp])),
+                     what, "its timestamp clock"));
+  // The queues first: the window is checked against rcv_nxt, which the
+  // receive queue moves to where it was.
+  CKPT_TRY(fill_queue(sock, TCP_RECV_QUEUE, f.data.data(), rq, what));
+  // Sent and unsent data alike go back as sent and unacknowledged: the
+  // retransmission timer delivers them after the restore.
+  CKPT_TRY(fill_queue(sock, TCP_SEND_QUEUE, f.data.data() + rq, sq, what));
+  tcp_repair_window w{};
+  w.snd_wl1 = uint32_t(p[image::kTcpWindow]);
+  w.snd_wnd = uint32_t(p[image::kTcpWindow + 1]);
+  w.max_window = uint32_t(p[image::kTcpWindow + 2]);
+  w.rcv_wnd = uint32_t(p[image::kTcpWindow + 3]);
+  w.rcv_wup = uint32_t(p[image::kTcpWindow + 4]);
+  if (::setsockopt(sock, IPPROTO_TCP, TCP_REPAIR_WINDOW, &w, sizeof w) != 0)
+    return sys_error(what + ": restoring its window");
+  return {};
+}
+
+}  // namespace
+
+Result<UniqueFd> restore_tcp(const FileRecord& f, const std::string& what,
+                             std::vector<Repaired>* repaired) {
+  const auto& p = f.params;
+  if (p.size() < image::kTcpParams)
+    return make_error(EBADMSG, what + ": TCP record is malformed");
+  const int family = int(p[image::kTcpFamily]);
+  if (family != AF_INET && family != AF_INET6)
+    return make_error(EBADMSG, what + ": TCP record has an unknown address family");
+  UniqueFd sock(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP));
+  if (!sock.valid()) return sys_error(what + ": creating the socket");
+  const int s = sock.get();
+  if (family == AF_INET6)
+    CKPT_TRY(set_int(s, IPPROTO_IPV6, IPV6_V6ONLY, (p[image::kTcpOptions] & image::kTcpOptV6Only) ? 1 : 0,
+                     what, "IPV6_V6ONLY"));
+  CKPT_TRY(set_options(s, p, what));
+  const Endpoint local = load_endpoint(family, &p[image::kTcpLocalPort]);
+  const bool reuse = p[image::kTcpOptions] & image::kTcpOptReuseAddr;
+  const uint64_t state = p[image::kTcpState];
+  if (state == TCP_ESTABLISHED) {
+    CKPT_TRY(rebuild_connection(s, f, local, what));
+    repaired->push_back({s, reuse});
+  } else if (state == TCP_LISTEN || state == TCP_CLOSE) {
+    const bool bound = local.port != 0;
+    if (bound) {
+      CKPT_TRY(repair(s, 1, what));
+      CKPT_TRY(bind_to(s, local, what));
+      CKPT_TRY(repair(s, kRepairOffNoProbe, what));
+    }
+    if (reuse) CKPT_TRY(set_int(s, SOL_SOCKET, SO_REUSEADDR, 1, what, "SO_REUSEADDR"));
+    if (state == TCP_LISTEN && ::listen(s, int(p[image::kTcpBacklog])) != 0)
+      return sys_error(what + ": listening on " + describe(local));
+  } else {
+    return make_error(EBADMSG, what + ": TCP record has an unsupported state");
+  }
+  if ((f.flags & O_NONBLOCK) && ::fcntl(s, F_SETFL, O_NONBLOCK) != 0)
+    return sys_error(what + ": setting O_NONBLOCK");
+  return sock;
+}
+
+Status finish_tcp(const std::vector<Repaired>& repaired) {
+  for (const Repaired& r : repaired) {
+    CKPT_TRY(repair(r.fd, 0, "TCP connection"));
+    if (r.reuse_addr) CKPT_TRY(set_int(r.fd, SOL_SOCKET, SO_REUSEADDR, 1, "TCP connection", "SO_REUSEADDR"));
+  }
+  return {};
+}
+
+}  // namespace ckpt::sockets
