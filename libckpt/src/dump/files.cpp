@@ -4,9 +4,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -22,6 +22,7 @@
 
 #include "dump/collect.hpp"
 #include "sockets/tcp.hpp"
+#include "tty/pty.hpp"
 #include "util/fd.hpp"
 #include "util/text.hpp"
 
@@ -356,7 +357,25 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
     if (!copy.valid()) return sys_error(what + ": taking a copy (pidfd_getfd)");
     return copy;
   };
+  const std::vector<pid_t> members = job.empty() ? std::vector<pid_t>{pid} : job;
   std::optional<std::set<uint64_t>> job_sockets;  // computed at the first socket
+  std::optional<std::set<int>> pty_masters;       // at the first terminal
+  std::optional<std::map<std::string, std::set<pid_t>>> member_links;  // at the first use
+  auto held_by_other_member = [&](const std::string& link) {
+    if (!member_links) {
+      member_links.emplace();
+      for (pid_t m : members) {
+        if (m == pid) continue;
+        const std::string dir = proc_path(m, "fd");
+        DIR* md = ::opendir(dir.c_str());
+        if (!md) continue;
+        while (dirent* e = ::readdir(md))
+          if (auto t = read_link(dir + "/" + e->d_name); t.ok()) (*member_links)[*t].insert(m);
+        ::closedir(md);
+      }
+    }
+    return member_links->count(link) > 0;
+  };
 
   uint64_t saved_bytes = 0;
   std::vector<std::string> shared_links;  // pipes and FIFOs: no other process may hold them
@@ -383,7 +402,13 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
     const bool is_tty =
         S_ISCHR(r.st.st_mode) && (starts_with(f.path, "/dev/pts/") ||
                                   starts_with(f.path, "/dev/tty") || f.path == "/dev/console");
-    if (r.fd <= 2 && (is_pipe || is_tty)) {
+    // A pty whose master a member holds, or a pipe to another member: the
+    // job's own, restored with it, even on fds 0-2.
+    const int pts = is_tty ? tty::pts_index(f.path) : -1;
+    if (pts >= 0 && !pty_masters) pty_masters = tty::job_pty_masters(members);
+    const bool job_pty = pts >= 0 && pty_masters->count(pts);
+    const bool job_pipe = is_pipe && r.fd <= 2 && held_by_other_member(f.path);
+    if (r.fd <= 2 && ((is_pipe && !job_pipe) || (is_tty && !job_pty))) {
       f.kind = FileKind::kInheritStdio;  // stays connected to cr_restart's own
       out->push_back(std::move(f));
       continue;
@@ -436,6 +461,17 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
                               (S_ISDIR(r.st.st_mode) ? "a directory" : "still linked elsewhere") +
                               "): not supported yet");
       f.kind = FileKind::kRegular;
+    } else if (job_pty) {
+      CKPT_ASSIGN(UniqueFd copy, copy_of(r.fd, what));
+      CKPT_TRY(tty::collect_slave(copy.get(), pts, what, &f));
+    } else if (S_ISCHR(r.st.st_mode) && f.path == "/dev/ptmx") {
+      CKPT_ASSIGN(UniqueFd copy, copy_of(r.fd, what));
+      CKPT_TRY(tty::collect_master(copy.get(), r.info, what, &f));
+      saved_bytes += f.data.size();
+      // Its slave must not be open outside the job.
+      const std::string slave = "/dev/pts/" + std::to_string(f.params[image::kPtyIndex]);
+      if (std::find(shared_links.begin(), shared_links.end(), slave) == shared_links.end())
+        shared_links.push_back(slave);
     } else if (S_ISCHR(r.st.st_mode) &&
                (f.path == "/dev/null" || f.path == "/dev/zero" || f.path == "/dev/urandom" ||
                 f.path == "/dev/random" || f.path == "/dev/full")) {
@@ -475,7 +511,7 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
       len = sizeof protocol;
       ::getsockopt(sock.get(), SOL_SOCKET, SO_PROTOCOL, &protocol, &len);
       if ((family == AF_INET || family == AF_INET6) && protocol == IPPROTO_TCP) {
-        if (!job_sockets) job_sockets = sockets::job_socket_inodes(job.empty() ? std::vector<pid_t>{pid} : job);
+        if (!job_sockets) job_sockets = sockets::job_socket_inodes(members);
         CKPT_TRY(sockets::collect_tcp(pid, sock.get(), *job_sockets, false, what, &f));
         saved_bytes += f.data.size();
       } else {
@@ -501,8 +537,11 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
   if (!shared_links.empty()) {
     auto holders = other_holders(pid, shared_links, job);
     for (const FileRecord& f : *out) {
-      auto h = holders.find(f.path);
-      if (h == holders.end() || (f.kind != FileKind::kPipe && f.kind != FileKind::kFifo)) continue;
+      const bool pty = f.kind == FileKind::kPtyMaster;
+      auto h =
+          holders.find(pty ? "/dev/pts/" + std::to_string(f.params[image::kPtyIndex]) : f.path);
+      if (h == holders.end() || (f.kind != FileKind::kPipe && f.kind != FileKind::kFifo && !pty))
+        continue;
       return make_error(ENOTSUP, "fd " + std::to_string(f.fd) + ": " + f.path + ": also open in " +
                                      h->second +
                                      ", which is not in the job: checkpoint the whole job "

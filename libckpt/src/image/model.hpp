@@ -116,6 +116,9 @@ enum class FileKind : uint32_t {
   kMemfd = 11,        // a memfd_create(2) file: recreated from `data`, params kDeleted* + seals
   kTcp = 12,          // a TCP socket (unbound, bound, listening or established): params kTcp*,
                       // `data` = receive queue then send queue (established only)
+  kPtyMaster = 13,    // /dev/ptmx of a pty whose slave is in the job: params kPty*, `data` =
+                      // output not yet read from it
+  kPtySlave = 14,     // /dev/pts/N of such a pty: params kPty*
 };
 
 // FileRecord::params, by kind.
@@ -166,6 +169,17 @@ enum : size_t {
   kTcpWindow = 23,       // struct tcp_repair_window: snd_wl1, snd_wnd, max_window, rcv_wnd,
                          // rcv_wup (five words)
   kTcpParams = 28,
+  // kPtyMaster, kPtySlave: the slave's termios and the window size.
+  kPtyIndex = 0,  // N of /dev/pts/N at checkpoint time
+  kPtyIflag = 1,
+  kPtyOflag = 2,
+  kPtyCflag = 3,
+  kPtyLflag = 4,
+  kPtyLine = 5,
+  kPtyCc = 6,       // c_cc[32], four words
+  kPtyWinsize = 10,  // rows | cols << 16 | xpixel << 32 | ypixel << 48
+  kPtyLocked = 11,   // 1: the slave is locked (TIOCSPTLCK)
+  kPtyParams = 12,
 };
 
 // kTcpOptions bits.

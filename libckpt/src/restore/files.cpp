@@ -221,7 +221,8 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
     return raw;
   };
   auto reopen = [&](int base, uint32_t flags, const std::string& what) -> Result<int> {
-    UniqueFd fd(::open(self_fd(base).c_str(), reopen_flags(flags)));
+    // Through /proc/self/fd, a symlink: O_NOFOLLOW would refuse it.
+    UniqueFd fd(::open(self_fd(base).c_str(), reopen_flags(flags) & ~O_NOFOLLOW));
     if (!fd.valid()) return sys_error("reopening " + what);
     return keep(std::move(fd));
   };
@@ -376,6 +377,12 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
         }
         case FileKind::kTcp: {
           CKPT_ASSIGN(UniqueFd fd, sockets::restore_tcp(f, what, &shared->repaired));
+          source = keep(std::move(fd));
+          break;
+        }
+        case FileKind::kPtyMaster:
+        case FileKind::kPtySlave: {
+          CKPT_ASSIGN(UniqueFd fd, tty::restore_pty(f, what, &shared->ptys));
           source = keep(std::move(fd));
           break;
         }

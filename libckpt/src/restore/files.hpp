@@ -11,6 +11,7 @@
 
 #include "image/model.hpp"
 #include "sockets/tcp.hpp"
+#include "tty/pty.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::restore {
@@ -51,6 +52,7 @@ struct SharedFiles {
   std::map<std::pair<int, int>, int> sources;                   // (pid, fd) -> fd here
   std::map<std::pair<int, int>, std::pair<int, int>> share_of;  // (pid, fd) -> (pid, fd)
   std::vector<sockets::Repaired> repaired;  // TCP connections still in repair mode
+  tty::Pairs ptys;
   std::vector<UniqueFd> owned;  // this process's copies, kept until every member has its own
 };
 

@@ -10,9 +10,9 @@
 namespace ckpt::sockets {
 
 struct Endpoint {
-  int family = 0;                 // AF_INET or AF_INET6
+  int family = 0;                  // AF_INET or AF_INET6
   std::array<uint8_t, 16> addr{};  // in_addr (4 bytes, rest zero) or in6_addr
-  uint16_t port = 0;              // host order
+  uint16_t port = 0;               // host order
 
   // Equal as addresses: an IPv4-mapped IPv6 address equals its IPv4 form.
   bool operator==(const Endpoint& o) const;

@@ -25,8 +25,8 @@ std::set<uint64_t> job_socket_inodes(const std::vector<pid_t>& job);
 // connection; the peer must be a socket in `job_sockets` unless
 // `allow_outside`. Refuses states other than unconnected, listening and
 // established, and a listening socket with connections not yet accepted.
-Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets,
-                   bool allow_outside, const std::string& what, image::FileRecord* f);
+Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets, bool allow_outside,
+                   const std::string& what, image::FileRecord* f);
 
 // A restored connection still in repair mode: it leaves it once every
 // socket of the job exists (a peer that does not yet exist would answer the

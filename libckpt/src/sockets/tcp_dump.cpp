@@ -5,8 +5,8 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <linux/sockios.h>
-#include <netinet/tcp.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -28,15 +28,24 @@ constexpr int kRepairOffNoProbe = -1;  // TCP_REPAIR_OFF_NO_WP
 
 const char* state_name(unsigned st) {
   switch (st) {
-    case TCP_SYN_SENT: return "connecting (SYN-SENT)";
-    case TCP_SYN_RECV: return "SYN-RECV";
-    case TCP_FIN_WAIT1: return "closing (FIN-WAIT-1)";
-    case TCP_FIN_WAIT2: return "half-closed (FIN-WAIT-2)";
-    case TCP_TIME_WAIT: return "TIME-WAIT";
-    case TCP_CLOSE_WAIT: return "half-closed by its peer (CLOSE-WAIT)";
-    case TCP_LAST_ACK: return "closing (LAST-ACK)";
-    case TCP_CLOSING: return "closing (CLOSING)";
-    default: return "in an unknown state";
+    case TCP_SYN_SENT:
+      return "connecting (SYN-SENT)";
+    case TCP_SYN_RECV:
+      return "SYN-RECV";
+    case TCP_FIN_WAIT1:
+      return "closing (FIN-WAIT-1)";
+    case TCP_FIN_WAIT2:
+      return "half-closed (FIN-WAIT-2)";
+    case TCP_TIME_WAIT:
+      return "TIME-WAIT";
+    case TCP_CLOSE_WAIT:
+      return "half-closed by its peer (CLOSE-WAIT)";
+    case TCP_LAST_ACK:
+      return "closing (LAST-ACK)";
+    case TCP_CLOSING:
+      return "closing (CLOSING)";
+    default:
+      return "in an unknown state";
   }
 }
 
@@ -58,8 +67,8 @@ std::vector<Row> tcp_rows(pid_t pid) {
       at = end;
       char local[64], remote[64];
       unsigned long long inode;
-      if (std::sscanf(line.c_str(), " %*s %63s %63s %*s %*s %*s %*s %*s %*s %llu", local,
-                      remote, &inode) != 3)
+      if (std::sscanf(line.c_str(), " %*s %63s %63s %*s %*s %*s %*s %*s %*s %llu", local, remote,
+                      &inode) != 3)
         continue;
       Row r;
       if (parse_proc_endpoint(local, &r.local) && parse_proc_endpoint(remote, &r.remote)) {
@@ -176,8 +185,8 @@ std::set<uint64_t> job_socket_inodes(const std::vector<pid_t>& job) {
   return out;
 }
 
-Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets,
-                   bool allow_outside, const std::string& what, FileRecord* f) {
+Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets, bool allow_outside,
+                   const std::string& what, FileRecord* f) {
   f->kind = image::FileKind::kTcp;
   f->params.assign(image::kTcpParams, 0);
   auto& p = f->params;
@@ -215,12 +224,11 @@ Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets,
                                        "): its peer is not in the job: checkpoint the whole job "
                                        "(--tree of a common ancestor)");
     }
-    CKPT_TRY(read_connection(sock, what + " (TCP connection " + describe(me) + " -> " +
-                                       describe(them) + ")",
-                             f));
+    CKPT_TRY(read_connection(
+        sock, what + " (TCP connection " + describe(me) + " -> " + describe(them) + ")", f));
   } else if (state != TCP_CLOSE) {
-    return make_error(ENOTSUP, what + " (" + name + "): " + state_name(state) +
-                                   ": not supported yet");
+    return make_error(ENOTSUP,
+                      what + " (" + name + "): " + state_name(state) + ": not supported yet");
   }
 
   uint64_t& o = p[image::kTcpOptions];
@@ -241,9 +249,9 @@ Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets,
   linger l{};
   CKPT_TRY(get_opt(sock, SOL_SOCKET, SO_LINGER, &l, what, "SO_LINGER"));
   p[image::kTcpLinger] = l.l_onoff ? uint64_t(l.l_linger) + 1 : 0;
-  f->path = state == TCP_ESTABLISHED ? "TCP " + describe(me) + " -> " + describe(them)
-                                     : (state == TCP_LISTEN ? "TCP listening on " : "TCP ") +
-                                           describe(me);
+  f->path = state == TCP_ESTABLISHED
+                ? "TCP " + describe(me) + " -> " + describe(them)
+                : (state == TCP_LISTEN ? "TCP listening on " : "TCP ") + describe(me);
   return {};
 }
 

@@ -3,9 +3,12 @@
 // TIME-WAIT; repair mode clears SO_REUSEADDR when it ends, so that option is
 // set afterwards.
 #include <fcntl.h>
-#include <netinet/tcp.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include "sockets/address.hpp"
 #include "sockets/tcp.hpp"
@@ -20,7 +23,8 @@ constexpr int kRepairOffNoProbe = -1;  // TCP_REPAIR_OFF_NO_WP
 constexpr int kTcpOptMss = 2, kTcpOptWindow = 3, kTcpOptSackPerm = 4, kTcpOptTimestamp = 8;
 
 Status set_int(int sock, int level, int name, int v, const std::string& what, const char* opt) {
-  if (::setsockopt(sock, level, name, &v, sizeof v) != 0) return sys_error(what + ": setting " + opt);
+  if (::setsockopt(sock, level, name, &v, sizeof v) != 0)
+    return sys_error(what + ": setting " + opt);
   return {};
 }
 
@@ -41,8 +45,8 @@ Status set_options(int sock, const std::vector<uint64_t>& p, const std::string& 
   if (o & image::kTcpOptCork) CKPT_TRY(set_int(sock, IPPROTO_TCP, TCP_CORK, 1, what, "TCP_CORK"));
   if (o & image::kTcpOptKeepAlive)
     CKPT_TRY(set_int(sock, SOL_SOCKET, SO_KEEPALIVE, 1, what, "SO_KEEPALIVE"));
-  CKPT_TRY(set_int(sock, IPPROTO_TCP, TCP_KEEPIDLE, int(p[image::kTcpKeepIdle]), what,
-                   "TCP_KEEPIDLE"));
+  CKPT_TRY(
+      set_int(sock, IPPROTO_TCP, TCP_KEEPIDLE, int(p[image::kTcpKeepIdle]), what, "TCP_KEEPIDLE"));
   CKPT_TRY(set_int(sock, IPPROTO_TCP, TCP_KEEPINTVL, int(p[image::kTcpKeepIntvl]), what,
                    "TCP_KEEPINTVL"));
   CKPT_TRY(
@@ -113,8 +117,8 @@ Status rebuild_connection(int sock, const FileRecord& f, const Endpoint& local,
   if (::setsockopt(sock, IPPROTO_TCP, TCP_REPAIR_OPTIONS, opts, n * sizeof opts[0]) != 0)
     return sys_error(what + ": restoring its negotiated options");
   if (o & image::kTcpOptTimestamps)
-    CKPT_TRY(set_int(sock, IPPROTO_TCP, TCP_TIMESTAMP, int(uint32_t(p[image::kTcpTimestamp])),
-                     what, "its timestamp clock"));
+    CKPT_TRY(set_int(sock, IPPROTO_TCP, TCP_TIMESTAMP, int(uint32_t(p[image::kTcpTimestamp])), what,
+                     "its timestamp clock"));
   // The queues first: the window is checked against rcv_nxt, which the
   // receive queue moves to where it was.
   CKPT_TRY(fill_queue(sock, TCP_RECV_QUEUE, f.data.data(), rq, what));
@@ -132,13 +136,54 @@ Status rebuild_connection(int sock, const FileRecord& f, const Endpoint& local,
   return {};
 }
 
+// Whether only TIME-WAIT sockets hold `port` (/proc/net/tcp{,6}, state 06).
+bool only_time_wait_on(uint16_t port) {
+  bool any = false;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    auto text = read_file(table);
+    if (!text.ok()) continue;
+    size_t at = text->find('\n');
+    while (at != std::string::npos && at + 1 < text->size()) {
+      size_t end = text->find('\n', at + 1);
+      std::string line = text->substr(at + 1, end == std::string::npos ? end : end - at - 1);
+      at = end;
+      char local[64];
+      unsigned st;
+      Endpoint e;
+      if (std::sscanf(line.c_str(), " %*s %63s %*s %x", local, &st) != 2 ||
+          !parse_proc_endpoint(local, &e) || e.port != port)
+        continue;
+      if (st != 0x06) return false;
+      any = true;
+    }
+  }
+  return any;
+}
+
+// listen(2) checks the port again, outside repair mode: a connection of the
+// old incarnation that the kill left in TIME-WAIT, made by a program that
+// did not set SO_REUSEADDR, holds it for up to a minute. Wait for that
+// (saying so once); anything else in the way is an error.
+Status listen_again(int sock, const Endpoint& local, int backlog, const std::string& what) {
+  bool said = false;
+  for (int tries = 0;; ++tries) {
+    if (::listen(sock, backlog) == 0) return {};
+    if (errno != EADDRINUSE || tries >= 700 || !only_time_wait_on(local.port))
+      return sys_error(what + ": listening on " + describe(local));
+    if (!said)
+      std::fprintf(stderr, "%s: waiting for the TIME-WAIT of old connections (at most 60 s)\n",
+                   what.c_str());
+    said = true;
+    ::usleep(100 * 1000);
+  }
+}
+
 }  // namespace
 
 Result<UniqueFd> restore_tcp(const FileRecord& f, const std::string& what,
                              std::vector<Repaired>* repaired) {
   const auto& p = f.params;
-  if (p.size() < image::kTcpParams)
-    return make_error(EBADMSG, what + ": TCP record is malformed");
+  if (p.size() < image::kTcpParams) return make_error(EBADMSG, what + ": TCP record is malformed");
   const int family = int(p[image::kTcpFamily]);
   if (family != AF_INET && family != AF_INET6)
     return make_error(EBADMSG, what + ": TCP record has an unknown address family");
@@ -146,8 +191,8 @@ Result<UniqueFd> restore_tcp(const FileRecord& f, const std::string& what,
   if (!sock.valid()) return sys_error(what + ": creating the socket");
   const int s = sock.get();
   if (family == AF_INET6)
-    CKPT_TRY(set_int(s, IPPROTO_IPV6, IPV6_V6ONLY, (p[image::kTcpOptions] & image::kTcpOptV6Only) ? 1 : 0,
-                     what, "IPV6_V6ONLY"));
+    CKPT_TRY(set_int(s, IPPROTO_IPV6, IPV6_V6ONLY,
+                     (p[image::kTcpOptions] & image::kTcpOptV6Only) ? 1 : 0, what, "IPV6_V6ONLY"));
   CKPT_TRY(set_options(s, p, what));
   const Endpoint local = load_endpoint(family, &p[image::kTcpLocalPort]);
   const bool reuse = p[image::kTcpOptions] & image::kTcpOptReuseAddr;
@@ -163,8 +208,7 @@ Result<UniqueFd> restore_tcp(const FileRecord& f, const std::string& what,
       CKPT_TRY(repair(s, kRepairOffNoProbe, what));
     }
     if (reuse) CKPT_TRY(set_int(s, SOL_SOCKET, SO_REUSEADDR, 1, what, "SO_REUSEADDR"));
-    if (state == TCP_LISTEN && ::listen(s, int(p[image::kTcpBacklog])) != 0)
-      return sys_error(what + ": listening on " + describe(local));
+    if (state == TCP_LISTEN) CKPT_TRY(listen_again(s, local, int(p[image::kTcpBacklog]), what));
   } else {
     return make_error(EBADMSG, what + ": TCP record has an unsupported state");
   }
@@ -176,7 +220,8 @@ Result<UniqueFd> restore_tcp(const FileRecord& f, const std::string& what,
 Status finish_tcp(const std::vector<Repaired>& repaired) {
   for (const Repaired& r : repaired) {
     CKPT_TRY(repair(r.fd, 0, "TCP connection"));
-    if (r.reuse_addr) CKPT_TRY(set_int(r.fd, SOL_SOCKET, SO_REUSEADDR, 1, "TCP connection", "SO_REUSEADDR"));
+    if (r.reuse_addr)
+      CKPT_TRY(set_int(r.fd, SOL_SOCKET, SO_REUSEADDR, 1, "TCP connection", "SO_REUSEADDR"));
   }
   return {};
 }

@@ -1,0 +1,76 @@
+// Recreating a pty pair (pty.hpp).
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+
+#include "tty/pty.hpp"
+#include "tty/termios_words.hpp"
+
+namespace ckpt::tty {
+
+namespace {
+
+Result<int> pair_of(const image::FileRecord& f, const std::string& what, Pairs* pairs) {
+  const uint64_t index = f.params[image::kPtyIndex];
+  auto it = pairs->masters.find(index);
+  if (it != pairs->masters.end()) return it->second.get();
+  UniqueFd master(::open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!master.valid()) return sys_error(what + ": creating a pty (/dev/ptmx)");
+  int unlock = 0;
+  if (::ioctl(master.get(), TIOCSPTLCK, &unlock) != 0)
+    return sys_error(what + ": unlocking the pty");
+  UniqueFd slave(::ioctl(master.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!slave.valid()) return sys_error(what + ": opening the new pty's slave side");
+  termios t;
+  winsize w;
+  load_termios(f.params, &t, &w);
+  if (::tcsetattr(slave.get(), TCSANOW, &t) != 0 || ::ioctl(slave.get(), TIOCSWINSZ, &w) != 0)
+    return sys_error(what + ": setting the terminal's settings");
+  return pairs->masters.emplace(index, std::move(master)).first->second.get();
+}
+
+// Output the master had not read yet, written through the slave with output
+// processing off so it arrives as it was saved.
+Status refill(int master, const image::FileRecord& f, const std::string& what) {
+  UniqueFd slave(::ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!slave.valid()) return sys_error(what + ": opening the new pty's slave side");
+  termios t{}, raw{};
+  if (::tcgetattr(slave.get(), &t) != 0) return sys_error(what + ": reading terminal settings");
+  raw = t;
+  raw.c_oflag &= ~tcflag_t(OPOST);
+  if (::tcsetattr(slave.get(), TCSANOW, &raw) != 0)
+    return sys_error(what + ": pausing output processing");
+  Status s = write_all(slave.get(), f.data.data(), f.data.size(), what + ": refilling its output");
+  if (::tcsetattr(slave.get(), TCSANOW, &t) != 0 && s.ok())
+    s = sys_error(what + ": restoring terminal settings");
+  return s;
+}
+
+}  // namespace
+
+Result<UniqueFd> restore_pty(const image::FileRecord& f, const std::string& what, Pairs* pairs) {
+  if (f.params.size() < image::kPtyParams)
+    return make_error(EBADMSG, what + ": pty record is malformed");
+  CKPT_ASSIGN(int master, pair_of(f, what, pairs));
+  const int nonblock = (f.flags & O_NONBLOCK) ? O_NONBLOCK : 0;
+  if (f.kind == image::FileKind::kPtySlave) {
+    UniqueFd slave(
+        ::ioctl(master, TIOCGPTPEER, int(f.flags & O_ACCMODE) | nonblock | O_NOCTTY | O_CLOEXEC));
+    if (!slave.valid()) return sys_error(what + ": opening the new pty's slave side");
+    return slave;
+  }
+  // The master: one open file description per pty, shared by dups.
+  const uint64_t index = f.params[image::kPtyIndex];
+  if (!f.data.empty() && pairs->refilled.insert(index).second) CKPT_TRY(refill(master, f, what));
+  if (f.params[image::kPtyLocked]) {
+    int lock = 1;
+    if (::ioctl(master, TIOCSPTLCK, &lock) != 0) return sys_error(what + ": locking the pty");
+  }
+  UniqueFd copy(::fcntl(master, F_DUPFD_CLOEXEC, 0));
+  if (!copy.valid()) return sys_error(what + ": duplicating the pty master");
+  if (nonblock && ::fcntl(copy.get(), F_SETFL, O_NONBLOCK) != 0)
+    return sys_error(what + ": setting O_NONBLOCK");
+  return copy;
+}
+
+}  // namespace ckpt::tty
