@@ -1,4 +1,5 @@
 #include "dump/member.hpp"
+#include "dump/scratch.hpp"
 
 #include <sys/utsname.h>
 
@@ -55,6 +56,7 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   CKPT_TRY(proc::read_task_states(pid, &meta.threads, &meta.state, &meta.credentials));
   int tracker_fd = earlier && earlier->tracker_fd >= 0 ? earlier->tracker_fd : dirty::kTrackerFd;
   CKPT_TRY(collect_files(pid, tracker_fd, &meta.files, spec.job));
+  CKPT_TRY(collect_scratch(pid, &meta));
   utsname u;
   if (::uname(&u) == 0) meta.kernel_release = u.release;
 

@@ -245,6 +245,14 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     }
     put_record(out, RecordType::kFile, w, nrecords);
   }
+  for (const ScratchFile& f : m.scratch) {
+    ByteWriter w;
+    w.str(f.path);
+    for (uint32_t v : {f.type, f.mode, f.uid, f.gid}) w.u32(v);
+    w.u64(f.data.size());
+    w.bytes(f.data.data(), f.data.size());
+    put_record(out, RecordType::kScratchFile, w, nrecords);
+  }
   return std::move(out.data());
 }
 
@@ -379,6 +387,17 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
         if (!r.bytes(f.data.data(), n)) return false;
       }
       m->files.push_back(std::move(f));
+      return true;
+    }
+    case RecordType::kScratchFile: {
+      ScratchFile f;
+      uint64_t n;
+      if (!r.str(&f.path) || !r.u32(&f.type) || !r.u32(&f.mode) || !r.u32(&f.uid) ||
+          !r.u32(&f.gid) || !r.u64(&n) || n > r.left())
+        return false;
+      f.data.resize(n);
+      if (!r.bytes(f.data.data(), n)) return false;
+      m->scratch.push_back(std::move(f));
       return true;
     }
     case RecordType::kJobMember:

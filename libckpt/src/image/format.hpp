@@ -74,6 +74,7 @@ enum class RecordType : uint32_t {
   // job.img (image/job_image.hpp)
   kJobMember = 24,
   kJobShare = 25,
+  kScratchFile = 26,  // a member's meta.img: ImageMeta::scratch
 };
 
 // Little-endian byte sink/source for record payloads.

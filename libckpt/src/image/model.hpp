@@ -272,6 +272,19 @@ struct ChainLink {
   uint64_t addr_digest = 0;    // xxh3 of this generation's whole addr.img
 };
 
+// A file on tmpfs that the process holds open or maps shared (/dev/shm
+// segments, an MPI launcher's session directory placed on tmpfs). Such files
+// vanish with the node, and the job's launcher may remove them; their content
+// is part of the job's state (record 26). Directories are the file's parents
+// below the tmpfs mount, listed before it.
+struct ScratchFile {
+  std::string path;
+  uint32_t type = 0;  // S_IFREG, S_IFIFO or S_IFDIR
+  uint32_t mode = 0;  // permission bits
+  uint32_t uid = 0, gid = 0;
+  std::vector<uint8_t> data;  // S_IFREG: the whole content
+};
+
 struct ImageMeta {
   uint64_t generation = 0;
   uint64_t parent_generation = 0;  // 0: a full checkpoint
@@ -299,6 +312,7 @@ struct ImageMeta {
   // Set by the writer at commit (the caller gives parent_digest); read back
   // from record 22.
   ChainLink link;
+  std::vector<ScratchFile> scratch;  // record 26
 };
 
 // PageRun::flags bits.

@@ -1,5 +1,6 @@
 // Restore side of the file descriptors (docs/state.md, "Files and descriptors").
 #include "restore/files.hpp"
+#include "restore/scratch.hpp"
 
 #include <fcntl.h>
 #include <sys/epoll.h>
@@ -170,8 +171,10 @@ Status check_files_unchanged(const image::ImageMeta& meta, bool force) {
       add(v.name, "mapping " + hex(v.start) + "-" + hex(v.end), v.dev, v.ino, v.file_size,
           v.mtime_ns, (v.flags & image::kVmaShared) && (v.prot & 2 /* PROT_WRITE */));
 
+  const std::set<std::string> scratch = scratch_paths(meta);  // put back by the restore itself
   for (const auto& [path, u] : uses) {
     const std::string what = u.who + ": " + path;
+    if (scratch.count(path)) continue;
     // Kernel pseudo files are made anew for each process and boot.
     if (path.rfind("/proc/", 0) == 0 || path.rfind("/sys/", 0) == 0) continue;
     struct stat st;

@@ -111,6 +111,11 @@ Status fits_user(const image::ImageMeta& meta, uid_t uid, const std::set<gid_t>&
       return make_error(EPERM, t + " claims nice " + std::to_string(c.nice) + " but " + user +
                                    " could write the images");
   }
+  for (const image::ScratchFile& f : meta.scratch)
+    if (f.uid != uid || !allowed.count(f.gid))
+      return make_error(EPERM, "scratch file " + f.path + " claims owner " +
+                                   std::to_string(f.uid) + ":" + std::to_string(f.gid) + " but " +
+                                   user + " could write the images");
   if (meta.state.has_rlimits) {
     for (int r = 0; r < 16; ++r) {
       rlimit64 own;

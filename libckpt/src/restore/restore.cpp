@@ -21,6 +21,7 @@
 #include "restore/address_space.hpp"
 #include "restore/files.hpp"
 #include "restore/image_trust.hpp"
+#include "restore/scratch.hpp"
 #include "restore/shared_memory.hpp"
 #include "restore/spawn.hpp"
 #include "restore/syscall_restart.hpp"
@@ -170,6 +171,7 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
     if (!s.ok()) return named(metas[k]->process.pid, s.error());
   }
 
+  CKPT_TRY(restore::restore_scratch(metas));
   restore::SharedMemory shm;
   CKPT_TRY(shm.create(metas));
   std::vector<pid_t> pids;
