@@ -3,7 +3,7 @@
 // same on every run, so a restored run can be compared with an uninterrupted one.
 //
 //   cg [N [ITERATIONS]]    grid N^3 (default 128), iterations (default 200)
-//   cg CLASS               S 32^3 x 25, W 64^3 x 50, A 128^3 x 100, B 192^3 x 200
+//   cg CLASS               S 32^3 x 1500, W 64^3 x 50, A 128^3 x 100, B 192^3 x 200
 //
 // Self-checking: at the end it recomputes b - A x from scratch (b regenerated)
 // and needs it to agree with the residual the iteration carried and to be
@@ -50,7 +50,7 @@ static double rhs(unsigned long long* seed) {
 int main(int argc, char** argv) {
   int used;
   char cls = npb_class_arg(argc, argv, &used);
-  static const int class_n[] = {32, 64, 128, 192}, class_it[] = {25, 50, 100, 200};
+  static const int class_n[] = {32, 64, 128, 192}, class_it[] = {1500, 50, 100, 200};
   if (cls == '?') {
     fprintf(stderr, "usage: cg [N [ITERATIONS]] | cg [--class] S|W|A|B\n");
     return 2;

@@ -5,7 +5,7 @@
 // FFTs along the contiguous axis, then a transpose that makes the next axis
 // contiguous, three times, so every step rewrites all three arrays.
 //
-//   ft CLASS    S 32^3 x 6, W 64^3 x 6, A 128^3 x 20, B 256x256x128 x 20
+//   ft CLASS    S 32^3 x 300, W 64^3 x 20, A 128^3 x 20, B 256x256x128 x 20
 //
 // Self-checking: after the last step, four points of the field are computed
 // again by a direct (slow) inverse DFT of the evolved spectrum and must agree
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   int used;
   char cls = npb_class_arg(argc, argv, &used);
   static const int cx[] = {32, 64, 128, 256}, cy[] = {32, 64, 128, 256}, cz[] = {32, 64, 128, 128},
-                   csteps[] = {6, 6, 20, 20};
+                   csteps[] = {300, 20, 20, 20};
   int ci = npb_class_index(cls);
   if (ci < 0 || argc != 1 + used) {
     fprintf(stderr, "usage: ft [--class] S|W|A|B\n");
