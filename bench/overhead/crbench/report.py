@@ -10,7 +10,7 @@ CKPT_FIELDS = ["workload", "interval_s", "repeat", "index", "kind", "chain", "t"
                "tracker_reset"]
 OVERHEAD_FIELDS = ["workload", "interval_s", "runs", "baseline_s", "wall_s", "slowdown_pct",
                    "cpu_baseline_s", "cpu_s", "cpu_slowdown_pct", "checkpoints_per_run"]
-RESTART_FIELDS = ["workload", "chain_length", "generation", "killed_at_s", "restore_s",
+RESTART_FIELDS = ["workload", "chain_length", "generation", "interval_s", "killed_at_s", "restore_s",
                   "generations_read", "pages_read", "pages_written", "pages_skipped", "bytes_read",
                   "run_to_end_s", "verified"]
 SUMMARY_FIELDS = ["workload", "baseline_s", "interval_s", "slowdown_pct", "cpu_slowdown_pct",
@@ -61,7 +61,8 @@ def markdown(res):
                      f"{fmt(k['bytes_written'], 1, MIB)} | {fmt(k['pages_written'], 0, 1.0)} | "
                      f"{fmt(k['disk_bytes'], 1, MIB)} | {fmt(k['dirty_fraction'], 1, 100.0)} |")
     if res["restarts"]:
-        lines += ["", f"Killed (SIGKILL) at {res['restarts'][0]['killed_at_s']:.1f} s, then restarted "
+        lines += ["", f"Checkpointed every {res['restarts'][0]['interval_s']:g} s, killed (SIGKILL) at "
+                  f"{res['restarts'][0]['killed_at_s']:.1f} s, then restarted "
                   "from each generation of its chain; every restarted run finished and printed the "
                   "uninterrupted run's result:", "",
                   "| restart from | restore (s) | generations read | read (MiB) | to the end (s) | result |",

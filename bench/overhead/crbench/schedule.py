@@ -1,5 +1,6 @@
 """A workload under a checkpoint schedule, and killed and restarted from its chain."""
 import os
+import shutil
 import time
 
 from . import progress
@@ -40,7 +41,8 @@ def checkpointed_run(spec, tools, interval, incrementals, tracker, ckpt_base, lo
                      timeout, reference, label):
     """Runs the workload to its end with a full, then `incrementals` incrementals,
     then a new full (a new chain directory), ... every `interval` seconds.
-    Returns (wall, cpu, checkpoint records)."""
+    Returns (wall, cpu, checkpoint records); none if the workload ended before
+    the first checkpoint was due."""
     os.makedirs(ckpt_base, exist_ok=True)  # cr_full makes the chain directory, not its parents
     p = Process(spec, log_path)
     records, chain, in_chain, full_pages = [], 0, 0, None
@@ -68,28 +70,48 @@ def checkpointed_run(spec, tools, interval, incrementals, tracker, ckpt_base, lo
         progress.show(f"{label}: {p.elapsed():.1f} s, {len(records)} checkpoints")
     p.wait(timeout)
     check_output(spec, p.lines, p.status, label, reference)
-    if not records:
-        raise BenchError(f"{label}: the workload ended after {p.wall:.2f} s, before the first "
-                         f"checkpoint at {interval} s: use a larger class or a shorter interval")
     return p.wall, p.cpu, records
+
+
+class _EndedEarly(BenchError):
+    pass
 
 
 def restart_study(spec, tools, interval, n, tracker, ckpt_dir, log_dir, timeout, reference, label):
     """Full + n incrementals every `interval` s, then SIGKILL (the failure), then a
     real restart from the full plus k incrementals for k = 0..n, each run to its
-    end and its result checked. Returns one record per k."""
+    end and its result checked. Returns one record per k.
+
+    A run that ends before its chain is complete (the machine was faster than
+    the uninterrupted run said) is tried again with half the interval, twice
+    at most; the records say which interval was used."""
+    for attempt in range(3):
+        try:
+            return _restart_study(spec, tools, interval / 2 ** attempt, n, tracker, ckpt_dir,
+                                  log_dir, timeout, reference, label)
+        except _EndedEarly as e:
+            if attempt == 2:
+                raise BenchError(str(e))
+            progress.show(f"{label}: {e}; again with half the interval", True)
+
+
+def _restart_study(spec, tools, interval, n, tracker, ckpt_dir, log_dir, timeout, reference, label):
+    shutil.rmtree(ckpt_dir, ignore_errors=True)
     os.makedirs(os.path.dirname(ckpt_dir), exist_ok=True)
     p = Process(spec, os.path.join(log_dir, "restart-source.log"))
     chain = []
     for k in range(n + 1):
         if not _sleep_until(p, interval * (k + 1), timeout, label):
-            raise BenchError(f"{label}: the workload ended after {p.elapsed():.1f} s, before a full "
-                             f"and {n} incrementals every {interval} s: use a larger class or a "
-                             f"shorter interval")
+            raise _EndedEarly(f"{label}: the workload ended after {p.elapsed():.1f} s, before a "
+                              f"full and {n} incrementals every {interval:g} s: use a larger class "
+                              f"or a shorter interval")
         kind = "full" if k == 0 else "incr"
         try:
             st, _ = tools.checkpoint(kind, ckpt_dir, p.pid, tracker)
         except BenchError as e:
+            if p.poll():
+                raise _EndedEarly(f"{label}: the workload ended during the {kind} checkpoint at "
+                                  f"{p.elapsed():.1f} s")
             p.kill()
             raise BenchError(f"{label}: {kind} checkpoint failed: {e}")
         chain.append(st)
@@ -104,7 +126,8 @@ def restart_study(spec, tools, interval, n, tracker, ckpt_dir, log_dir, timeout,
                                             timeout)
         check_output(spec, lines, rc, f"{label}: restart from full + {k} incrementals", reference)
         out.append({
-            "chain_length": k, "generation": g, "killed_at_s": round(t_kill, 3),
+            "chain_length": k, "generation": g, "interval_s": interval,
+            "killed_at_s": round(t_kill, 3),
             "restore_s": rs["restore_seconds"], "generations_read": rs["generations_read"],
             "pages_read": rs["pages_read"], "pages_written": rs["pages_written"],
             "pages_skipped": rs["pages_skipped"], "bytes_read": rs["bytes_read"],
