@@ -55,13 +55,16 @@ class Tools:
             log.write(r.stdout)
             log.write(r.stderr)
         wall = time.monotonic() - t0
+        # The restored program shares cr_restart's stdout and runs before
+        # cr_restart prints its statistics: the JSON line can come anywhere.
         out = r.stdout.splitlines()
-        if not out or not out[0].startswith("{"):
+        stats = next((i for i, l in enumerate(out) if l.startswith('{"')), None)
+        if stats is None:
             cause = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"
             raise BenchError(f"cr_restart generation {generation}: {cause}")
         if self.collect is not None:
-            self.collect.append(out[0])
-        return json.loads(out[0]), wall, r.returncode, out[1:]
+            self.collect.append(out[stats])
+        return json.loads(out[stats]), wall, r.returncode, out[:stats] + out[stats + 1:]
 
 
 def dir_bytes(path):
