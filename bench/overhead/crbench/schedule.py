@@ -38,7 +38,7 @@ def _sleep_until(p, t, timeout, what):
 
 
 def checkpointed_run(spec, tools, interval, incrementals, tracker, ckpt_base, log_path,
-                     timeout, reference, label):
+                     timeout, reference, label, keep=False):
     """Runs the workload to its end with a full, then `incrementals` incrementals,
     then a new full (a new chain directory), ... every `interval` seconds.
     Returns (wall, cpu, checkpoint records); none if the workload ended before
@@ -50,6 +50,8 @@ def checkpointed_run(spec, tools, interval, incrementals, tracker, ckpt_base, lo
     while _sleep_until(p, next_t, timeout, label):
         kind = "full" if in_chain in (0, incrementals + 1) else "incr"
         if kind == "full":
+            if chain and not keep:  # measured already: a long run must not fill the disk
+                shutil.rmtree(os.path.join(ckpt_base, "chain-%03d" % chain), ignore_errors=True)
             chain += 1
             in_chain = 0
         d = os.path.join(ckpt_base, "chain-%03d" % chain)
