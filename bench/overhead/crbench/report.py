@@ -39,6 +39,10 @@ def fmt(x, digits=3, scale=1.0):
 MIB = 1.0 / 1048576
 
 
+def pages(x):
+    return "—" if x is None else f"{x:.0f}"
+
+
 def markdown(res):
     name = res["workload"]
     lines = [f"### {name}", "", f"`{' '.join(res['argv'])}`: uninterrupted "
@@ -58,10 +62,10 @@ def markdown(res):
     for kind in ("full", "incr"):
         k = c[kind]
         lines.append(f"| {kind} | {k['count']} | {fmt(k['frozen_s'], 3)} | {fmt(k['total_s'], 3)} | "
-                     f"{fmt(k['bytes_written'], 1, MIB)} | {fmt(k['pages_written'], 0, 1.0)} | "
+                     f"{fmt(k['bytes_written'], 1, MIB)} | {pages(k['pages_written'])} | "
                      f"{fmt(k['disk_bytes'], 1, MIB)} | {fmt(k['dirty_fraction'], 1, 100.0)} |")
     if res["restarts"]:
-        lines += ["", f"Checkpointed every {res['restarts'][0]['interval_s']:g} s, killed (SIGKILL) at "
+        lines += ["", f"Checkpointed every {res['restarts'][0].get('interval_s', res['primary_interval_s']):g} s, killed (SIGKILL) at "
                   f"{res['restarts'][0]['killed_at_s']:.1f} s, then restarted "
                   "from each generation of its chain; every restarted run finished and printed the "
                   "uninterrupted run's result:", "",
@@ -77,7 +81,7 @@ def markdown(res):
                   ", ".join(f"S_{n} = {fmt(s, 3)} s" for n, s in sorted(res["savings"].items())) + "."]
     plan = res.get("plan") or {}
     if plan.get("text"):
-        lines += ["", f"cr_plan with these costs and an MTBF of {res['mtbf']} (s unless a unit is given):", "", "```"]
+        lines += ["", f"cr_plan with these costs and an MTBF of {res['mtbf']}:", "", "```"]
         lines += plan["text"]
         lines += ["```"]
     return "\n".join(lines) + "\n"
@@ -115,7 +119,8 @@ def summary_markdown(rows):
             fmt(s["O_f"], 3), fmt(s["O_i"], 3), fmt(s["R_f"], 3), fmt(s["R_f1i"], 3),
             fmt(s["R_f3i"], 3), fmt(s["S_1"], 3), fmt(s["S_3"], 3), fmt(s["full_MiB"], 1),
             fmt(s["incr_MiB"], 1), fmt(s["dirty_pct"], 1),
-            "—" if s["plan_incrementals"] is None else str(s["plan_incrementals"])]) + " |")
+            "—" if s["plan_incrementals"] is None
+            else "no limit" if s["plan_incrementals"] == -1 else str(s["plan_incrementals"])]) + " |")
     return "\n".join(out) + "\n"
 
 
