@@ -11,6 +11,7 @@ class Tools:
     def __init__(self, bin_dir):
         self.bin = bin_dir
         self.collect = None  # a list: every --json line of a checkpoint or restart goes there
+        self.tree = False  # checkpoint the workload and its descendants as one job
         for t in ("cr_full", "cr_incr", "cr_restart", "cr_info"):
             if not os.access(self.path(t), os.X_OK):
                 raise BenchError(f"no {t} in {bin_dir} (build the project, or give --bin)")
@@ -34,8 +35,10 @@ class Tools:
         return json.loads(line), wall
 
     def checkpoint(self, kind, ckpt_dir, pid, tracker):
-        """cr_full or cr_incr: (stats json, wall seconds)."""
+        """cr_full or cr_incr (with --tree when self.tree): (stats json, wall seconds)."""
         argv = ["cr_full" if kind == "full" else "cr_incr", "--dir", ckpt_dir, "--json", str(pid)]
+        if self.tree:
+            argv.insert(1, "--tree")
         if kind == "full" and tracker:
             argv[1:1] = ["--tracker", tracker]
         return self.run_json(argv)
