@@ -9,7 +9,9 @@ PACKAGES=(build-essential cmake pkg-config gfortran
   libgtest-dev googletest util-linux procps iproute2
   # tests/kernel: build the ckpt_dirty module, boot Debian's kernel under qemu
   # with a busybox initramfs, compare with Debian's CRIU in that guest.
-  linux-headers-amd64 qemu-system-x86 busybox-static cpio file jq criu)
+  linux-headers-amd64 qemu-system-x86 busybox-static cpio file jq criu
+  # bench/overhead: the cr_bench harness and its plots.
+  python3 gnuplot-nox)
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

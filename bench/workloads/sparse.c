@@ -7,6 +7,8 @@
 //
 //   sparse [ROWS [NONZEROS_PER_ROW [ITERATIONS]]]
 //       defaults 100000, 300, 40: ~342 MiB of matrix, 3 MiB of vectors
+//   sparse CLASS   S 4000 x 50 x 30, W 20000 x 100 x 40, A 100000 x 100 x 40,
+//                  B 100000 x 300 x 40
 //
 // Prints "computing" once the matrix is built, then every 10th iteration and
 // "result: ... seconds S" (S: the time of the iterations, CLOCK_MONOTONIC,
@@ -18,6 +20,8 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <time.h>
+
+#include "npb.h"
 
 static double now(void) {
   struct timespec t;
@@ -32,11 +36,19 @@ static unsigned long long next(void) {
 }
 
 int main(int argc, char** argv) {
-  int n = argc > 1 ? atoi(argv[1]) : 100000;
-  int per_row = argc > 2 ? atoi(argv[2]) : 300;
-  int iters = argc > 3 ? atoi(argv[3]) : 40;
+  int used;
+  char cls = npb_class_arg(argc, argv, &used);
+  static const int class_n[] = {4000, 20000, 100000, 100000}, class_per[] = {50, 100, 100, 300},
+                   class_it[] = {30, 40, 40, 40};
+  int ci = npb_class_index(cls);
+  int n = cls ? (ci < 0 ? 0 : class_n[ci]) : argc > 1 ? atoi(argv[1]) : 100000;
+  int per_row = cls ? (ci < 0 ? 0 : class_per[ci]) : argc > 2 ? atoi(argv[2]) : 300;
+  int iters = cls ? (ci < 0 ? 0 : class_it[ci]) : argc > 3 ? atoi(argv[3]) : 40;
   if (n < 16 || per_row < 2 || per_row > n || iters < 1) {
-    fprintf(stderr, "usage: sparse [ROWS >= 16 [NONZEROS_PER_ROW >= 2 [ITERATIONS >= 1]]]\n");
+    fprintf(
+        stderr,
+        "usage: sparse [ROWS >= 16 [NONZEROS_PER_ROW >= 2 [ITERATIONS >= 1]]] | sparse [--class] "
+        "S|W|A|B\n");
     return 2;
   }
   size_t nnz = (size_t)n * (per_row - 1);  // off-diagonal entries
@@ -62,6 +74,7 @@ int main(int argc, char** argv) {
   double bn = 0;
   for (int i = 0; i < n; i++) bn += b[i] * b[i];
   bn = sqrt(bn);
+  if (cls) printf("sparse: class %c\n", cls);
   printf(
       "sparse: %d rows, %d nonzeros per row (%.0f MiB matrix, %.1f MiB vectors), %d iterations\n"
       "computing\n",
@@ -98,10 +111,9 @@ int main(int argc, char** argv) {
   printf("rusage: minflt %ld user %.3f sys %.3f\n", ru.ru_minflt,
          ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6,
          ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6);
+  int ok = res < 1e-9 * bn && isfinite(sum);
+  if (!ok) printf("FAIL: residual %.3e not below %.3e\n", res, 1e-9 * bn);
+  int rc = npb_verified(ok);
   printf("result: residual %.15e  x-sum %.15e  seconds %.3f\n", res, sum, secs);
-  if (!(res < 1e-9 * bn) || !isfinite(sum)) {
-    printf("FAIL: residual %.3e not below %.3e\n", res, 1e-9 * bn);
-    return 1;
-  }
-  return 0;
+  return rc;
 }

@@ -1,0 +1,1 @@
+"""cr_bench: checkpoint overhead of whole programs (docs/performance.md, "Overhead study")."""
