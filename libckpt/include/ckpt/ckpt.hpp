@@ -23,6 +23,13 @@ struct CheckpointOptions {
   bool direct_io = false;        // write page content with O_DIRECT (bypass the page cache)
   std::string tracker = "auto";  // auto | kmod | pagemap-scan | soft-dirty | hash
   bool force = false;  // full: move another process's chain in dir aside instead of refusing
+  // Memory the tool may use to copy the job's pages before releasing it
+  // (-1: half of MemAvailable). Pages beyond it go to disk while frozen.
+  int64_t capture_bytes = -1;
+  // Pre-copy the memory while the job runs and freeze it only for what it
+  // wrote since (needs a kernel dirty tracker; with "hash" the freeze is the
+  // in-memory copy). The result is an ordinary generation.
+  bool live = false;
   ProgressFn progress;
 };
 
@@ -42,6 +49,11 @@ struct CheckpointStats {
   std::string tracker = "none";
   std::string tracker_reset;  // non-empty: tracking was lost, everything saved (why)
   std::string moved_aside;    // full with force: where another process's chain was moved
+  uint64_t capture_peak_bytes = 0;  // most tool memory holding copied pages at once
+  uint64_t live_rounds = 0;         // live: pre-copy rounds run while the job ran
+  uint64_t precopy_bytes = 0;       // live: bytes those rounds copied
+  double precopy_frozen_max_seconds = 0;  // live: the longest stop of a pre-copy round
+  std::string live_stop;                  // live: why the final round came when it did
 };
 
 // Writes a full checkpoint of `pid` as a new generation in opts.dir. The
