@@ -3,7 +3,9 @@
 //   - a 100 %-dirty incremental of SIZE MiB (default 512) with the pages
 //     streamed to the page file while frozen ("stream": a capture budget of
 //     8 MiB, the four 2 MiB buffers the checkpoint used before) and with them
-//     copied into the tool's memory first ("capture": the default budget);
+//     copied into the tool's memory first (the default budget), the writer
+//     draining meanwhile ("capture+write") or only after the release
+//     ("capture", the default);
 //   - memcpy of SIZE MiB into fresh memory and into memory already touched,
 //     and process_vm_readv of the target's SIZE MiB into fresh memory;
 //   - with --live-size MiB (default 1024, 0 to skip): cr_full and cr_full
@@ -155,11 +157,13 @@ int main(int argc, char** argv) {
   size_t mib = 512, live_mib = 1024;
   int reps = 3;
   std::string base = "/var/tmp", tracker = "auto";
+  bool direct = false;  // page file written with O_DIRECT: the disk's own rate
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h" || i + 1 >= argc) {
       std::printf(
           "bench_freeze [--size MiB] [--live-size MiB] [--reps N] [--dir DIR] [--tracker T]\n"
+          "             [--direct 0|1]\n"
           "Frozen time of a 100%%-dirty incremental of SIZE MiB (default 512), pages streamed to\n"
           "disk while frozen vs copied into the tool's memory first, against memcpy and\n"
           "process_vm_readv of the same size; then cr_full vs cr_full --live of a LIVE-SIZE\n"
@@ -171,6 +175,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps") reps = std::stoi(argv[++i]);
     else if (a == "--dir") base = argv[++i];
     else if (a == "--tracker") tracker = argv[++i];
+    else if (a == "--direct") direct = argv[++i] == std::string("1");
   }
   const std::string dir = base + "/libckpt-bench-freeze." + std::to_string(getpid());
   mkdir(dir.c_str(), 0700);
@@ -201,11 +206,18 @@ int main(int argc, char** argv) {
   }
 
   // 100 %-dirty incrementals, alternating the two modes.
-  std::vector<double> frozen[2], total[2], peak[2];
-  const char* names[2] = {"stream (8 MiB)", "capture"};
+  // stream: four 2 MiB buffers, the writer draining them while frozen (the
+  // checkpoint before item 3); capture+write: the default budget, writer
+  // running while frozen; capture: the default (the writer waits for the
+  // release unless the budget runs out).
+  constexpr int kModes = 3;
+  std::vector<double> frozen[kModes], total[kModes], peak[kModes];
+  const char* names[kModes] = {"stream (8 MiB)", "capture+write", "capture"};
+  const char* keys[kModes] = {"stream", "capture_write", "capture"};
   std::string used;
   for (int r = 0; r < reps; r++)
-    for (int mode = 0; mode < 2; mode++) {
+    for (int mode = 0; mode < kModes; mode++) {
+      setenv("LIBCKPT_CAPTURE_HOLD", mode == 2 ? "1" : "0", 1);
       Target t = start_target(bytes, dir, false);
       request(t);
       ckpt::CheckpointOptions co;
@@ -217,6 +229,7 @@ int main(int argc, char** argv) {
       request(t);  // every page written
       warm(dir, bytes);
       co.capture_bytes = mode == 0 ? int64_t(8) << 20 : -1;
+      co.direct_io = direct;
       auto inc = must(ckpt::checkpoint_incremental(co), "cr_incr");
       used = inc.tracker;
       frozen[mode].push_back(inc.frozen_seconds);
@@ -224,18 +237,61 @@ int main(int argc, char** argv) {
       peak[mode].push_back(double(inc.capture_peak_bytes));
       stop(t);
     }
-  std::printf("\n100%%-dirty incremental of %zu MiB (tracker %s, warm, medians of %d):\n", mib,
-              used.c_str(), reps);
+  std::printf("\n100%%-dirty incremental of %zu MiB (tracker %s, %s, warm, medians of %d):\n",
+              mib, used.c_str(), direct ? "O_DIRECT" : "buffered", reps);
   std::printf("  %-16s %10s %10s %14s\n", "mode", "frozen ms", "total ms", "tool buffers");
-  for (int mode = 0; mode < 2; mode++) {
+  unsetenv("LIBCKPT_CAPTURE_HOLD");
+  for (int mode = 0; mode < kModes; mode++) {
     std::printf("  %-16s %10.1f %10.1f %11.0f MiB\n", names[mode], median(frozen[mode]) * 1e3,
                 median(total[mode]) * 1e3, median(peak[mode]) / 1048576.0);
-    out[mode ? "capture" : "stream"] = {{"frozen_seconds", median(frozen[mode])},
+    out[keys[mode]] = {{"frozen_seconds", median(frozen[mode])},
                                         {"total_seconds", median(total[mode])},
                                         {"buffer_bytes", median(peak[mode])}};
   }
-  std::printf("  frozen, capture / memcpy into fresh memory: %.2f\n",
-              median(frozen[1]) / out["copy"]["memcpy_fresh_seconds"].get<double>());
+  std::printf("  frozen, capture / memcpy into touched memory: %.2f, into fresh memory: %.2f\n",
+              median(frozen[2]) / out["copy"]["memcpy_touched_seconds"].get<double>(),
+              median(frozen[2]) / out["copy"]["memcpy_fresh_seconds"].get<double>());
+
+  // cr_full vs cr_full --live of a process that writes little.
+  if (live_mib > 0) {
+    const size_t lbytes = live_mib << 20;
+    std::vector<double> lf[2], lt[2], rounds, pre_max;
+    for (int r = 0; r < reps; r++)
+      for (int mode = 0; mode < 2; mode++) {
+        Target t = start_target(lbytes, dir, true);
+        request(t);
+        ckpt::CheckpointOptions co;
+        co.dir = dir + "/live";
+        co.pid = t.pid;
+        co.tracker = tracker;
+        co.live = mode == 1;
+        sh("rm -rf '" + co.dir + "'");
+        warm(dir, lbytes);
+        auto st = must(ckpt::checkpoint_full(co), co.live ? "cr_full --live" : "cr_full");
+        lf[mode].push_back(st.frozen_seconds);
+        lt[mode].push_back(st.total_seconds);
+        if (co.live) {
+          rounds.push_back(double(st.live_rounds));
+          pre_max.push_back(st.precopy_frozen_max_seconds);
+        }
+        stop(t);
+      }
+    std::printf("\ncr_full of %zu MiB writing one page per 10 ms (warm, medians of %d):\n",
+                live_mib, reps);
+    std::printf("  %-16s %10s %10s\n", "mode", "frozen ms", "total ms");
+    for (int mode = 0; mode < 2; mode++)
+      std::printf("  %-16s %10.1f %10.1f\n", mode ? "--live" : "plain",
+                  median(lf[mode]) * 1e3, median(lt[mode]) * 1e3);
+    std::printf("  --live: %.0f pre-copy rounds, longest pre-copy stop %.1f ms\n", median(rounds),
+                median(pre_max) * 1e3);
+    out["live"] = {{"mib", live_mib},
+                   {"plain_frozen_seconds", median(lf[0])},
+                   {"plain_total_seconds", median(lt[0])},
+                   {"live_frozen_seconds", median(lf[1])},
+                   {"live_total_seconds", median(lt[1])},
+                   {"live_rounds", median(rounds)},
+                   {"precopy_stop_max_seconds", median(pre_max)}};
+  }
   sh("rm -rf '" + dir + "'");
   std::printf("%s\n", nlohmann::json({{"bench", "freeze"}, {"mib", mib}, {"results", out}})
                           .dump()

@@ -37,7 +37,14 @@ Capture::Capture(uint64_t budget_bytes) {
     ::madvise(arena_, arena_bytes_, MADV_HUGEPAGE);
     arena_base_ = p;
   }
+  if (const char* h = ::getenv("LIBCKPT_CAPTURE_HOLD")) held_ = std::strcmp(h, "0") != 0;
   writer_ = std::thread([this] { drain(); });
+}
+
+void Capture::resume() {
+  std::lock_guard<std::mutex> l(m_);
+  held_ = false;
+  cv_.notify_all();
 }
 
 Capture::~Capture() {
@@ -123,7 +130,11 @@ void Capture::drain() {
     bool failed;
     {
       std::unique_lock<std::mutex> l(m_);
-      cv_.wait(l, [&] { return !queue_.empty() || closing_; });
+      // Held: only when every buffer is taken (the reader would wait anyway).
+      cv_.wait(l, [&] {
+        return closing_ ||
+               (!queue_.empty() && (!held_ || (free_.empty() && uint64_t(next_unused_) >= slots_)));
+      });
       if (abandon_ || (queue_.empty() && closing_)) return;
       it = std::move(queue_.front());
       queue_.pop_front();
@@ -147,6 +158,7 @@ void Capture::drain() {
 }
 
 Status Capture::finish() {
+  resume();
   std::unique_lock<std::mutex> l(m_);
   cv_.wait(l, [&] { return queue_.empty() && in_use_ == 0; });
   Status st = error_;

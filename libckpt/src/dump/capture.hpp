@@ -41,6 +41,11 @@ class Capture {
   Status read(pid_t pid, const MemoryPlan& plan, PageSink sink, ProgressFn progress,
               uint64_t progress_base = 0, uint64_t progress_total = 0,
               std::vector<mem::Range>* missed = nullptr);
+  // While held (from construction until resume()), the writer thread stays
+  // idle unless the budget is used up: a frozen target gets the CPU for its
+  // copy rather than sharing it with the disk write. LIBCKPT_CAPTURE_HOLD=0
+  // lets the writer run from the start (the measured alternative).
+  void resume();
   // Waits until every queued batch went through its sink: the first error.
   Status finish();
   // The largest amount of buffer memory in use at once.
@@ -69,7 +74,7 @@ class Capture {
   std::deque<Item> queue_;
   std::deque<PageSink> sinks_;  // stable addresses for queued items
   std::deque<ProgressFn> progresses_;
-  bool closing_ = false, abandon_ = false;
+  bool closing_ = false, abandon_ = false, held_ = true;
   Status error_;
   uint64_t in_use_ = 0, peak_ = 0;
   std::thread writer_;

@@ -90,7 +90,11 @@ Status MemberDump::prepare_final_live(CheckpointStats* stats) {
   tstate_ = pc.tstate;
   tstate_.prev_generation = tstate_.generation;
   armed_ = true;  // a full's tracking started with the pre-copy
-  CKPT_ASSIGN(dirty::DirtySet ds, tracker_->collect(pid(), meta.vmas, pc.layout, &tstate_));
+  // Nothing ran since a collect in this same freeze: its set is the answer.
+  dirty::DirtySet ds;
+  if (!pc.collected_now) {
+    CKPT_ASSIGN(ds, tracker_->collect(pid(), meta.vmas, pc.layout, &tstate_));
+  }
   std::vector<mem::Range> dirty = pc.pending;
   if (ds.everything) {
     if (stats->tracker_reset.empty())

@@ -74,13 +74,16 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
   pending = std::move(dirty);
   layout = std::move(vmas);
   ++rounds_;
+  collected_now = true;
   return {};
 }
 
 Status Precopy::copy(image::SnapshotWriter& writer) {
   CKPT_TRY(writer.drop_pages(to_mem_ranges(pending), false));
   pending.clear();
+  collected_now = false;
   Capture cap(4 * kBatchBytes);
+  cap.resume();  // the process runs: reading and writing overlap
   std::vector<mem::Range> lost;
   CKPT_TRY(cap.read(
       pid_, plan_,

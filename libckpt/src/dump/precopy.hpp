@@ -42,6 +42,9 @@ class Precopy {
   std::vector<mem::Range> pending;          // collected but not copied (the last round's set)
   std::vector<mem::Range> missed;           // could not be read while running
   std::vector<image::MemRange> complete;    // dirty pages found empty (incremental)
+  // The last round's collect ran in this freeze (the job has not run since):
+  // the final round needs no collect of its own.
+  bool collected_now = false;
 
  private:
   pid_t pid_ = 0;

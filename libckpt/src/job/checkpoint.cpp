@@ -260,6 +260,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     CKPT_TRY(frozen->release());
     t_released = now_seconds();
   }
+  capture.resume();
   CKPT_TRY(capture.finish());
   for (auto* d : live) d->finish_write();
   stats.memory_seconds = now_seconds() - t_mem;
