@@ -170,12 +170,18 @@ int main(int argc, char** argv) {
           "MiB process (default 1024; 0 skips) that writes one page every 10 ms.\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
-    if (a == "--size") mib = std::stoul(argv[++i]);
-    else if (a == "--live-size") live_mib = std::stoul(argv[++i]);
-    else if (a == "--reps") reps = std::stoi(argv[++i]);
-    else if (a == "--dir") base = argv[++i];
-    else if (a == "--tracker") tracker = argv[++i];
-    else if (a == "--direct") direct = argv[++i] == std::string("1");
+    if (a == "--size")
+      mib = std::stoul(argv[++i]);
+    else if (a == "--live-size")
+      live_mib = std::stoul(argv[++i]);
+    else if (a == "--reps")
+      reps = std::stoi(argv[++i]);
+    else if (a == "--dir")
+      base = argv[++i];
+    else if (a == "--tracker")
+      tracker = argv[++i];
+    else if (a == "--direct")
+      direct = argv[++i] == std::string("1");
   }
   const std::string dir = base + "/libckpt-bench-freeze." + std::to_string(getpid());
   mkdir(dir.c_str(), 0700);
@@ -237,16 +243,16 @@ int main(int argc, char** argv) {
       peak[mode].push_back(double(inc.capture_peak_bytes));
       stop(t);
     }
-  std::printf("\n100%%-dirty incremental of %zu MiB (tracker %s, %s, warm, medians of %d):\n",
-              mib, used.c_str(), direct ? "O_DIRECT" : "buffered", reps);
+  std::printf("\n100%%-dirty incremental of %zu MiB (tracker %s, %s, warm, medians of %d):\n", mib,
+              used.c_str(), direct ? "O_DIRECT" : "buffered", reps);
   std::printf("  %-16s %10s %10s %14s\n", "mode", "frozen ms", "total ms", "tool buffers");
   unsetenv("LIBCKPT_CAPTURE_HOLD");
   for (int mode = 0; mode < kModes; mode++) {
     std::printf("  %-16s %10.1f %10.1f %11.0f MiB\n", names[mode], median(frozen[mode]) * 1e3,
                 median(total[mode]) * 1e3, median(peak[mode]) / 1048576.0);
     out[keys[mode]] = {{"frozen_seconds", median(frozen[mode])},
-                                        {"total_seconds", median(total[mode])},
-                                        {"buffer_bytes", median(peak[mode])}};
+                       {"total_seconds", median(total[mode])},
+                       {"buffer_bytes", median(peak[mode])}};
   }
   std::printf("  frozen, capture / memcpy into touched memory: %.2f, into fresh memory: %.2f\n",
               median(frozen[2]) / out["copy"]["memcpy_touched_seconds"].get<double>(),
@@ -280,8 +286,8 @@ int main(int argc, char** argv) {
                 live_mib, reps);
     std::printf("  %-16s %10s %10s\n", "mode", "frozen ms", "total ms");
     for (int mode = 0; mode < 2; mode++)
-      std::printf("  %-16s %10.1f %10.1f\n", mode ? "--live" : "plain",
-                  median(lf[mode]) * 1e3, median(lt[mode]) * 1e3);
+      std::printf("  %-16s %10.1f %10.1f\n", mode ? "--live" : "plain", median(lf[mode]) * 1e3,
+                  median(lt[mode]) * 1e3);
     std::printf("  --live: %.0f pre-copy rounds, longest pre-copy stop %.1f ms\n", median(rounds),
                 median(pre_max) * 1e3);
     out["live"] = {{"mib", live_mib},
@@ -293,8 +299,7 @@ int main(int argc, char** argv) {
                    {"precopy_stop_max_seconds", median(pre_max)}};
   }
   sh("rm -rf '" + dir + "'");
-  std::printf("%s\n", nlohmann::json({{"bench", "freeze"}, {"mib", mib}, {"results", out}})
-                          .dump()
-                          .c_str());
+  std::printf("%s\n",
+              nlohmann::json({{"bench", "freeze"}, {"mib", mib}, {"results", out}}).dump().c_str());
   return 0;
 }

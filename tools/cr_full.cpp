@@ -1,4 +1,5 @@
-// cr_full --dir DIR [--tree] [--kill] [--force] [--json] PID: write a full checkpoint of a running job.
+// cr_full --dir DIR [--tree] [--kill] [--force] [--json] PID: write a full checkpoint of a running
+// job.
 #include <cstdio>
 
 #include "common/cli.hpp"

@@ -47,8 +47,8 @@ struct CheckpointStats {
   uint64_t bytes_written = 0;      // all three files
   uint64_t parent_generation = 0;  // 0: a full checkpoint
   std::string tracker = "none";
-  std::string tracker_reset;  // non-empty: tracking was lost, everything saved (why)
-  std::string moved_aside;    // full with force: where another process's chain was moved
+  std::string tracker_reset;        // non-empty: tracking was lost, everything saved (why)
+  std::string moved_aside;          // full with force: where another process's chain was moved
   uint64_t capture_peak_bytes = 0;  // most tool memory holding copied pages at once
   uint64_t live_rounds = 0;         // live: pre-copy rounds run while the job ran
   uint64_t precopy_bytes = 0;       // live: bytes those rounds copied
@@ -75,7 +75,7 @@ struct RestoreOptions {
 };
 
 struct RestoreStats {
-  pid_t pid = 0;  // the restored process (a job's root), a child of the caller
+  pid_t pid = 0;           // the restored process (a job's root), a child of the caller
   uint64_t processes = 0;  // processes restored (a job's members, zombies included)
   uint64_t generation = 0;
   double seconds = 0;

@@ -16,7 +16,7 @@ namespace ckpt::dump {
 // Batches of 2 MiB (a core's L2 here) keep what the reader copied in cache
 // for the writer's hash and write: the frozen migration stream of 1 GiB took
 // 0.60 s instead of 0.71 s with 8 MiB batches (medians of 5, loopback).
-constexpr size_t kBatchRanges = 1024;      // remote iovec limit
+constexpr size_t kBatchRanges = 1024;  // remote iovec limit
 constexpr int kBuffers = 4;
 
 std::vector<Batch> make_batches(const std::vector<mem::Range>& ranges) {

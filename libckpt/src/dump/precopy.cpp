@@ -87,8 +87,8 @@ Status Precopy::copy(image::SnapshotWriter& writer) {
   std::vector<mem::Range> lost;
   CKPT_TRY(cap.read(
       pid_, plan_,
-      [&writer](uint64_t va, const uint8_t* d, size_t n) { return writer.add_pages(va, d, n); },
-      {}, 0, 0, &lost));
+      [&writer](uint64_t va, const uint8_t* d, size_t n) { return writer.add_pages(va, d, n); }, {},
+      0, 0, &lost));
   CKPT_TRY(cap.finish());
   missed.insert(missed.end(), lost.begin(), lost.end());
   dirty::normalize(missed);

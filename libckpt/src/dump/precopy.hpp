@@ -38,10 +38,10 @@ class Precopy {
   // Handed to the final round.
   std::unique_ptr<dirty::Tracker> tracker;
   dirty::TrackerState tstate;
-  std::vector<image::VmaRecord> layout;     // at the last collect
-  std::vector<mem::Range> pending;          // collected but not copied (the last round's set)
-  std::vector<mem::Range> missed;           // could not be read while running
-  std::vector<image::MemRange> complete;    // dirty pages found empty (incremental)
+  std::vector<image::VmaRecord> layout;   // at the last collect
+  std::vector<mem::Range> pending;        // collected but not copied (the last round's set)
+  std::vector<mem::Range> missed;         // could not be read while running
+  std::vector<image::MemRange> complete;  // dirty pages found empty (incremental)
   // The last round's collect ran in this freeze (the job has not run since):
   // the final round needs no collect of its own.
   bool collected_now = false;

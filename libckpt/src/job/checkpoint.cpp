@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <ckpt/ckpt.hpp>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -191,7 +191,8 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       stats.precopy_bytes += bytes;
       prev_bytes = bytes;
       // Tests widen the window between rounds to end the process or the tool in it.
-      if (const char* w = ::getenv("CKPT_TEST_PRECOPY_SLEEP")) ::usleep(useconds_t(std::atof(w) * 1e6));
+      if (const char* w = ::getenv("CKPT_TEST_PRECOPY_SLEEP"))
+        ::usleep(useconds_t(std::atof(w) * 1e6));
     }
   }
   if (!frozen) {
@@ -213,14 +214,13 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     if (precopies.count(pid)) ms.precopy = precopies[pid].get();
     auto md = std::make_unique<dump::MemberDump>();
     Status s = md->prepare(ms, &stats);
-    if (!s.ok())
-      return job::name_member(s.error(), pid, members.size());
+    if (!s.ok()) return job::name_member(s.error(), pid, members.size());
     live.push_back(md.get());
     dumps.push_back(std::move(md));
   }
   for (auto it = member_writers.begin(); it != member_writers.end();)  // gone since the last round
     it = precopies.count(it->first) && frozen_has(members, it->first) ? std::next(it)
-                                                                       : member_writers.erase(it);
+                                                                      : member_writers.erase(it);
 
   image::JobMeta jm;
   jm.generation = generation;

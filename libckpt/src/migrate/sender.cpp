@@ -151,9 +151,8 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
       lim.diff_bytes = opts.diff_bytes;
       lim.deadline_seconds = opts.deadline_seconds;
       lim.max_rounds = opts.max_rounds;
-      const char* why = dump::precopy_stop(lim, round, bytes,
-                                           round > 1 ? stats.rounds.back().dirty_bytes : 0,
-                                           now_seconds() - t0);
+      const char* why = dump::precopy_stop(
+          lim, round, bytes, round > 1 ? stats.rounds.back().dirty_bytes : 0, now_seconds() - t0);
       if (why) stats.stop_reason = why;
       return why != nullptr;
     };
