@@ -1,4 +1,5 @@
-// cr_full --dir DIR [--tree] [--kill] [--force] [--json] PID: write a full checkpoint of a running job.
+// cr_full --dir DIR [--tree] [--kill] [--force] [--json] PID: write a full checkpoint of a running
+// job.
 #include <cstdio>
 
 #include "common/cli.hpp"
@@ -15,6 +16,8 @@ int main(int argc, char** argv) {
   app.add_flag("--tree", opts.tree, "the process and all its descendants, as one job");
   app.add_flag("--kill", opts.kill_after, "end the process after a successful checkpoint");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
+  app.add_flag("--live", opts.live,
+               "copy memory while the process runs, then freeze it only for what it wrote since");
   app.add_flag("--direct", opts.direct_io,
                "write pages with O_DIRECT, bypassing the page cache (longer freeze)");
   app.add_option("--tracker", opts.tracker, "dirty-page tracker for later incrementals")

@@ -62,7 +62,12 @@ nlohmann::json stats_json(const CheckpointStats& s) {
           {"pages_skipped", s.pages_skipped},
           {"pages_written", s.pages_written},
           {"pages_zero", s.pages_zero},
-          {"bytes_written", s.bytes_written}};
+          {"bytes_written", s.bytes_written},
+          {"capture_peak_bytes", s.capture_peak_bytes},
+          {"live_rounds", s.live_rounds},
+          {"precopy_bytes", s.precopy_bytes},
+          {"precopy_frozen_max_seconds", s.precopy_frozen_max_seconds},
+          {"live_stop", s.live_stop}};
 }
 
 void print_json(const nlohmann::json& j) {

@@ -23,6 +23,13 @@ struct CheckpointOptions {
   bool direct_io = false;        // write page content with O_DIRECT (bypass the page cache)
   std::string tracker = "auto";  // auto | kmod | pagemap-scan | soft-dirty | hash
   bool force = false;  // full: move another process's chain in dir aside instead of refusing
+  // Memory the tool may use to copy the job's pages before releasing it
+  // (-1: half of MemAvailable). Pages beyond it go to disk while frozen.
+  int64_t capture_bytes = -1;
+  // Pre-copy the memory while the job runs and freeze it only for what it
+  // wrote since (needs a kernel dirty tracker; with "hash" the freeze is the
+  // in-memory copy). The result is an ordinary generation.
+  bool live = false;
   ProgressFn progress;
 };
 
@@ -40,8 +47,13 @@ struct CheckpointStats {
   uint64_t bytes_written = 0;      // all three files
   uint64_t parent_generation = 0;  // 0: a full checkpoint
   std::string tracker = "none";
-  std::string tracker_reset;  // non-empty: tracking was lost, everything saved (why)
-  std::string moved_aside;    // full with force: where another process's chain was moved
+  std::string tracker_reset;        // non-empty: tracking was lost, everything saved (why)
+  std::string moved_aside;          // full with force: where another process's chain was moved
+  uint64_t capture_peak_bytes = 0;  // most tool memory holding copied pages at once
+  uint64_t live_rounds = 0;         // live: pre-copy rounds run while the job ran
+  uint64_t precopy_bytes = 0;       // live: bytes those rounds copied
+  double precopy_frozen_max_seconds = 0;  // live: the longest stop of a pre-copy round
+  std::string live_stop;                  // live: why the final round came when it did
 };
 
 // Writes a full checkpoint of `pid` as a new generation in opts.dir. The
@@ -63,7 +75,7 @@ struct RestoreOptions {
 };
 
 struct RestoreStats {
-  pid_t pid = 0;  // the restored process (a job's root), a child of the caller
+  pid_t pid = 0;           // the restored process (a job's root), a child of the caller
   uint64_t processes = 0;  // processes restored (a job's members, zombies included)
   uint64_t generation = 0;
   double seconds = 0;

@@ -177,6 +177,22 @@ Status check_target_uffd(pid_t pid, int fd) {
   return {};
 }
 
+// A userfaultfd at `fd` on which nobody ever called UFFDIO_API (features 0):
+// what a tool killed between creating the tracker's userfaultfd and setting
+// it up leaves behind; useless to the program, so a new arm takes its place.
+bool is_unset_uffd(pid_t pid, int fd) {
+  char link[256];
+  ssize_t n = ::readlink(proc_path(pid, "fd/" + std::to_string(fd)).c_str(), link, sizeof link - 1);
+  if (n < 0 || std::string(link, size_t(n)) != "anon_inode:[userfaultfd]") return false;
+  auto info = read_file(proc_path(pid, "fdinfo/" + std::to_string(fd)));
+  if (!info.ok()) return false;
+  size_t at = info->find("API:");
+  uint64_t api = 0, features = 0;
+  return at != std::string::npos &&
+         std::sscanf(info->c_str() + at, "API: %" SCNx64 ":%" SCNx64, &api, &features) == 2 &&
+         features == 0;
+}
+
 // A copy of the target's `fd` in this process.
 Result<UniqueFd> grab_target_fd(pid_t pid, int fd) {
   UniqueFd pidfd(int(::syscall(SYS_pidfd_open, pid, 0)));
@@ -192,7 +208,8 @@ Result<UniqueFd> grab_target_fd(pid_t pid, int fd) {
 // userfaultfd at kTrackerFd: the tracker of an earlier chain of this process
 // (in another directory), which a new chain replaces. Passing over it left
 // one more userfaultfd in the process per new chain, and the next checkpoint
-// refused the process for the one it did not know.
+// refused the process for the one it did not know. Or one a killed tool
+// created there but never set up (is_unset_uffd).
 Result<int> choose_target_fd(pid_t pid) {
   std::set<int> used;
   DIR* d = ::opendir(proc_path(pid, "fd").c_str());
@@ -200,7 +217,7 @@ Result<int> choose_target_fd(pid_t pid) {
   while (dirent* e = ::readdir(d))
     if (e->d_name[0] != '.') used.insert(std::atoi(e->d_name));
   ::closedir(d);
-  if (check_target_uffd(pid, kTrackerFd).ok()) return kTrackerFd;
+  if (check_target_uffd(pid, kTrackerFd).ok() || is_unset_uffd(pid, kTrackerFd)) return kTrackerFd;
   long limit = kTrackerFd + 1;
   CKPT_ASSIGN(std::string limits, read_file(proc_path(pid, "limits")));
   size_t at = limits.find("Max open files");

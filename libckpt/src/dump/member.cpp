@@ -55,6 +55,8 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   CKPT_ASSIGN(meta.credentials, proc::read_credentials(pid, meta.threads));
   CKPT_TRY(proc::read_task_states(pid, &meta.threads, &meta.state, &meta.credentials));
   int tracker_fd = earlier && earlier->tracker_fd >= 0 ? earlier->tracker_fd : dirty::kTrackerFd;
+  if (spec.precopy && spec.precopy->tstate.target_fd >= 0)
+    tracker_fd = spec.precopy->tstate.target_fd;
   CKPT_TRY(collect_files(pid, tracker_fd, &meta.files, spec.job));
   CKPT_TRY(collect_scratch(pid, &meta));
   utsname u;
@@ -65,6 +67,7 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   tstate_.chain_id = meta.chain_id;
   tstate_.generation = meta.generation;
   tstate_.prev_generation = prev ? prev->generation : 0;
+  if (spec.precopy) return prepare_final_live(stats);
   if (prev && !hashing()) {
     CKPT_ASSIGN(dirty::DirtySet ds, tracker_->collect(pid, meta.vmas, prev->vmas, &tstate_));
     std::vector<mem::Range> dirty;
@@ -80,6 +83,44 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
     CKPT_ASSIGN(plan, plan_memory(pid, meta.vmas));
   }
   plan_shared_memory(meta.vmas, spec.saves_shared, &plan);
+  return {};
+}
+
+Status MemberDump::prepare_final_live(CheckpointStats* stats) {
+  Precopy& pc = *spec_.precopy;
+  tracker_ = std::move(pc.tracker);
+  tstate_ = pc.tstate;
+  tstate_.prev_generation = tstate_.generation;
+  armed_ = true;  // a full's tracking started with the pre-copy
+  // Nothing ran since a collect in this same freeze: its set is the answer.
+  dirty::DirtySet ds;
+  if (!pc.collected_now) {
+    CKPT_ASSIGN(ds, tracker_->collect(pid(), meta.vmas, pc.layout, &tstate_));
+  }
+  std::vector<mem::Range> dirty = pc.pending;
+  if (ds.everything) {
+    if (stats->tracker_reset.empty())
+      stats->tracker_reset = ds.reason.empty() ? "tracking lost" : ds.reason;
+    for (const image::VmaRecord& v : meta.vmas) dirty.push_back({v.start, v.size()});
+  }
+  dirty.insert(dirty.end(), ds.written.begin(), ds.written.end());
+  dirty.insert(dirty.end(), ds.unknown.begin(), ds.unknown.end());
+  dirty.insert(dirty.end(), pc.missed.begin(), pc.missed.end());
+  dirty::normalize(dirty);
+  std::vector<image::MemRange> now_complete;
+  CKPT_ASSIGN(plan, plan_dirty_memory(pid(), meta.vmas, dirty, &now_complete));
+  plan_shared_memory(meta.vmas, spec_.saves_shared, &plan);
+  for (const mem::Range& r : plan.ranges) dirty.push_back(r);
+  dirty::normalize(dirty);
+  // An incremental keeps the pages found empty in any round; a full has no
+  // older generation they could come from.
+  if (spec_.prev) {
+    meta.complete = subtract(pc.complete, dirty);
+    meta.complete.insert(meta.complete.end(), now_complete.begin(), now_complete.end());
+    std::sort(meta.complete.begin(), meta.complete.end(),
+              [](const image::MemRange& a, const image::MemRange& b) { return a.start < b.start; });
+  }
+  live_dirty_ = std::move(dirty);
   return {};
 }
 
@@ -107,6 +148,45 @@ Status MemberDump::write(image::SnapshotWriter& writer, const ProgressFn& progre
   if (arm_after) CKPT_TRY(arm());
   meta.tracker_fd = tstate_.target_fd;
   return {};
+}
+
+Status MemberDump::capture(Capture& capture, image::SnapshotWriter& writer, ProgressFn progress,
+                           uint64_t progress_base, uint64_t progress_total) {
+  if (spec_.precopy) {
+    // Pre-copied pages written since, and any outside today's memory (the
+    // process unmapped it), leave the generation before the final copy.
+    CKPT_TRY(writer.drop_pages(to_mem_ranges(live_dirty_), false));
+    std::vector<image::MemRange> kept;
+    for (const image::VmaRecord& v : meta.vmas)
+      if (!v.is_special() && !(v.is_file() && (v.flags & image::kVmaShared)))
+        kept.push_back({v.start, v.end});
+    CKPT_TRY(writer.drop_pages(kept, true));
+  }
+  if (hashing()) {
+    static const std::vector<image::PageHash> kNone;
+    filter_ = std::make_unique<HashFilter>(
+        spec_.prev && spec_.prev_hashes ? *spec_.prev_hashes : kNone, writer);
+    return capture.read(
+        pid(), plan,
+        [f = filter_.get()](uint64_t va, const uint8_t* d, size_t n) { return f->add(va, d, n); },
+        std::move(progress), progress_base, progress_total);
+  }
+  return capture.read(
+      pid(), plan,
+      [&writer](uint64_t va, const uint8_t* d, size_t n) { return writer.add_pages(va, d, n); },
+      std::move(progress), progress_base, progress_total);
+}
+
+Status MemberDump::captured(bool arm_after) {
+  if (!hashing()) {
+    if (arm_after) CKPT_TRY(arm());
+    meta.tracker_fd = tstate_.target_fd;
+  }
+  return {};
+}
+
+void MemberDump::finish_write() {
+  if (filter_) filter_->finish(meta.vmas, &meta.complete);
 }
 
 }  // namespace ckpt::dump

@@ -14,7 +14,10 @@
 #include <vector>
 
 #include "dirty/tracker.hpp"
+#include "dump/capture.hpp"
+#include "dump/hash_filter.hpp"
 #include "dump/memory.hpp"
+#include "dump/precopy.hpp"
 #include "image/model.hpp"
 #include "image/writer.hpp"
 #include "proc/freeze.hpp"
@@ -34,6 +37,10 @@ struct MemberSpec {
   // Shared anonymous memory (by the object's inode): true when this member
   // saves the object's content; the others map it without content.
   std::function<bool(uint64_t ino)> saves_shared;
+  // The final round of a live checkpoint: the pre-copy of this member (its
+  // tracker, layout and pages already in the writer). Only what was written
+  // since its last round is read.
+  Precopy* precopy = nullptr;
 };
 
 class MemberDump {
@@ -46,16 +53,28 @@ class MemberDump {
   // tracking once its memory is read (an incremental's collect re-armed).
   Status write(image::SnapshotWriter& writer, const ProgressFn& progress, bool arm_after);
 
+  // The same in three steps, for a job that is released as soon as every
+  // member's pages are copied into the tool's buffers: capture (frozen),
+  // captured (frozen: arms a full's tracking), finish_write (after
+  // capture.finish(), the target may run).
+  Status capture(Capture& capture, image::SnapshotWriter& writer, ProgressFn progress,
+                 uint64_t progress_base, uint64_t progress_total);
+  Status captured(bool arm_after);
+  void finish_write();
+
   pid_t pid() const { return spec_.fp->pid(); }
   bool hashing() const { return spec_.tracker == "hash"; }
   image::ImageMeta meta;
   MemoryPlan plan;
 
  private:
+  Status prepare_final_live(CheckpointStats* stats);
   MemberSpec spec_;
   std::unique_ptr<dirty::Tracker> tracker_;
   dirty::TrackerState tstate_;
   bool armed_ = false;
+  std::unique_ptr<HashFilter> filter_;
+  std::vector<mem::Range> live_dirty_;  // final live round: what replaces pre-copied pages
 };
 
 // Shared anonymous memory in a plan: the member that saves an object reads

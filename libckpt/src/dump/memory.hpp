@@ -35,6 +35,15 @@ Result<MemoryPlan> plan_dirty_memory(pid_t pid, const std::vector<image::VmaReco
                                      const std::vector<mem::Range>& dirty,
                                      std::vector<image::MemRange>* complete);
 
+// Reads happen in batches of 2 MiB (a core's L2 here) and at most 1024
+// ranges (the remote iovec limit).
+constexpr uint64_t kBatchBytes = 2 << 20;
+struct Batch {
+  std::vector<mem::Range> ranges;
+  uint64_t bytes = 0;
+};
+std::vector<Batch> make_batches(const std::vector<mem::Range>& ranges);
+
 // Reads the planned ranges and hands them to `sink` (on the calling thread).
 Status dump_memory(pid_t pid, const MemoryPlan& plan, const PageSink& sink,
                    const ProgressFn& progress);

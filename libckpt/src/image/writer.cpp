@@ -66,7 +66,8 @@ Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::create_in(
   // node's memory use, at the price of a longer freeze (docs/performance.md).
   // Callers hand in page-aligned buffers; the page-sized header keeps
   // offsets aligned.
-  int oflags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  // Read-write: a live checkpoint reads back parts of runs it cuts (drop_pages).
+  int oflags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
   if (direct_io) w->pages_fd_.reset(::open(pages.c_str(), oflags | O_DIRECT, 0600));
   if (!w->pages_fd_.valid()) {
     ::unlink(pages.c_str());
@@ -167,9 +168,131 @@ Status SnapshotWriter::add_pages(uint64_t vaddr, const uint8_t* data, size_t npa
   return flush_iov();
 }
 
+Status SnapshotWriter::drop_pages(const std::vector<MemRange>& ranges, bool keep) {
+  if (stream_) return make_error(ENOTSUP, "a stream cannot take pages back");
+  // The parts of [a, b) to keep: outside `ranges` (or inside, with `keep`).
+  auto kept = [&](uint64_t a, uint64_t b) {
+    std::vector<MemRange> out;
+    uint64_t at = a;
+    auto lo = std::lower_bound(ranges.begin(), ranges.end(), a,
+                               [](const MemRange& r, uint64_t v) { return r.end <= v; });
+    for (auto it = lo; it != ranges.end() && it->start < b; ++it) {
+      uint64_t s = std::max(it->start, a), e = std::min(it->end, b);
+      if (keep) {
+        out.push_back({s, e});
+      } else {
+        if (s > at) out.push_back({at, s});
+        at = e;
+      }
+    }
+    if (!keep && at < b) out.push_back({at, b});
+    return out;
+  };
+  int fl = ::fcntl(pages_fd_.get(), F_GETFL);
+  if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
+  std::vector<PageRun> runs;
+  std::vector<uint8_t> buf;
+  pages_ = zero_pages_ = 0;
+  for (const PageRun& r : runs_) {
+    for (const MemRange& k : kept(r.vaddr, r.vaddr + r.bytes())) {
+      PageRun p = r;
+      p.vaddr = k.start;
+      p.npages = uint32_t((k.end - k.start) / kPageSize);
+      if (!r.zero() && p.npages != r.npages) {
+        p.content_offset = r.content_offset + (k.start - r.vaddr);
+        buf.resize(p.bytes());
+        CKPT_TRY(read_exact(pages_fd_.get(), buf.data(), buf.size(),
+                            off_t(kPagesHeaderSize + p.content_offset),
+                            tmp_dir_ + "/" + kPagesFile));
+        p.content_hash = xxh3(buf.data(), buf.size());
+      }
+      pages_ += p.npages;
+      if (p.zero()) zero_pages_ += p.npages;
+      runs.push_back(p);
+    }
+  }
+  runs_ = std::move(runs);
+  return {};
+}
+
+Status SnapshotWriter::fill_holes() {
+  std::vector<PageRun> runs, moving;
+  uint64_t covered = 0;
+  for (const PageRun& r : runs_)
+    if (!r.zero()) covered += r.bytes();
+  if (covered == content_bytes_) return {};
+  const std::string path = tmp_dir_ + "/" + kPagesFile;
+  int fl = ::fcntl(pages_fd_.get(), F_GETFL);
+  if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
+  // Content at or past `covered` moves into the holes below it (there is
+  // exactly as much of one as of the other); the rest stays where it is.
+  std::vector<uint8_t> buf;
+  auto hash_at = [&](uint64_t off, uint64_t len) -> Result<uint64_t> {
+    buf.resize(len);
+    CKPT_TRY(read_exact(pages_fd_.get(), buf.data(), len, off_t(kPagesHeaderSize + off), path));
+    return xxh3(buf.data(), len);
+  };
+  for (const PageRun& r : runs_) {
+    if (r.zero() || r.content_offset + r.bytes() <= covered) {
+      runs.push_back(r);
+    } else if (r.content_offset >= covered) {
+      moving.push_back(r);
+    } else {  // straddles: the part below stays, the rest moves
+      PageRun low = r, high = r;
+      low.npages = uint32_t((covered - r.content_offset) / kPageSize);
+      CKPT_ASSIGN(low.content_hash, hash_at(low.content_offset, low.bytes()));
+      high.npages = r.npages - low.npages;
+      high.vaddr = r.vaddr + low.bytes();
+      high.content_offset = covered;
+      runs.push_back(low);
+      moving.push_back(high);
+    }
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> used;  // content that stays: [off, end)
+  for (const PageRun& r : runs)
+    if (!r.zero()) used.push_back({r.content_offset, r.content_offset + r.bytes()});
+  std::sort(used.begin(), used.end());
+  std::vector<std::pair<uint64_t, uint64_t>> holes;
+  uint64_t at = 0;
+  for (auto [a, b] : used) {
+    if (a > at) holes.push_back({at, a});
+    at = std::max(at, b);
+  }
+  if (at < covered) holes.push_back({at, covered});
+  size_t h = 0;
+  for (PageRun m : moving) {
+    while (m.npages > 0) {
+      if (h == holes.size()) return make_error(EIO, "internal error: no hole left in " + path);
+      uint64_t take = std::min<uint64_t>(m.bytes(), holes[h].second - holes[h].first);
+      PageRun piece = m;
+      piece.npages = uint32_t(take / kPageSize);
+      piece.content_offset = holes[h].first;
+      buf.resize(take);
+      CKPT_TRY(read_exact(pages_fd_.get(), buf.data(), take,
+                          off_t(kPagesHeaderSize + m.content_offset), path));
+      CKPT_TRY(write_all(pages_fd_.get(), buf.data(), take, path,
+                         off_t(kPagesHeaderSize + piece.content_offset)));
+      piece.content_hash = xxh3(buf.data(), take);
+      runs.push_back(piece);
+      holes[h].first += take;
+      if (holes[h].first == holes[h].second) ++h;
+      m.vaddr += take;
+      m.content_offset += take;
+      m.npages -= piece.npages;
+    }
+  }
+  if (::ftruncate(pages_fd_.get(), off_t(kPagesHeaderSize + covered)) != 0)
+    return sys_error("truncating " + path);
+  runs_ = std::move(runs);
+  content_bytes_ = covered;
+  return {};
+}
+
 Status SnapshotWriter::commit(const ImageMeta& meta) {
   if (meta.generation != generation_ || meta.chain_id != chain_id_)
     return make_error(EINVAL, "metadata does not belong to this generation");
+  // A live checkpoint dropped pages: the content left must fill pages.img.
+  if (!stream_) CKPT_TRY(fill_holes());
 
   FileHeader h;
   h.generation = generation_;

@@ -52,6 +52,14 @@ class SnapshotWriter {
   // Page-aligned `data` keeps O_DIRECT; unaligned data switches the file to
   // buffered writes.
   Status add_pages(uint64_t vaddr, const uint8_t* data, size_t npages);
+  // Live checkpoints (pre-copy into the generation being written): forgets
+  // the pages already added that lie in `ranges` (sorted, disjoint [start,
+  // end)), or with `keep` every page outside them. Their content stays in
+  // pages.img until commit, which moves the content past the end of what is
+  // left into the holes (as many bytes as were dropped) and truncates the
+  // file; a run cut in two gets each part's hash from the file. Directory
+  // writers only.
+  Status drop_pages(const std::vector<MemRange>& ranges, bool keep);
   // A table of every page's hash, stored in addr.img (for the hash tracker).
   void set_page_hashes(std::vector<PageHash> hashes) { page_hashes_ = std::move(hashes); }
   // Writes the address and metadata files and commits the generation atomically.
@@ -70,6 +78,7 @@ class SnapshotWriter {
  private:
   SnapshotWriter() = default;
   Status flush_iov();
+  Status fill_holes();
   void discard();
 
   std::string dir_, tmp_dir_, final_dir_;

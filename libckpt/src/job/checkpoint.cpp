@@ -8,12 +8,15 @@
 
 #include <algorithm>
 #include <ckpt/ckpt.hpp>
+#include <cstdlib>
 #include <map>
 #include <set>
 
+#include "dump/capture.hpp"
 #include "dump/chain_owner.hpp"
 #include "dump/generation.hpp"
 #include "dump/member.hpp"
+#include "dump/precopy_rule.hpp"
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
@@ -48,6 +51,12 @@ Result<PreviousJob> open_previous(const std::string& gen_dir) {
 
 // Shared anonymous memory objects (by inode) and the first member mapping
 // each: that member saves the content, the others only map it.
+bool frozen_has(const std::vector<job::Member>& members, pid_t pid) {
+  for (const job::Member& m : members)
+    if (m.pid == pid && !m.zombie) return true;
+  return false;
+}
+
 std::map<uint64_t, pid_t> shared_memory_owners(const std::vector<job::Member>& members) {
   std::map<uint64_t, pid_t> owner;
   for (const job::Member& m : members) {
@@ -94,21 +103,12 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   else
     CKPT_TRY(dump::new_chain_id(&chain_id));
 
-  const double t_frozen = now_seconds();
-  CKPT_ASSIGN(auto frozen, job::FrozenJob::freeze(opts.pid, opts.tree));
-  const std::vector<job::Member>& members = frozen->members();
-  std::vector<pid_t> pids;
-  for (const job::Member& m : members) pids.push_back(m.pid);
-  const std::map<uint64_t, pid_t> owners = shared_memory_owners(members);
-
-  // Describe every member and plan its memory, all frozen.
-  std::vector<std::unique_ptr<dump::MemberDump>> dumps;
-  std::vector<dump::MemberDump*> live;
-  for (size_t i = 0; i < members.size(); ++i) {
-    if (members[i].zombie) continue;
-    const pid_t pid = members[i].pid;
+  // The member `i` of the frozen job, with what the chain knows of it.
+  auto member_spec = [&](const job::FrozenJob& fj, size_t i, const std::vector<pid_t>& pids,
+                         const std::map<uint64_t, pid_t>& owners) {
+    const pid_t pid = fj.members()[i].pid;
     dump::MemberSpec ms;
-    ms.fp = frozen->process(i);
+    ms.fp = fj.process(i);
     if (prev && prev->members.count(pid)) {
       const image::SnapshotReader* r = prev->members.at(pid).get();
       ms.prev = &r->meta();
@@ -124,13 +124,103 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       auto it = owners.find(ino);
       return it == owners.end() || it->second == pid;
     };
+    return ms;
+  };
+
+  // The generation being written, and each member's files in it (a live
+  // checkpoint fills them before the final freeze).
+  CKPT_ASSIGN(auto gen, job::GenerationWriter::create(opts.dir, generation));
+  std::map<pid_t, std::unique_ptr<image::SnapshotWriter>> member_writers;
+  auto writer_for = [&](pid_t pid) -> Result<image::SnapshotWriter*> {
+    auto& w = member_writers[pid];
+    if (!w) {
+      auto r = image::SnapshotWriter::create_in(image::member_dir(gen->path(), pid, opts.pid),
+                                                generation, chain_id, opts.direct_io);
+      if (!r.ok()) return r.error();
+      w = std::move(*r);
+    }
+    return w.get();
+  };
+
+  std::unique_ptr<job::FrozenJob> frozen;
+  double t_frozen = 0;
+  std::map<pid_t, std::unique_ptr<dump::Precopy>> precopies;
+  if (opts.live && tracker == "hash") {
+    stats.live_stop = "the hash tracker cannot pre-copy: pages copied into memory while frozen";
+  } else if (opts.live) {
+    // Pre-copy rounds while the job runs (dump/precopy); the round the
+    // stop rule picks stays frozen and becomes the final one below.
+    const double t_live = now_seconds();
+    uint64_t prev_bytes = 0;
+    for (int round = 1;; ++round) {
+      t_frozen = now_seconds();
+      CKPT_ASSIGN(frozen, job::FrozenJob::freeze(opts.pid, opts.tree));
+      const std::vector<job::Member>& ms = frozen->members();
+      std::vector<pid_t> pids;
+      for (const job::Member& m : ms) pids.push_back(m.pid);
+      const std::map<uint64_t, pid_t> owners = shared_memory_owners(ms);
+      std::map<pid_t, std::unique_ptr<dump::Precopy>> now;
+      uint64_t bytes = 0;
+      for (size_t i = 0; i < ms.size(); ++i) {
+        if (ms[i].zombie) continue;
+        auto pc = precopies.count(ms[i].pid) ? std::move(precopies[ms[i].pid])
+                                             : std::make_unique<dump::Precopy>();
+        Status s = pc->plan_round(member_spec(*frozen, i, pids, owners), &stats);
+        if (!s.ok()) return job::name_member(s.error(), ms[i].pid, ms.size());
+        bytes += pc->round_bytes();
+        now[ms[i].pid] = std::move(pc);
+      }
+      precopies = std::move(now);  // members gone since the last round are dropped
+      for (auto it = member_writers.begin(); it != member_writers.end();)
+        it = precopies.count(it->first) ? std::next(it) : member_writers.erase(it);
+      if (const char* why = dump::precopy_stop(dump::PrecopyLimits{}, round, bytes, prev_bytes,
+                                               now_seconds() - t_live)) {
+        stats.live_stop = why;
+        break;
+      }
+      CKPT_TRY(frozen->release());
+      stats.precopy_frozen_max_seconds =
+          std::max(stats.precopy_frozen_max_seconds, now_seconds() - t_frozen);
+      frozen.reset();
+      for (auto& [pid, pc] : precopies) {
+        CKPT_ASSIGN(image::SnapshotWriter * w, writer_for(pid));
+        if (Status s = pc->copy(*w); !s.ok())
+          return job::name_member(s.error(), pid, precopies.size());
+      }
+      stats.live_rounds = uint64_t(round);
+      stats.precopy_bytes += bytes;
+      prev_bytes = bytes;
+      // Tests widen the window between rounds to end the process or the tool in it.
+      if (const char* w = ::getenv("CKPT_TEST_PRECOPY_SLEEP"))
+        ::usleep(useconds_t(std::atof(w) * 1e6));
+    }
+  }
+  if (!frozen) {
+    t_frozen = now_seconds();
+    CKPT_ASSIGN(frozen, job::FrozenJob::freeze(opts.pid, opts.tree));
+  }
+  const std::vector<job::Member>& members = frozen->members();
+  std::vector<pid_t> pids;
+  for (const job::Member& m : members) pids.push_back(m.pid);
+  const std::map<uint64_t, pid_t> owners = shared_memory_owners(members);
+
+  // Describe every member and plan its memory, all frozen.
+  std::vector<std::unique_ptr<dump::MemberDump>> dumps;
+  std::vector<dump::MemberDump*> live;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].zombie) continue;
+    const pid_t pid = members[i].pid;
+    dump::MemberSpec ms = member_spec(*frozen, i, pids, owners);
+    if (precopies.count(pid)) ms.precopy = precopies[pid].get();
     auto md = std::make_unique<dump::MemberDump>();
     Status s = md->prepare(ms, &stats);
-    if (!s.ok())
-      return job::name_member(s.error(), pid, members.size());
+    if (!s.ok()) return job::name_member(s.error(), pid, members.size());
     live.push_back(md.get());
     dumps.push_back(std::move(md));
   }
+  for (auto it = member_writers.begin(); it != member_writers.end();)  // gone since the last round
+    it = precopies.count(it->first) && frozen_has(members, it->first) ? std::next(it)
+                                                                      : member_writers.erase(it);
 
   image::JobMeta jm;
   jm.generation = generation;
@@ -141,35 +231,40 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   if (opts.tree) jm.members[0].flags |= image::kMemberTree;
   jm.shares = find_shared_files(live);
 
-  // Memory: each member into its own files; progress over the whole job.
-  CKPT_ASSIGN(auto gen, job::GenerationWriter::create(opts.dir, generation));
+  // Memory: each member's pages are copied into buffers the tool owns
+  // (dump/capture) and drained into its own files by a writer thread; the
+  // job runs again once every page is copied, not once the page cache took
+  // them. Progress over the whole job.
   uint64_t total = 0, done = 0;
   for (auto* d : live) total += d->plan.bytes();
-  std::vector<std::unique_ptr<image::SnapshotWriter>> writers;
+  std::vector<image::SnapshotWriter*> writers;
   const double t_mem = now_seconds();
+  dump::Capture capture(opts.capture_bytes >= 0 ? uint64_t(opts.capture_bytes)
+                                                : dump::default_capture_budget());
   for (auto* d : live) {
-    CKPT_ASSIGN(auto w,
-                image::SnapshotWriter::create_in(image::member_dir(gen->path(), d->pid(), opts.pid),
-                                                 generation, chain_id, opts.direct_io));
-    ProgressFn progress;
-    if (opts.progress)
-      progress = [&, base = done](uint64_t n, uint64_t) { opts.progress(base + n, total); };
-    Status s = d->write(*w, progress, !opts.kill_after);
-    if (!s.ok())
-      return job::name_member(s.error(), d->pid(), members.size());
+    CKPT_ASSIGN(image::SnapshotWriter * w, writer_for(d->pid()));
+    writers.push_back(w);
+    Status s = d->capture(capture, *w, opts.progress, done, total);
+    if (!s.ok()) return job::name_member(s.error(), d->pid(), members.size());
     done += d->plan.bytes();
-    writers.push_back(std::move(w));
   }
-  stats.memory_seconds = now_seconds() - t_mem;
+  for (auto* d : live)
+    if (Status s = d->captured(!opts.kill_after); !s.ok())
+      return job::name_member(s.error(), d->pid(), members.size());
 
   // Memory is copied: a running job cannot change the image any more, so it
-  // goes back to work while the files are made durable. With --kill it stays
-  // stopped until the checkpoint is committed.
+  // goes back to work while the files are written and made durable. With
+  // --kill it stays stopped until the checkpoint is committed.
   double t_released = 0;
   if (!opts.kill_after) {
     CKPT_TRY(frozen->release());
     t_released = now_seconds();
   }
+  capture.resume();
+  CKPT_TRY(capture.finish());
+  for (auto* d : live) d->finish_write();
+  stats.memory_seconds = now_seconds() - t_mem;
+  stats.capture_peak_bytes = capture.peak_bytes();
   for (size_t i = 0; i < live.size(); ++i) CKPT_TRY(writers[i]->commit(live[i]->meta));
   CKPT_TRY(image::write_job_file(gen->path(), jm));
   CKPT_TRY(gen->commit());

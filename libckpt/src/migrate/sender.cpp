@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "dump/generation.hpp"
+#include "dump/precopy_rule.hpp"
 #include "migrate/protocol.hpp"
 #include "util/clock.hpp"
 
@@ -145,19 +146,15 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
     };
     spec.decide_final = [&](uint64_t bytes) {
       if (!opts.live) return true;
-      if (round == 1) return false;  // round 1 sends everything while the process runs
-      uint64_t prev = stats.rounds.back().dirty_bytes;
-      if (bytes <= opts.threshold_bytes)
-        stats.stop_reason = "dirty set under the threshold";
-      else if (round > 2 && bytes + opts.diff_bytes > prev)
-        stats.stop_reason = "dirty set no longer shrinks";
-      else if (now_seconds() - t0 >= opts.deadline_seconds)
-        stats.stop_reason = "deadline";
-      else if (round >= opts.max_rounds)
-        stats.stop_reason = "maximum number of rounds";
-      else
-        return false;
-      return true;
+      dump::PrecopyLimits lim;
+      lim.threshold_bytes = opts.threshold_bytes;
+      lim.diff_bytes = opts.diff_bytes;
+      lim.deadline_seconds = opts.deadline_seconds;
+      lim.max_rounds = opts.max_rounds;
+      const char* why = dump::precopy_stop(
+          lim, round, bytes, round > 1 ? stats.rounds.back().dirty_bytes : 0, now_seconds() - t0);
+      if (why) stats.stop_reason = why;
+      return why != nullptr;
     };
     double t_sent = 0;
     spec.before_kill = [&]() -> Status {

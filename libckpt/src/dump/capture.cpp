@@ -1,0 +1,168 @@
+#include "dump/capture.hpp"
+
+#include <sys/mman.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "mem/reader.hpp"
+
+namespace ckpt::dump {
+
+uint64_t default_capture_budget() {
+  constexpr uint64_t kMin = 4 * kBatchBytes;
+  if (const char* e = ::getenv("LIBCKPT_CAPTURE_MIB"))
+    return std::max<uint64_t>(kMin, std::strtoull(e, nullptr, 10) << 20);
+  uint64_t avail_kb = 0;
+  if (FILE* f = std::fopen("/proc/meminfo", "re")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %lu kB", &avail_kb) == 1) break;
+    std::fclose(f);
+  }
+  return std::max<uint64_t>(kMin, (avail_kb << 10) / 2);
+}
+
+Capture::Capture(uint64_t budget_bytes) {
+  slots_ = std::max<uint64_t>(2, budget_bytes / kBatchBytes);
+  arena_bytes_ = slots_ * kBatchBytes;
+  // Address space only: pages are allocated as buffers are first used. Huge
+  // pages make that one fault per 2 MiB buffer instead of 512.
+  void* p = ::mmap(nullptr, arena_bytes_ + kBatchBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p != MAP_FAILED) {
+    uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kBatchBytes - 1) & ~(kBatchBytes - 1);
+    arena_ = reinterpret_cast<uint8_t*>(a);
+    ::madvise(arena_, arena_bytes_, MADV_HUGEPAGE);
+    arena_base_ = p;
+  }
+  if (const char* h = ::getenv("LIBCKPT_CAPTURE_HOLD")) held_ = std::strcmp(h, "0") != 0;
+  writer_ = std::thread([this] { drain(); });
+}
+
+void Capture::resume() {
+  std::lock_guard<std::mutex> l(m_);
+  held_ = false;
+  cv_.notify_all();
+}
+
+Capture::~Capture() {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    closing_ = abandon_ = true;
+    cv_.notify_all();
+  }
+  writer_.join();
+  if (arena_base_) ::munmap(arena_base_, arena_bytes_ + kBatchBytes);
+}
+
+int Capture::take_buffer() {
+  std::unique_lock<std::mutex> l(m_);
+  cv_.wait(l, [&] { return !free_.empty() || uint64_t(next_unused_) < slots_ || !error_.ok(); });
+  if (!error_.ok()) return -1;
+  int i;
+  if (!free_.empty()) {
+    i = free_.back();
+    free_.pop_back();
+  } else {
+    i = next_unused_++;
+  }
+  in_use_ += kBatchBytes;
+  peak_ = std::max(peak_, in_use_);
+  return i;
+}
+
+Status Capture::read(pid_t pid, const MemoryPlan& plan, PageSink sink, ProgressFn progress,
+                     uint64_t progress_base, uint64_t progress_total,
+                     std::vector<mem::Range>* missed) {
+  if (!arena_) return sys_error("reserving capture buffers");
+  std::vector<Batch> batches = make_batches(plan.ranges);
+  if (batches.empty()) return {};
+  const PageSink* s;
+  const ProgressFn* pr;
+  {
+    std::lock_guard<std::mutex> l(m_);
+    sinks_.push_back(std::move(sink));
+    progresses_.push_back(std::move(progress));
+    s = &sinks_.back();
+    pr = &progresses_.back();
+  }
+  if (!progress_total) progress_total = plan.bytes();
+  mem::RemoteReader rr(pid);
+  uint64_t done = progress_base;
+  for (Batch& b : batches) {
+    int i = take_buffer();
+    if (i < 0) break;  // the writer failed: finish() reports it
+    uint8_t* buf = arena_ + uint64_t(i) * kBatchBytes;
+    Status st = rr.read(b.ranges.data(), b.ranges.size(), buf);
+    if (!st.ok() && missed) {
+      // Range by range, keeping what can be read, packed in order.
+      std::vector<mem::Range> good;
+      uint64_t at = 0;
+      for (const mem::Range& r : b.ranges) {
+        if (rr.read(&r, 1, buf + at).ok()) {
+          good.push_back(r);
+          at += r.len;
+        } else {
+          missed->push_back(r);
+        }
+      }
+      b.ranges = std::move(good);
+      st = {};
+    }
+    std::lock_guard<std::mutex> l(m_);
+    if (!st.ok()) {
+      free_.push_back(i);
+      in_use_ -= kBatchBytes;
+      return st;
+    }
+    done += b.bytes;
+    queue_.push_back(Item{i, std::move(b.ranges), b.bytes, s, pr, done, progress_total});
+    cv_.notify_all();
+  }
+  return {};
+}
+
+void Capture::drain() {
+  for (;;) {
+    Item it;
+    bool failed;
+    {
+      std::unique_lock<std::mutex> l(m_);
+      // Held: only when every buffer is taken (the reader would wait anyway).
+      cv_.wait(l, [&] {
+        return closing_ ||
+               (!queue_.empty() && (!held_ || (free_.empty() && uint64_t(next_unused_) >= slots_)));
+      });
+      if (abandon_ || (queue_.empty() && closing_)) return;
+      it = std::move(queue_.front());
+      queue_.pop_front();
+      failed = !error_.ok();  // after an error the rest is only given back
+    }
+    Status st;
+    const uint8_t* p = arena_ + uint64_t(it.buf) * kBatchBytes;
+    for (const mem::Range& r : it.ranges) {
+      if (failed) break;
+      st = (*it.sink)(r.addr, p, r.len / image::kPageSize);
+      if (!st.ok()) break;
+      p += r.len;
+    }
+    if (st.ok() && !failed && *it.progress) (*it.progress)(it.progress_done, it.progress_total);
+    std::lock_guard<std::mutex> l(m_);
+    free_.push_back(it.buf);
+    in_use_ -= kBatchBytes;
+    if (!st.ok() && error_.ok()) error_ = st;
+    cv_.notify_all();
+  }
+}
+
+Status Capture::finish() {
+  resume();
+  std::unique_lock<std::mutex> l(m_);
+  cv_.wait(l, [&] { return queue_.empty() && in_use_ == 0; });
+  Status st = error_;
+  return st;
+}
+
+}  // namespace ckpt::dump

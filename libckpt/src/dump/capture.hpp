@@ -1,0 +1,83 @@
+// Copies frozen processes' memory into buffers the tool owns, so a job can
+// run again as soon as its pages are copied: a background thread drains the
+// buffers into each member's page sink (the page cache, the disk) meanwhile
+// and after the release. The buffers are bounded: when the budget is used up
+// the reader waits for the writer, and the freeze then lasts as long as the
+// disk needs for the excess (docs/performance.md, "A freeze that does not
+// depend on the disk").
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/ckpt.hpp>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dump/memory.hpp"
+
+namespace ckpt::dump {
+
+// The default budget: half of MemAvailable (LIBCKPT_CAPTURE_MIB overrides),
+// at least the 8 MiB a streaming copy uses anyway.
+uint64_t default_capture_budget();
+
+class Capture {
+ public:
+  explicit Capture(uint64_t budget_bytes);
+  ~Capture();  // abandons what is queued and joins the writer
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+
+  // On the calling thread (the tracer, which must release the target):
+  // reads `plan` of `pid` batch by batch into buffers and queues them for
+  // `sink`, which runs on the writer thread and must stay valid until
+  // finish(). `progress` runs on the writer thread too. With `missed`
+  // (a target that runs meanwhile: a live checkpoint's pre-copy), ranges
+  // that cannot be read are listed there instead of failing the read.
+  Status read(pid_t pid, const MemoryPlan& plan, PageSink sink, ProgressFn progress,
+              uint64_t progress_base = 0, uint64_t progress_total = 0,
+              std::vector<mem::Range>* missed = nullptr);
+  // While held (from construction until resume()), the writer thread stays
+  // idle unless the budget is used up: a frozen target gets the CPU for its
+  // copy rather than sharing it with the disk write. LIBCKPT_CAPTURE_HOLD=0
+  // lets the writer run from the start (the measured alternative).
+  void resume();
+  // Waits until every queued batch went through its sink: the first error.
+  Status finish();
+  // The largest amount of buffer memory in use at once.
+  uint64_t peak_bytes() const { return peak_; }
+
+ private:
+  struct Item {
+    int buf;
+    std::vector<mem::Range> ranges;
+    uint64_t bytes;
+    const PageSink* sink;
+    const ProgressFn* progress;
+    uint64_t progress_done, progress_total;
+  };
+  int take_buffer();  // blocks while the budget is used up
+  void drain();
+
+  uint64_t slots_ = 0;
+  uint8_t* arena_ = nullptr;
+  void* arena_base_ = nullptr;
+  uint64_t arena_bytes_ = 0;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<int> free_;
+  int next_unused_ = 0;
+  std::deque<Item> queue_;
+  std::deque<PageSink> sinks_;  // stable addresses for queued items
+  std::deque<ProgressFn> progresses_;
+  bool closing_ = false, abandon_ = false, held_ = true;
+  Status error_;
+  uint64_t in_use_ = 0, peak_ = 0;
+  std::thread writer_;
+};
+
+}  // namespace ckpt::dump
