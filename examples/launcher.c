@@ -114,8 +114,13 @@ int main(int argc, char** argv) {
     pid_t w = waitpid(-1, &status, WNOHANG);
     if (w < 0) return perror("waitpid"), 1;
     if (w == 0) { /* nothing ended: wait for a signal */
-      if (sigwaitinfo(&wanted, NULL) == SIGUSR1) checkpoint(ctx, dir, root, &have_chain);
-      continue;
+      if (sigwaitinfo(&wanted, NULL) != SIGUSR1) continue;
+      if (checkpoint(ctx, dir, root, &have_chain) == 0 || kill(root, 0) == 0) continue;
+      /* The root died during the checkpoint and the library, its tracer,
+       * reaped it (cr_run checkpoints from a child process to keep the
+       * status): count it as a death by signal. */
+      status = SIGKILL;
+      w = root;
     }
     if (w != root) continue; /* an orphaned member of the job */
     if (!WIFSIGNALED(status) || !have_chain || restarts == 3) break;

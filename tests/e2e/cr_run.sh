@@ -22,8 +22,10 @@ WORK=$(mktemp -d /tmp/cr_run.XXXXXX)
 install_traps
 CR_RUN=$BIN/cr_run
 cp "$BIN/e2e/cr_work" "$WORK/cr_work"
-ROUNDS=600
-JOB=("$WORK/cr_work" "$ROUNDS" 2 16)
+# 200 rounds of work, then the job waits for the gate file that the test
+# creates once it killed and restarted it: nothing races the job's end.
+GATE=$WORK/gate
+JOB=("$WORK/cr_work" 200 2 16 "$GATE")
 LOG=$WORK/log
 LOGS+=("$LOG" "$WORK/err" "$WORK/resume.err")
 
@@ -46,20 +48,29 @@ wait_lines() {
 }
 
 # The uninterrupted result.
+touch "$GATE"
 (close_fds; exec "${JOB[@]}") >"$WORK/expected" </dev/null || die "uninterrupted run failed"
 grep -q '^result ' "$WORK/expected" || die "uninterrupted run printed no result"
+rm "$GATE"
 
 start_cr_run() {
   (close_fds; exec "$CR_RUN" --dir "$WORK/ck" --log "$LOG" "$@" -- "${JOB[@]}") \
     >"$WORK/out" 2>"$WORK/err" </dev/null &
   CR=$!
   OWN_PIDS+=("$CR")
-  wait_lines "started job" 1 "$CR" 10
-  ROOT=$(sed -n 's/.*started job \([0-9]*\).*/\1/p' "$LOG" | head -1)
+  if [[ " $* " == *" --json "* ]]; then
+    wait_lines '"event":"start"' 1 "$CR" 30
+    ROOT=$(sed -n 's/.*"event":"start","pid":\([0-9]*\).*/\1/p' "$LOG" | head -1)
+  else
+    wait_lines "started job" 1 "$CR" 30
+    ROOT=$(sed -n 's/.*started job \([0-9]*\).*/\1/p' "$LOG" | head -1)
+  fi
+  [[ -n $ROOT ]] || die "no job PID in the log"
   OWN_PIDS+=("$ROOT")
 }
 
 finish() {  # finish EXPECTED_STATUS: cr_run ends with it and the result is exact
+  touch "$GATE"
   wait_exit "$CR" 60 || die "cr_run did not end"
   [[ $EXIT_STATUS == "$1" ]] || die "cr_run exited $EXIT_STATUS, expected $1"
   if [[ $1 == 0 ]]; then
@@ -72,7 +83,7 @@ case $MODE in
 restart)
   start_cr_run --interval 0.4 --incrementals 2 --keep 2 --restarts 2
   # A full and two incrementals, then a new chain's full: both kinds committed.
-  wait_lines "checkpoint (scheduled)" 4 "$CR" 30
+  wait_lines "checkpoint (scheduled): chain" 4 "$CR" 30
   grep -q "incremental checkpoint (scheduled): chain 1 generation 3" "$LOG" ||
     die "no incremental on chain 1 (schedule)"
   kill -9 "$ROOT"
@@ -106,7 +117,7 @@ usr1)
 no-restarts)
   start_cr_run --interval 0 --restarts 0
   kill -USR1 "$CR"
-  wait_lines "checkpoint (SIGUSR1)" 1 "$CR" 30
+  wait_lines "checkpoint (SIGUSR1): chain" 1 "$CR" 30
   kill -9 "$ROOT"
   finish 137
   grep -q "no restarts left" "$LOG" || die "no 'no restarts left' line"
@@ -114,7 +125,7 @@ no-restarts)
   ;;
 resume-alive | resume-dead)
   start_cr_run --interval 0.3 --incrementals 1
-  wait_lines "checkpoint (scheduled)" 3 "$CR" 30
+  wait_lines "checkpoint (scheduled): chain" 3 "$CR" 30
   kill -9 "$CR"
   wait_exit "$CR" 10 || die "cr_run did not die"
   if [[ $MODE == resume-dead ]]; then

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cr_run/chains.hpp"
+#include "cr_run/isolated.hpp"
 
 namespace cr_run {
 
@@ -89,6 +90,9 @@ bool Supervisor::start_command() {
   }
   if (pid == 0) {
     ::sigprocmask(SIG_SETMASK, &g_original, nullptr);
+    // Descriptors leaked to cr_run (pipes of a harness, sockets) would make
+    // every checkpoint refuse the job: it gets stdin, stdout and stderr only.
+    ::close_range(3, ~0u, 0);
     std::vector<char*> argv;
     for (auto& a : state_.command) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -118,7 +122,7 @@ bool Supervisor::checkpoint(const std::string& why) {
   o.dir = chain_dir(dir_, chain);
   o.pid = state_.root;
   o.tree = true;
-  auto r = full ? ckpt::checkpoint_full(o) : ckpt::checkpoint_incremental(o);
+  auto r = checkpoint_isolated(o, full);
   if (!r.ok()) {
     std::error_code ec;
     if (full) std::filesystem::remove(o.dir, ec);  // only if still empty
@@ -283,7 +287,13 @@ bool Supervisor::adopt() {
   o.pid = state_.root;
   o.tree = true;
   o.kill_after = true;
-  auto r = ckpt::checkpoint_full(o);
+  // The dead launcher's checkpointing child may still be letting go of the
+  // job (it dies with its parent): EPERM while it is the tracer.
+  auto r = checkpoint_isolated(o, true);
+  for (int i = 0; i < 50 && !r.ok() && r.error().code == EPERM; ++i) {
+    ::usleep(100000);
+    r = checkpoint_isolated(o, true);
+  }
   if (!r.ok()) {
     std::error_code ec;
     std::filesystem::remove(o.dir, ec);

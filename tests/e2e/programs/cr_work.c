@@ -1,7 +1,9 @@
-// cr_work ROUNDS CHILDREN MIB: a small job for cr_run and the installed C
-// launcher. The root forks CHILDREN workers; each process (root included)
+// cr_work ROUNDS CHILDREN MIB [GATE]: a small job for cr_run and the installed
+// C launcher. The root forks CHILDREN workers; each process (root included)
 // fills MIB MiB with a pattern and rewrites one 1 MiB chunk per round
-// (ROUNDS rounds of 10 ms). At the end every worker sends a digest of its
+// (ROUNDS rounds of 10 ms). With GATE, each then waits (polling every 10 ms)
+// until the file GATE exists, so a test decides when the job may end instead
+// of racing it. At the end every worker sends a digest of its
 // whole buffer to the root through a pipe and exits 0; the root checks each
 // worker's exit status and prints "result <hex>" (the digests combined):
 // the same for every run that was never corrupted, whatever checkpoints,
@@ -11,6 +13,8 @@
 #include <sys/wait.h>
 
 #define CHUNK (1UL << 20)
+
+static const char* gate;
 
 static uint64_t digest_work(int slot, long rounds, size_t mib) {
   const size_t words = mib * CHUNK / 8, chunk_words = CHUNK / 8;
@@ -23,6 +27,7 @@ static uint64_t digest_work(int slot, long rounds, size_t mib) {
       buf[i] = e2e_mix(buf[i] ^ (uint64_t)r);
     e2e_sleep_ms(10);
   }
+  while (gate && access(gate, F_OK) != 0) e2e_sleep_ms(10);
   uint64_t d = 0;
   for (size_t i = 0; i < words; i++) d = e2e_mix(d ^ buf[i]);
   free(buf);
@@ -30,10 +35,11 @@ static uint64_t digest_work(int slot, long rounds, size_t mib) {
 }
 
 int main(int argc, char** argv) {
-  e2e_init(argc, argv, 3, "ROUNDS CHILDREN MIB");
+  e2e_init(argc, argv, 3, "ROUNDS CHILDREN MIB [GATE]");
   long rounds = atol(argv[1]);
   int children = atoi(argv[2]);
   size_t mib = strtoul(argv[3], NULL, 10);
+  gate = argc > 4 ? argv[4] : NULL;
   if (rounds < 1 || children < 0 || children > 16 || mib < 1) e2e_fail("bad arguments");
   int p[2];
   if (pipe(p) != 0) e2e_fail("pipe: %s", strerror(errno));
