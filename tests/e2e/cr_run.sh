@@ -66,6 +66,12 @@ start_cr_run() {
     ROOT=$(sed -n 's/.*started job \([0-9]*\).*/\1/p' "$LOG" | head -1)
   fi
   [[ -n $ROOT ]] || die "no job PID in the log"
+  # Until the job has started its two workers.
+  local deadline=$((SECONDS + 30))
+  until [[ $(cat /proc/"$ROOT"/task/*/children 2>/dev/null | wc -w) -ge 2 ]]; do
+    ((SECONDS < deadline)) || die "the job started no workers within 30 s"
+    sleep 0.02
+  done
   OWN_PIDS+=("$ROOT")
 }
 

@@ -35,14 +35,28 @@ LIBDIR=${LIBDIR%/pkgconfig}
 EXAMPLE=$PREFIX/share/doc/libckpt/examples/launcher.c
 [[ -f $EXAMPLE ]] || die "the example launcher.c was not installed"
 
+# wait_children PID N: until PID has N children (the job has started its workers).
+wait_children() {
+  local deadline=$((SECONDS + 30))
+  until [[ $(cat /proc/"$1"/task/*/children 2>/dev/null | wc -w) -ge $2 ]]; do
+    ((SECONDS < deadline)) || die "$1 has no $2 children within 30 s"
+    sleep 0.02
+  done
+}
+
 # run_launcher EXE: checkpoint twice, kill the root, exact result after restore.
 run_launcher() {
   local exe=$1 dir=$WORK/ck-${1##*/} err=$WORK/launcher.err
   rm -rf "$dir"
   : >"$err"
   cp "$BUILD/bin/e2e/cr_work" "$WORK/cr_work"
-  (close_fds; exec "$WORK/cr_work" 500 2 16) >"$WORK/expected" </dev/null || die "uninterrupted run failed"
-  (close_fds; exec "$exe" "$dir" -- "$WORK/cr_work" 500 2 16) >"$WORK/out" 2>"$err" </dev/null &
+  # The job waits for the gate file after its work: the test opens it once
+  # the job was restored, so nothing races the job's end.
+  local gate=$WORK/gate
+  touch "$gate"
+  (close_fds; exec "$WORK/cr_work" 100 2 16 "$gate") >"$WORK/expected" </dev/null || die "uninterrupted run failed"
+  rm "$gate"
+  (close_fds; exec "$exe" "$dir" -- "$WORK/cr_work" 100 2 16 "$gate") >"$WORK/out" 2>"$err" </dev/null &
   local pid=$! root
   OWN_PIDS+=("$pid")
   wait_for() {  # wait_for PATTERN
@@ -56,12 +70,14 @@ run_launcher() {
   wait_for "launcher: started"
   root=$(sed -n 's/launcher: started \([0-9]*\).*/\1/p' "$err")
   OWN_PIDS+=("$root")
+  wait_children "$root" 2
   kill -USR1 "$pid"
   wait_for "generation 1 (full) of 3 processes"
   kill -USR1 "$pid"
   wait_for "generation 2 (incremental) of 3 processes"
   kill -9 "$root"
   wait_for "launcher: restored generation 2 as $root (3 processes"
+  touch "$gate"
   wait_exit "$pid" 60 || die "the launcher did not end"
   [[ $EXIT_STATUS == 0 ]] || die "$exe exited $EXIT_STATUS"
   cmp -s "$WORK/expected" "$WORK/out" || die "result differs: $(cat "$WORK/out") vs $(cat "$WORK/expected")"
