@@ -35,6 +35,13 @@ LIBDIR=${LIBDIR%/pkgconfig}
 EXAMPLE=$PREFIX/share/doc/libckpt/examples/launcher.c
 [[ -f $EXAMPLE ]] || die "the example launcher.c was not installed"
 
+# linked_to_installed EXE: EXE loads the installed libckpt.so.1.
+linked_to_installed() {
+  local so
+  so=$(ldd "$1" | awk '$1 == "libckpt.so.1" { print $3 }')
+  [[ -n $so && $(realpath "$so") == $(realpath "$LIBDIR/libckpt.so.1") ]]
+}
+
 # wait_children PID N: until PID has N children (the job has started its workers).
 wait_children() {
   local deadline=$((SECONDS + 30))
@@ -125,7 +132,7 @@ pkg-config)
   cc -std=c11 -Wall -Wextra -Werror -pedantic -o "$WORK/launcher-pkgconfig" "$EXAMPLE" \
     $(pkg-config --cflags --libs libckpt) -Wl,-rpath,"$(pkg-config --variable=libdir libckpt)" \
     >"$WORK/build.log" 2>&1 || die "building the launcher with pkg-config failed"
-  ldd "$WORK/launcher-pkgconfig" | grep -q "libckpt.so.1 => $LIBDIR" || die "not linked to the installed libckpt.so.1"
+  linked_to_installed "$WORK/launcher-pkgconfig" || die "not linked to the installed libckpt.so.1"
   run_launcher "$WORK/launcher-pkgconfig"
   ;;
 cmake)
@@ -144,7 +151,7 @@ CMAKE
   { cmake -S "$WORK/proj" -B "$WORK/proj/build" -DCMAKE_PREFIX_PATH="$PREFIX" &&
     cmake --build "$WORK/proj/build"; } >"$WORK/build.log" 2>&1 ||
     die "building the launcher with find_package(libckpt) failed"
-  ldd "$WORK/proj/build/launcher-cmake-shared" | grep -q "libckpt.so.1 => $LIBDIR" ||
+  linked_to_installed "$WORK/proj/build/launcher-cmake-shared" ||
     die "the shared launcher is not linked to the installed libckpt.so.1"
   ! ldd "$WORK/proj/build/launcher-cmake-static" | grep -q libckpt ||
     die "the static launcher needs libckpt.so"
