@@ -20,6 +20,17 @@ MODE=$2
 source "$(dirname "$0")/lib.sh"
 WORK=$(mktemp -d /tmp/cr_run.XXXXXX)
 install_traps
+# A failed run can leave the job's workers waiting for their gate: end every
+# process started from WORK before the common cleanup removes it.
+kill_work_procs() {
+  local p cmd
+  for p in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+    [[ $cmd == *"$WORK/"* ]] && kill -9 "${p#/proc/}" 2>/dev/null
+  done
+  return 0
+}
+trap 'kill_work_procs; cleanup_common' EXIT
 CR_RUN=$BIN/cr_run
 cp "$BIN/e2e/cr_work" "$WORK/cr_work"
 # 200 rounds of work, then the job waits for the gate file that the test

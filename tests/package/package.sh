@@ -19,6 +19,17 @@ MODE=$3
 source "$SRC/tests/e2e/lib.sh"
 WORK=$(mktemp -d /tmp/ckpt-package.XXXXXX)
 install_traps
+# A failed run can leave the job's workers waiting for their gate: end every
+# process started from WORK before the common cleanup removes it.
+kill_work_procs() {
+  local p cmd
+  for p in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+    [[ $cmd == *"$WORK/"* ]] && kill -9 "${p#/proc/}" 2>/dev/null
+  done
+  return 0
+}
+trap 'kill_work_procs; cleanup_common' EXIT
 PREFIX=$WORK/prefix
 LOGS+=("$WORK/install.log" "$WORK/build.log" "$WORK/launcher.err")
 
