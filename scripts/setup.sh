@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake pkg-config gfortran
   libcli11-dev nlohmann-json3-dev libxxhash-dev libzstd-dev liburing-dev libseccomp-dev libssl-dev
   libgtest-dev googletest util-linux procps iproute2
+  # tests/package: man pages rendered by man -l
+  man-db groff-base
   # tests/kernel: build the ckpt_dirty module, boot Debian's kernel under qemu
   # with a busybox initramfs, compare with Debian's CRIU in that guest.
   linux-headers-amd64 qemu-system-x86 busybox-static cpio file jq criu

@@ -1,0 +1,237 @@
+/* libckpt C API: checkpoint, restore, verify, pause and migrate running
+ * processes and process trees, for launchers and resource managers. The C
+ * face of ckpt/ckpt.hpp, ckpt/pause.hpp and ckpt/migrate.hpp, with the
+ * conventions of ckpt/plan.h (policy). Manual: libckpt(3).
+ *
+ * Conventions (the same for every call):
+ *  - Every call returns 0 or -errno (-EINVAL for bad arguments: a NULL
+ *    handle or options, a struct whose `size` is too small, an unknown API
+ *    version). Nothing is global and nothing exits or aborts the caller.
+ *  - A handle (ckpt_ctx) carries the one-line cause of its last failure,
+ *    ckpt_ctx_message(); ckpt_last_message() gives the calling thread's
+ *    last cause, also for failures that had no handle (NULL). A handle is
+ *    used by one thread at a time.
+ *  - Every struct starts with `size`: set it to sizeof the struct your code
+ *    was compiled with. Fields are only ever appended. Options need at least
+ *    the fields of API version 1 (CKPT_*_OPTS_SIZE_V1); a bigger struct is
+ *    accepted when the fields this library does not know are zero. Outputs
+ *    (stats, may be NULL) are written up to their `size`.
+ *  - A failed checkpoint leaves the target running as before; a failed
+ *    restore leaves nothing behind; no partial generation becomes visible.
+ */
+#ifndef CKPT_CKPT_H
+#define CKPT_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The API this header describes; pass it to ckpt_ctx_new(). */
+#define CKPT_API_VERSION 1
+
+typedef struct ckpt_ctx ckpt_ctx;
+
+/* Creates a handle for `api_version` (CKPT_API_VERSION). -EINVAL for an
+ * unknown version, -ENOMEM. */
+int ckpt_ctx_new(int api_version, ckpt_ctx** out);
+void ckpt_ctx_free(ckpt_ctx* ctx); /* NULL is fine */
+
+/* The one-line cause of the handle's last failure ("" after a success).
+ * Valid until the next call on the handle. NULL handle: ckpt_last_message(). */
+const char* ckpt_ctx_message(const ckpt_ctx* ctx);
+/* The calling thread's last failure cause, whatever the handle. */
+const char* ckpt_last_message(void);
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
+const char* ckpt_version(void);
+
+/* Progress of long work: bytes done of bytes total, now and then. Runs on the
+ * calling thread, inside the call; it must not call libckpt on the same
+ * handle. */
+enum ckpt_phase { CKPT_PHASE_CHECKPOINT = 1, CKPT_PHASE_RESTORE = 2, CKPT_PHASE_MIGRATE = 3 };
+typedef void (*ckpt_progress_fn)(void* user, int phase, uint64_t done, uint64_t total);
+/* NULL fn: no progress. */
+int ckpt_set_progress(ckpt_ctx* ctx, ckpt_progress_fn fn, void* user);
+
+/* ---- Checkpoint ---------------------------------------------------------- */
+
+enum ckpt_checkpoint_flags {
+  CKPT_TREE = 1u << 0,   /* the process and all its descendants, as one job */
+  CKPT_KILL = 1u << 1,   /* end the job after a successful checkpoint */
+  CKPT_DIRECT = 1u << 2, /* write page content with O_DIRECT */
+  CKPT_FORCE = 1u << 3   /* full: move another process's chain in dir aside */
+};
+
+struct ckpt_checkpoint_opts {
+  size_t size;
+  const char* dir;     /* checkpoint directory (created if missing) */
+  pid_t pid;           /* the target; with CKPT_TREE the root of the job */
+  unsigned flags;      /* enum ckpt_checkpoint_flags */
+  const char* tracker; /* NULL or "auto", "kmod", "pagemap-scan", "soft-dirty", "hash" */
+};
+#define CKPT_CHECKPOINT_OPTS_SIZE_V1 \
+  (offsetof(struct ckpt_checkpoint_opts, tracker) + sizeof(char*))
+
+struct ckpt_checkpoint_stats {
+  size_t size;
+  uint64_t generation;
+  uint64_t parent_generation; /* 0: a full checkpoint */
+  uint64_t processes;         /* members of the job (zombies included) */
+  double frozen_seconds;      /* the job was stopped this long */
+  double memory_seconds;
+  double total_seconds;
+  uint64_t vmas;
+  uint64_t pages_scanned;
+  uint64_t pages_skipped;
+  uint64_t pages_written;
+  uint64_t pages_zero;
+  uint64_t bytes_written; /* all files of the generation */
+  char tracker[24];       /* the chain's dirty tracker, NUL-terminated */
+  int tracking_reset;     /* 1: tracking was lost, this incremental saved everything */
+};
+
+/* A full checkpoint: starts a new chain in opts->dir. */
+int ckpt_checkpoint_full(ckpt_ctx* ctx, const struct ckpt_checkpoint_opts* opts,
+                         struct ckpt_checkpoint_stats* stats);
+/* An incremental checkpoint on top of the newest generation in opts->dir
+ * (-ENOENT-like failure with a message when there is none). */
+int ckpt_checkpoint_incremental(ckpt_ctx* ctx, const struct ckpt_checkpoint_opts* opts,
+                                struct ckpt_checkpoint_stats* stats);
+
+/* ---- Restore ------------------------------------------------------------- */
+
+enum ckpt_restore_flags {
+  CKPT_RESTORE_NEW_PID = 1u << 0, /* a new PID when the original one is taken */
+  CKPT_RESTORE_FORCE = 1u << 1,   /* even if files changed on disk since the checkpoint */
+  /* Detached: the restored job is not the caller's child (it is restored by
+   * a short-lived intermediate process and reparented to the nearest child
+   * subreaper, or init); the caller cannot wait for it. Without it (attached)
+   * the restored root is the caller's child and the caller must reap it. */
+  CKPT_RESTORE_DETACH = 1u << 2
+};
+
+struct ckpt_restore_opts {
+  size_t size;
+  const char* dir;
+  uint64_t generation; /* 0: the newest committed generation */
+  unsigned flags;      /* enum ckpt_restore_flags */
+};
+#define CKPT_RESTORE_OPTS_SIZE_V1 (offsetof(struct ckpt_restore_opts, flags) + sizeof(unsigned))
+
+struct ckpt_restore_stats {
+  size_t size;
+  pid_t pid; /* the restored process (a job's root), running */
+  uint64_t processes;
+  uint64_t generation;
+  uint64_t generations_read;
+  double seconds;
+  uint64_t pages_read;
+  uint64_t pages_written;
+  uint64_t bytes_read;
+};
+
+/* Every checksum is verified before the job runs. */
+int ckpt_restore(ckpt_ctx* ctx, const struct ckpt_restore_opts* opts,
+                 struct ckpt_restore_stats* stats);
+
+/* ---- Info and verify ----------------------------------------------------- */
+
+/* The committed generations in dir, ascending. *n: in, the room in gens;
+ * out, how many there are. -ERANGE when gens is too small (or NULL). */
+int ckpt_generations(ckpt_ctx* ctx, const char* dir, uint64_t* gens, size_t* n);
+
+struct ckpt_generation_info {
+  size_t size;
+  uint64_t generation;
+  uint64_t parent_generation; /* 0: a full checkpoint */
+  pid_t pid;                  /* the job's root */
+  char comm[16];              /* its name, NUL-terminated */
+  uint64_t processes;         /* members of the job */
+  uint64_t threads;           /* of the root */
+  uint64_t vmas;              /* of the root */
+  uint64_t pages;             /* of all members */
+  uint64_t content_bytes;     /* of all members */
+  int64_t created_unix_ns;
+};
+
+/* Describes generation `generation` of dir (0: the newest). */
+int ckpt_info(ckpt_ctx* ctx, const char* dir, uint64_t generation,
+              struct ckpt_generation_info* info);
+/* Checks every checksum and the chain a restore of `generation` would read
+ * (0: every generation in dir). -EINVAL-like failure with a message naming
+ * the first damage. */
+int ckpt_verify(ckpt_ctx* ctx, const char* dir, uint64_t generation);
+
+struct ckpt_compact_stats {
+  size_t size;
+  uint64_t generation; /* the new full */
+  uint64_t generations_folded;
+  uint64_t bytes_written;
+  double seconds;
+};
+/* Folds the newest chain in dir into one full generation, offline. */
+int ckpt_compact(ckpt_ctx* ctx, const char* dir, struct ckpt_compact_stats* stats);
+
+/* ---- Pause (rollback in place) ------------------------------------------- */
+
+struct ckpt_pause_opts {
+  size_t size;
+  const char* dir; /* checkpoint directory of this process */
+  pid_t pid;
+};
+#define CKPT_PAUSE_OPTS_SIZE_V1 (offsetof(struct ckpt_pause_opts, pid) + sizeof(pid_t))
+
+struct ckpt_pause_stats {
+  size_t size;
+  uint64_t generation;
+  uint64_t pages_compared;
+  uint64_t pages_written;
+  uint64_t pages_dropped;
+  double frozen_seconds;
+  double seconds;
+};
+
+/* Rolls process opts->pid back, in place, to the newest generation in
+ * opts->dir (single processes). */
+int ckpt_pause(ckpt_ctx* ctx, const struct ckpt_pause_opts* opts, struct ckpt_pause_stats* stats);
+
+/* ---- Migrate ------------------------------------------------------------- */
+
+enum ckpt_migrate_flags { CKPT_MIGRATE_LIVE = 1u << 0 /* else frozen */ };
+
+struct ckpt_migrate_opts {
+  size_t size;
+  const char* to;         /* "HOST:PORT" where cr_recv listens */
+  const char* token_file; /* shared secret, owner-only */
+  pid_t pid;
+  unsigned flags;          /* enum ckpt_migrate_flags */
+  const char* tracker;     /* live: NULL or "auto", "pagemap-scan", "soft-dirty", "hash" */
+  double timeout_seconds;  /* 0: 60 */
+  double deadline_seconds; /* live: 0: 60 */
+};
+#define CKPT_MIGRATE_OPTS_SIZE_V1 \
+  (offsetof(struct ckpt_migrate_opts, deadline_seconds) + sizeof(double))
+
+struct ckpt_migrate_stats {
+  size_t size;
+  pid_t remote_pid;
+  uint64_t rounds;
+  uint64_t bytes_total;
+  double migration_seconds;
+  double downtime_seconds;
+};
+
+/* Moves process opts->pid to the receiver; it ends here only once it runs
+ * there, and continues here untouched on any failure. */
+int ckpt_migrate(ckpt_ctx* ctx, const struct ckpt_migrate_opts* opts,
+                 struct ckpt_migrate_stats* stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CKPT_CKPT_H */

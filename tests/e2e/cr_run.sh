@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# cr_run.sh BIN MODE: the cr_run launcher with a real job (cr_work: a root and
+# two workers, 16 MiB each, whose final digest covers all their memory). Every
+# mode ends with the job's "result" line equal to an uninterrupted run's and
+# cr_run's exit status equal to the job's.
+#   restart      scheduled checkpoints (full + incrementals, chains pruned to
+#                --keep); the job's root is SIGKILLed and restarted automatically
+#   usr1         --interval 0: checkpoints only on SIGUSR1; a worker and then
+#                the root killed, restarted twice
+#   no-restarts  --restarts 0: the killed job is not restarted, cr_run exits 137
+#   resume-alive cr_run itself SIGKILLed; cr_run --resume adopts the running
+#                job (checkpoint, end, restore as its child) and finishes it
+#   resume-dead  cr_run and the whole job SIGKILLed (a node reboot);
+#                cr_run --resume restores the newest generation
+# Runs under tests/e2e/helpers/subreaper (see CMakeLists.txt), which reaps the
+# job once its launcher is killed.
+set -euo pipefail
+BIN=$1
+MODE=$2
+source "$(dirname "$0")/lib.sh"
+WORK=$(mktemp -d /tmp/cr_run.XXXXXX)
+install_traps
+# A failed run can leave the job's workers waiting for their gate: end every
+# process started from WORK before the common cleanup removes it.
+kill_work_procs() {
+  local p cmd
+  for p in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+    [[ $cmd == *"$WORK/"* ]] && kill -9 "${p#/proc/}" 2>/dev/null
+  done
+  return 0
+}
+trap 'kill_work_procs; cleanup_common' EXIT
+CR_RUN=$BIN/cr_run
+cp "$BIN/e2e/cr_work" "$WORK/cr_work"
+# 200 rounds of work, then the job waits for the gate file that the test
+# creates once it killed and restarted it: nothing races the job's end.
+GATE=$WORK/gate
+JOB=("$WORK/cr_work" 200 2 16 "$GATE")
+LOG=$WORK/log
+LOGS+=("$LOG" "$WORK/err" "$WORK/resume.err")
+
+die() {
+  echo "cr_run.$MODE: $*" >&2
+  show_logs
+  exit 1
+}
+
+# wait_lines PATTERN N PID SECONDS: until the log has N lines matching PATTERN.
+wait_lines() {
+  local deadline=$((SECONDS + $4)) n
+  while :; do
+    n=$(grep -c -- "$1" "$LOG" 2>/dev/null || true)
+    ((n >= $2)) && return 0
+    [[ $(proc_state "$3") != - && $(proc_state "$3") != Z ]] || die "cr_run ended before $2 x '$1'"
+    ((SECONDS < deadline)) || die "no $2 x '$1' within $4 s"
+    sleep 0.05
+  done
+}
+
+# The uninterrupted result.
+touch "$GATE"
+(close_fds; exec "${JOB[@]}") >"$WORK/expected" </dev/null || die "uninterrupted run failed"
+grep -q '^result ' "$WORK/expected" || die "uninterrupted run printed no result"
+rm "$GATE"
+
+start_cr_run() {
+  (close_fds; exec "$CR_RUN" --dir "$WORK/ck" --log "$LOG" "$@" -- "${JOB[@]}") \
+    >"$WORK/out" 2>"$WORK/err" </dev/null &
+  CR=$!
+  OWN_PIDS+=("$CR")
+  if [[ " $* " == *" --json "* ]]; then
+    wait_lines '"event":"start"' 1 "$CR" 30
+    ROOT=$(sed -n 's/.*"event":"start","pid":\([0-9]*\).*/\1/p' "$LOG" | head -1)
+  else
+    wait_lines "started job" 1 "$CR" 30
+    ROOT=$(sed -n 's/.*started job \([0-9]*\).*/\1/p' "$LOG" | head -1)
+  fi
+  [[ -n $ROOT ]] || die "no job PID in the log"
+  # Until the job has started its two workers.
+  local deadline=$((SECONDS + 30))
+  until [[ $(cat /proc/"$ROOT"/task/*/children 2>/dev/null | wc -w) -ge 2 ]]; do
+    ((SECONDS < deadline)) || die "the job started no workers within 30 s"
+    sleep 0.02
+  done
+  OWN_PIDS+=("$ROOT")
+}
+
+finish() {  # finish EXPECTED_STATUS: cr_run ends with it and the result is exact
+  touch "$GATE"
+  wait_exit "$CR" 60 || die "cr_run did not end"
+  [[ $EXIT_STATUS == "$1" ]] || die "cr_run exited $EXIT_STATUS, expected $1"
+  if [[ $1 == 0 ]]; then
+    cmp -s "$WORK/expected" "$WORK/out" ||
+      die "result differs: $(cat "$WORK/out") vs $(cat "$WORK/expected")"
+  fi
+}
+
+case $MODE in
+restart)
+  start_cr_run --interval 0.4 --incrementals 2 --keep 2 --restarts 2
+  # A full and two incrementals, then a new chain's full: both kinds committed.
+  wait_lines "checkpoint (scheduled): chain" 4 "$CR" 30
+  grep -q "incremental checkpoint (scheduled): chain 1 generation 3" "$LOG" ||
+    die "no incremental on chain 1 (schedule)"
+  kill -9 "$ROOT"
+  wait_lines "restored chain" 1 "$CR" 30
+  grep -q "was killed by signal 9" "$LOG" || die "the death was not reported"
+  finish 0
+  grep -q "restarts used: 1" "$LOG" || die "expected exactly one restart"
+  chains=$(find "$WORK/ck" -maxdepth 1 -name 'chain-*' | wc -l)
+  ((chains <= 2)) || die "$chains chains kept, --keep 2"
+  ;;
+usr1)
+  start_cr_run --interval 0 --restarts 2 --json
+  for i in 1 2; do
+    kill -USR1 "$CR"
+    wait_lines '"event":"checkpoint"' "$i" "$CR" 30
+  done
+  grep -q '"kind":"incremental"' "$LOG" || die "the second SIGUSR1 gave no incremental"
+  grep -q '"processes":3' "$LOG" || die "the job's three processes were not all checkpointed"
+  ! grep -q '"reason":"scheduled"' "$LOG" || die "a scheduled checkpoint with --interval 0"
+  # The root killed twice: two restarts, the second from a chain begun
+  # after the first.
+  kill -9 "$ROOT"
+  wait_lines '"event":"restart"' 1 "$CR" 30
+  kill -USR1 "$CR"
+  wait_lines '"event":"checkpoint"' 3 "$CR" 30
+  kill -9 "$ROOT"
+  wait_lines '"event":"restart"' 2 "$CR" 30
+  finish 0
+  grep -q '"event":"exit".*"exit_code":0.*"restarts_used":2' "$LOG" || die "no exit record"
+  ;;
+no-restarts)
+  start_cr_run --interval 0 --restarts 0
+  kill -USR1 "$CR"
+  wait_lines "checkpoint (SIGUSR1): chain" 1 "$CR" 30
+  kill -9 "$ROOT"
+  finish 137
+  grep -q "no restarts left" "$LOG" || die "no 'no restarts left' line"
+  ! grep -q "restored chain" "$LOG" || die "restarted with --restarts 0"
+  ;;
+resume-alive | resume-dead)
+  start_cr_run --interval 0.3 --incrementals 1
+  wait_lines "checkpoint (scheduled): chain" 3 "$CR" 30
+  kill -9 "$CR"
+  wait_exit "$CR" 10 || die "cr_run did not die"
+  if [[ $MODE == resume-dead ]]; then
+    kill -9 "$ROOT" $(cat /proc/"$ROOT"/task/*/children 2>/dev/null) 2>/dev/null || true
+    deadline=$((SECONDS + 10))
+    while [[ $(proc_state "$ROOT") != - ]]; do
+      ((SECONDS < deadline)) || die "the job's root $ROOT was not reaped"
+      sleep 0.05
+    done
+  else
+    [[ $(proc_state "$ROOT") != - ]] || die "the job ended with its launcher"
+  fi
+  (close_fds; exec "$CR_RUN" --resume "$WORK/ck" --log "$LOG") \
+    >>"$WORK/out" 2>"$WORK/resume.err" </dev/null &
+  CR=$!
+  OWN_PIDS+=("$CR")
+  if [[ $MODE == resume-alive ]]; then
+    wait_lines "full checkpoint (adopt)" 1 "$CR" 30
+    wait_lines "adopting the running job" 1 "$CR" 30
+  else
+    wait_lines "resume: the job is gone" 1 "$CR" 30
+  fi
+  finish 0
+  ;;
+*) die "unknown mode" ;;
+esac
+echo "cr_run.$MODE: ok"

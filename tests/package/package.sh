@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# package.sh BUILD SRC MODE: the installed package, as a user outside this
+# tree gets it. `cmake --install` into a temporary prefix, then:
+#   contents    headers, both libraries (SONAME, exported symbols), tools,
+#               man pages, docs, libckpt.pc, libckptConfig.cmake + version
+#   pkg-config  the installed examples/launcher.c built with pkg-config (shared)
+#   cmake       the same built with find_package(libckpt), once against
+#               libckpt::ckpt (shared) and once against libckpt::ckpt_static
+#   man         every page renders with `man -l` without a warning, and every
+#               installed cr_* tool has one
+# pkg-config and cmake then run the launcher over a real job (cr_work: three
+# processes): two checkpoints on SIGUSR1 (a full, an incremental), the job's
+# root SIGKILLed, restored by the launcher, and its result compared with an
+# uninterrupted run's.
+set -euo pipefail
+BUILD=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
+MODE=$3
+source "$SRC/tests/e2e/lib.sh"
+WORK=$(mktemp -d /tmp/ckpt-package.XXXXXX)
+install_traps
+# A failed run can leave the job's workers waiting for their gate: end every
+# process started from WORK before the common cleanup removes it.
+kill_work_procs() {
+  local p cmd
+  for p in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+    [[ $cmd == *"$WORK/"* ]] && kill -9 "${p#/proc/}" 2>/dev/null
+  done
+  return 0
+}
+trap 'kill_work_procs; cleanup_common' EXIT
+PREFIX=$WORK/prefix
+LOGS+=("$WORK/install.log" "$WORK/build.log" "$WORK/launcher.err")
+
+die() {
+  echo "package.$MODE: $*" >&2
+  show_logs
+  exit 1
+}
+
+cmake --install "$BUILD" --prefix "$PREFIX" >"$WORK/install.log" 2>&1 || die "cmake --install failed"
+LIBDIR=$(dirname "$(find "$PREFIX" -name libckpt.pc | head -1)")
+LIBDIR=${LIBDIR%/pkgconfig}
+[[ -f $LIBDIR/libckpt.a ]] || die "no libckpt.a in $LIBDIR"
+EXAMPLE=$PREFIX/share/doc/libckpt/examples/launcher.c
+[[ -f $EXAMPLE ]] || die "the example launcher.c was not installed"
+
+# linked_to_installed EXE: EXE loads the installed libckpt.so.1.
+linked_to_installed() {
+  local so
+  so=$(ldd "$1" | awk '$1 == "libckpt.so.1" { print $3 }')
+  [[ -n $so && $(realpath "$so") == $(realpath "$LIBDIR/libckpt.so.1") ]]
+}
+
+# wait_children PID N: until PID has N children (the job has started its workers).
+wait_children() {
+  local deadline=$((SECONDS + 30))
+  until [[ $(cat /proc/"$1"/task/*/children 2>/dev/null | wc -w) -ge $2 ]]; do
+    ((SECONDS < deadline)) || die "$1 has no $2 children within 30 s"
+    sleep 0.02
+  done
+}
+
+# run_launcher EXE: checkpoint twice, kill the root, exact result after restore.
+run_launcher() {
+  local exe=$1 dir=$WORK/ck-${1##*/} err=$WORK/launcher.err
+  rm -rf "$dir"
+  : >"$err"
+  cp "$BUILD/bin/e2e/cr_work" "$WORK/cr_work"
+  # The job waits for the gate file after its work: the test opens it once
+  # the job was restored, so nothing races the job's end.
+  local gate=$WORK/gate
+  touch "$gate"
+  (close_fds; exec "$WORK/cr_work" 100 2 16 "$gate") >"$WORK/expected" </dev/null || die "uninterrupted run failed"
+  rm "$gate"
+  (close_fds; exec "$exe" "$dir" -- "$WORK/cr_work" 100 2 16 "$gate") >"$WORK/out" 2>"$err" </dev/null &
+  local pid=$! root
+  OWN_PIDS+=("$pid")
+  wait_for() {  # wait_for PATTERN
+    local deadline=$((SECONDS + 30))
+    until grep -q -- "$1" "$err"; do
+      [[ $(proc_state "$pid") != - && $(proc_state "$pid") != Z ]] || die "launcher ended before '$1'"
+      ((SECONDS < deadline)) || die "no '$1' within 30 s"
+      sleep 0.05
+    done
+  }
+  wait_for "launcher: started"
+  root=$(sed -n 's/launcher: started \([0-9]*\).*/\1/p' "$err")
+  OWN_PIDS+=("$root")
+  wait_children "$root" 2
+  kill -USR1 "$pid"
+  wait_for "generation 1 (full) of 3 processes"
+  kill -USR1 "$pid"
+  wait_for "generation 2 (incremental) of 3 processes"
+  kill -9 "$root"
+  wait_for "launcher: restored generation 2 as $root (3 processes"
+  touch "$gate"
+  wait_exit "$pid" 60 || die "the launcher did not end"
+  [[ $EXIT_STATUS == 0 ]] || die "$exe exited $EXIT_STATUS"
+  cmp -s "$WORK/expected" "$WORK/out" || die "result differs: $(cat "$WORK/out") vs $(cat "$WORK/expected")"
+  echo "package.$MODE: ${exe##*/}: checkpointed, killed, restored, exact result $(cat "$WORK/out")"
+}
+
+case $MODE in
+contents)
+  for h in ckpt.h plan.h ckpt.hpp result.hpp migrate.hpp pause.hpp plan.hpp check.hpp; do
+    [[ -f $PREFIX/include/ckpt/$h ]] || die "header $h not installed"
+  done
+  so=$(readelf -d "$LIBDIR/libckpt.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+  [[ $so == libckpt.so.1 ]] || die "SONAME is '$so'"
+  [[ -L $LIBDIR/libckpt.so && -f $LIBDIR/$so ]] || die "libckpt.so -> $so links missing"
+  syms=$(nm -D --defined-only -C "$LIBDIR/libckpt.so")
+  for s in ckpt_ctx_new ckpt_checkpoint_full ckpt_restore ckpt_verify ckpt_plan_interval \
+    "ckpt::checkpoint_full(" "ckpt::restore_process(" "ckpt::plan::plan_interval(" \
+    "ckpt::Receiver::open("; do
+    grep -qF -- "$s" <<<"$syms" || die "$s is not exported"
+  done
+  # Exactly the C functions the two C headers declare.
+  want=$(grep -ohE '\bckpt_[a-z_]+\(' "$PREFIX/include/ckpt/ckpt.h" "$PREFIX/include/ckpt/plan.h" |
+    tr -d '(' | sort -u)
+  have=$(nm -D --defined-only "$LIBDIR/libckpt.so" | awk '$2 == "T" && $3 ~ /^ckpt_/ { sub(/@.*/, "", $3); print $3 }' | sort -u)
+  [[ $want == "$have" ]] || die "exported C symbols differ from the headers: $(diff <(echo "$want") <(echo "$have") | grep '^[<>]' | tr '\n' ' ')"
+  if grep -E "ckpt::(image|job|dump|restore|proc|mem|dirty|migrate|util|pause|system|capi)::" <<<"$syms"; then
+    die "internal symbols are exported (above)"
+  fi
+  for t in cr_full cr_incr cr_restart cr_info cr_check cr_compact cr_migrate cr_recv cr_pause cr_plan cr_run; do
+    [[ -x $PREFIX/bin/$t ]] || die "tool $t not installed"
+  done
+  [[ -f $PREFIX/share/doc/libckpt/guide.md && -f $PREFIX/share/doc/libckpt/format.md ]] ||
+    die "docs not installed"
+  [[ -f $LIBDIR/cmake/libckpt/libckptConfig.cmake && -f $LIBDIR/cmake/libckpt/libckptConfigVersion.cmake ]] ||
+    die "CMake package files not installed"
+  # The installed tools run from the prefix.
+  "$PREFIX/bin/cr_check" >/dev/null || die "installed cr_check failed"
+  echo "package.contents: ok ($(grep -c . <<<"$syms") exported symbols)"
+  ;;
+pkg-config)
+  export PKG_CONFIG_PATH=$LIBDIR/pkgconfig
+  [[ $(pkg-config --modversion libckpt) == "$(sed -n 's/^project(libckpt VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")" ]] ||
+    die "pkg-config --modversion libckpt is wrong"
+  # shellcheck disable=SC2046 # word splitting of pkg-config's flags is intended
+  cc -std=c11 -Wall -Wextra -Werror -pedantic -o "$WORK/launcher-pkgconfig" "$EXAMPLE" \
+    $(pkg-config --cflags --libs libckpt) -Wl,-rpath,"$(pkg-config --variable=libdir libckpt)" \
+    >"$WORK/build.log" 2>&1 || die "building the launcher with pkg-config failed"
+  linked_to_installed "$WORK/launcher-pkgconfig" || die "not linked to the installed libckpt.so.1"
+  run_launcher "$WORK/launcher-pkgconfig"
+  ;;
+cmake)
+  mkdir -p "$WORK/proj"
+  cat >"$WORK/proj/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.20)
+project(launcher LANGUAGES C)
+find_package(libckpt 0.1 REQUIRED)
+add_executable(launcher-cmake-shared "$EXAMPLE")
+target_link_libraries(launcher-cmake-shared PRIVATE libckpt::ckpt)
+add_executable(launcher-cmake-static "$EXAMPLE")
+target_link_libraries(launcher-cmake-static PRIVATE libckpt::ckpt_static)
+set_target_properties(launcher-cmake-shared launcher-cmake-static PROPERTIES C_STANDARD 11)
+target_compile_options(launcher-cmake-shared PRIVATE -Wall -Wextra -Werror)
+CMAKE
+  { cmake -S "$WORK/proj" -B "$WORK/proj/build" -DCMAKE_PREFIX_PATH="$PREFIX" &&
+    cmake --build "$WORK/proj/build"; } >"$WORK/build.log" 2>&1 ||
+    die "building the launcher with find_package(libckpt) failed"
+  linked_to_installed "$WORK/proj/build/launcher-cmake-shared" ||
+    die "the shared launcher is not linked to the installed libckpt.so.1"
+  ! ldd "$WORK/proj/build/launcher-cmake-static" | grep -q libckpt ||
+    die "the static launcher needs libckpt.so"
+  run_launcher "$WORK/proj/build/launcher-cmake-shared"
+  run_launcher "$WORK/proj/build/launcher-cmake-static"
+  ;;
+man)
+  MANDIR=$PREFIX/share/man
+  pages=0
+  for t in "$PREFIX"/bin/cr_*; do
+    [[ -f $MANDIR/man1/${t##*/}.1 ]] || die "no man page for ${t##*/}"
+  done
+  [[ -f $MANDIR/man3/libckpt.3 ]] || die "no libckpt(3)"
+  for page in "$MANDIR"/man1/*.1 "$MANDIR"/man3/*.3; do
+    out=$(MANWIDTH=80 LC_ALL=C.UTF-8 man --warnings -E UTF-8 -l "$page" 2>&1 >/dev/null) ||
+      die "man -l $page failed: $out"
+    [[ -z $out ]] || die "${page#"$MANDIR"/}: $out"
+    text=$(MANWIDTH=80 man -l "$page" 2>/dev/null)
+    grep -q "^NAME" <<<"$text" && grep -q "^SYNOPSIS" <<<"$text" || die "${page##*/}: no NAME/SYNOPSIS"
+    pages=$((pages + 1))
+  done
+  echo "package.man: $pages pages render without warnings"
+  ;;
+*) die "unknown mode" ;;
+esac

@@ -1,0 +1,303 @@
+// The C API (ckpt/ckpt.h): bad input is -EINVAL with a one-line message on
+// the handle and the thread, never a crash; a real process checkpointed and
+// restored attached (the caller's child) and detached (not its child).
+#include <ckpt/ckpt.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "image_test_util.hpp"
+
+namespace {
+
+struct Ctx {
+  ckpt_ctx* c = nullptr;
+  Ctx() { EXPECT_EQ(ckpt_ctx_new(CKPT_API_VERSION, &c), 0); }
+  ~Ctx() { ckpt_ctx_free(c); }
+};
+
+std::string msg(const ckpt_ctx* c) {
+  return ckpt_ctx_message(c);
+}
+
+TEST(CApi, UnknownVersionAndNullOut) {
+  ckpt_ctx* c = reinterpret_cast<ckpt_ctx*>(0x1);
+  EXPECT_EQ(ckpt_ctx_new(0, &c), -EINVAL);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_NE(std::string(ckpt_last_message()).find("unknown API version 0"), std::string::npos);
+  EXPECT_EQ(ckpt_ctx_new(CKPT_API_VERSION + 1, &c), -EINVAL);
+  EXPECT_NE(std::string(ckpt_last_message()).find("unknown API version"), std::string::npos);
+  EXPECT_EQ(ckpt_ctx_new(-7, &c), -EINVAL);
+  EXPECT_EQ(ckpt_ctx_new(CKPT_API_VERSION, nullptr), -EINVAL);
+  EXPECT_STREQ(ckpt_ctx_message(nullptr), ckpt_last_message());
+  ckpt_ctx_free(nullptr);
+  EXPECT_STRNE(ckpt_version(), "");
+}
+
+TEST(CApi, NullHandleEverywhere) {
+  ckpt_checkpoint_opts co{sizeof co, "/tmp", 1, 0, nullptr};
+  ckpt_restore_opts ro{sizeof ro, "/tmp", 0, 0};
+  ckpt_pause_opts po{sizeof po, "/tmp", 1};
+  ckpt_migrate_opts mo{};
+  mo.size = sizeof mo;
+  size_t n = 0;
+  ckpt_generation_info gi{sizeof gi};
+  EXPECT_EQ(ckpt_checkpoint_full(nullptr, &co, nullptr), -EINVAL);
+  EXPECT_NE(std::string(ckpt_last_message()).find("handle is NULL"), std::string::npos);
+  EXPECT_EQ(ckpt_checkpoint_incremental(nullptr, &co, nullptr), -EINVAL);
+  EXPECT_EQ(ckpt_restore(nullptr, &ro, nullptr), -EINVAL);
+  EXPECT_EQ(ckpt_generations(nullptr, "/tmp", nullptr, &n), -EINVAL);
+  EXPECT_EQ(ckpt_info(nullptr, "/tmp", 0, &gi), -EINVAL);
+  EXPECT_EQ(ckpt_verify(nullptr, "/tmp", 0), -EINVAL);
+  EXPECT_EQ(ckpt_compact(nullptr, "/tmp", nullptr), -EINVAL);
+  EXPECT_EQ(ckpt_pause(nullptr, &po, nullptr), -EINVAL);
+  EXPECT_EQ(ckpt_migrate(nullptr, &mo, nullptr), -EINVAL);
+  EXPECT_EQ(ckpt_set_progress(nullptr, nullptr, nullptr), -EINVAL);
+}
+
+TEST(CApi, NullAndShortOptions) {
+  Ctx x;
+  EXPECT_EQ(ckpt_checkpoint_full(x.c, nullptr, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("ckpt_checkpoint_opts is NULL"), std::string::npos) << msg(x.c);
+  ckpt_checkpoint_opts co{0, "/tmp/x", 1, 0, nullptr};
+  EXPECT_EQ(ckpt_checkpoint_full(x.c, &co, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("too small"), std::string::npos) << msg(x.c);
+  co.size = CKPT_CHECKPOINT_OPTS_SIZE_V1 - 1;
+  EXPECT_EQ(ckpt_checkpoint_incremental(x.c, &co, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("too small"), std::string::npos);
+  ckpt_restore_opts ro{sizeof(size_t), "/tmp/x", 0, 0};
+  EXPECT_EQ(ckpt_restore(x.c, &ro, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("ckpt_restore_opts: size"), std::string::npos) << msg(x.c);
+  EXPECT_EQ(ckpt_restore(x.c, nullptr, nullptr), -EINVAL);
+  ckpt_pause_opts po{3, "/tmp/x", 1};
+  EXPECT_EQ(ckpt_pause(x.c, &po, nullptr), -EINVAL);
+  ckpt_migrate_opts mo{};
+  mo.size = CKPT_MIGRATE_OPTS_SIZE_V1 - 8;
+  EXPECT_EQ(ckpt_migrate(x.c, &mo, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("too small"), std::string::npos);
+  EXPECT_EQ(ckpt_migrate(x.c, nullptr, nullptr), -EINVAL);
+  EXPECT_EQ(ckpt_pause(x.c, nullptr, nullptr), -EINVAL);
+  // The thread's message follows the handle's.
+  EXPECT_EQ(msg(x.c), ckpt_last_message());
+}
+
+TEST(CApi, NewerStructsAndBadFields) {
+  Ctx x;
+  // A caller built against a newer, longer struct: accepted when the fields
+  // this library does not know are zero, refused otherwise.
+  struct Longer {
+    ckpt_checkpoint_opts o;
+    uint64_t future;
+  } l{};
+  l.o.size = sizeof l;
+  l.o.dir = "/nonexistent-ckpt-capi";
+  l.o.pid = 0x3ffffff0;  // no such process
+  l.future = 1;
+  EXPECT_EQ(ckpt_checkpoint_full(x.c, &l.o, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("does not know"), std::string::npos) << msg(x.c);
+  l.future = 0;
+  int rc = ckpt_checkpoint_full(x.c, &l.o, nullptr);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(rc, -EINVAL) << msg(x.c);  // got past the struct: the PID does not exist
+
+  ckpt_checkpoint_opts co{sizeof co, nullptr, 1, 0, nullptr};
+  EXPECT_EQ(ckpt_checkpoint_full(x.c, &co, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("no directory"), std::string::npos);
+  co.dir = "";
+  EXPECT_EQ(ckpt_checkpoint_full(x.c, &co, nullptr), -EINVAL);
+  co.dir = "/tmp/x";
+  co.pid = 0;
+  EXPECT_EQ(ckpt_checkpoint_full(x.c, &co, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("no target PID"), std::string::npos);
+  co.pid = 1;
+  co.flags = 1u << 20;
+  EXPECT_EQ(ckpt_checkpoint_full(x.c, &co, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("unknown flags"), std::string::npos);
+  co.flags = CKPT_FORCE;
+  EXPECT_EQ(ckpt_checkpoint_incremental(x.c, &co, nullptr), -EINVAL);
+  co.flags = 0;
+  ckpt_checkpoint_stats st{};  // size not set
+  EXPECT_EQ(ckpt_checkpoint_full(x.c, &co, &st), -EINVAL);
+  EXPECT_NE(msg(x.c).find("size is not set"), std::string::npos);
+
+  ckpt_restore_opts ro{sizeof ro, "/tmp/x", 0, 1u << 9};
+  EXPECT_EQ(ckpt_restore(x.c, &ro, nullptr), -EINVAL);
+  size_t n = 0;
+  EXPECT_EQ(ckpt_generations(x.c, "/tmp", nullptr, nullptr), -EINVAL);
+  EXPECT_EQ(ckpt_generations(x.c, nullptr, nullptr, &n), -EINVAL);
+  EXPECT_EQ(ckpt_info(x.c, "/tmp", 0, nullptr), -EINVAL);
+  ckpt_generation_info gi{};
+  EXPECT_EQ(ckpt_info(x.c, "/tmp", 0, &gi), -EINVAL);
+  EXPECT_EQ(ckpt_verify(x.c, nullptr, 0), -EINVAL);
+  ckpt_migrate_opts mo{};
+  mo.size = sizeof mo;
+  mo.to = "127.0.0.1:1";
+  mo.pid = 1;
+  EXPECT_EQ(ckpt_migrate(x.c, &mo, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("no token file"), std::string::npos);
+
+  // A success clears the handle's message.
+  EXPECT_EQ(ckpt_set_progress(x.c, nullptr, nullptr), 0);
+  EXPECT_EQ(msg(x.c), "");
+}
+
+TEST(CApi, MessagesArePerThread) {
+  Ctx x;
+  ckpt_ctx* bad = nullptr;
+  EXPECT_EQ(ckpt_ctx_new(99, &bad), -EINVAL);
+  std::string other;
+  std::thread t([&] { other = ckpt_last_message(); });
+  t.join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(std::string(ckpt_last_message()), "");
+  EXPECT_EQ(msg(x.c), "");  // another handle is untouched
+}
+
+TEST(CApi, EmptyDirectoryAndMissingGeneration) {
+  ckpt::testing::TempDir tmp;
+  Ctx x;
+  size_t n = 0;
+  EXPECT_EQ(ckpt_generations(x.c, tmp.path().c_str(), nullptr, &n), 0) << msg(x.c);
+  EXPECT_EQ(n, 0u);
+  ckpt_generation_info gi{sizeof gi};
+  EXPECT_EQ(ckpt_info(x.c, tmp.path().c_str(), 0, &gi), -ENOENT);
+  EXPECT_NE(msg(x.c).find("no checkpoint"), std::string::npos);
+  EXPECT_EQ(ckpt_verify(x.c, tmp.path().c_str(), 0), -ENOENT);
+}
+
+// A `sleep` with nothing but /dev/null on its fds, returned once it has
+// exec'd (its end of a close-on-exec pipe closed).
+pid_t start_sleep() {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
+    for (int fd = 3; fd < 1024; ++fd)
+      if (fd != p[1]) close(fd);
+    execl("/bin/sleep", "sleep", "60", (char*)nullptr);
+    _exit(127);
+  }
+  close(p[1]);
+  char c;
+  while (read(p[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  close(p[0]);
+  return pid;
+}
+
+pid_t parent_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  size_t p = line.rfind(')');
+  if (p == std::string::npos) return -1;
+  char state;
+  int ppid = -1;
+  std::sscanf(line.c_str() + p + 2, "%c %d", &state, &ppid);
+  return ppid;
+}
+
+// Progress reports per phase.
+void on_progress(void* user, int phase, uint64_t done, uint64_t total) {
+  auto* calls = static_cast<int*>(user);
+  ASSERT_TRUE(phase == CKPT_PHASE_CHECKPOINT || phase == CKPT_PHASE_RESTORE);
+  EXPECT_LE(done, total);
+  ++calls[phase];
+}
+
+TEST(CApi, CheckpointAndRestoreAttachedAndDetached) {
+  if (geteuid() != 0) GTEST_SKIP() << "restore with the original PID needs root";
+  ckpt::testing::TempDir tmp;
+  const std::string dir = tmp.path() + "/ck";
+  Ctx x;
+  int calls[3] = {0, 0, 0};
+  ASSERT_EQ(ckpt_set_progress(x.c, on_progress, calls), 0);
+  pid_t pid = start_sleep();
+  ASSERT_GT(pid, 0);
+  ckpt_checkpoint_opts co{sizeof co, dir.c_str(), pid, CKPT_KILL, "hash"};
+  ckpt_checkpoint_stats st{sizeof st};
+  ASSERT_EQ(ckpt_checkpoint_full(x.c, &co, &st), 0) << msg(x.c);
+  // CKPT_KILL: the target is gone (the library, its tracer, may have reaped
+  // our child already).
+  int status = 0;
+  pid_t w = waitpid(pid, &status, 0);
+  if (w == pid)
+    EXPECT_TRUE(WIFSIGNALED(status));
+  else
+    EXPECT_EQ(errno, ECHILD);
+  EXPECT_NE(kill(pid, 0), 0);
+  EXPECT_EQ(st.generation, 1u);
+  EXPECT_EQ(st.parent_generation, 0u);
+  EXPECT_EQ(st.processes, 1u);
+  EXPECT_STREQ(st.tracker, "hash");
+  EXPECT_GT(st.bytes_written, 0u);
+  EXPECT_GT(calls[CKPT_PHASE_CHECKPOINT], 0);
+  EXPECT_EQ(calls[CKPT_PHASE_RESTORE], 0);
+
+  uint64_t gens[4];
+  size_t n = 0;
+  EXPECT_EQ(ckpt_generations(x.c, dir.c_str(), gens, &n), -ERANGE);
+  EXPECT_EQ(n, 1u);
+  n = 4;
+  ASSERT_EQ(ckpt_generations(x.c, dir.c_str(), gens, &n), 0);
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(gens[0], 1u);
+  ckpt_generation_info gi{sizeof gi};
+  ASSERT_EQ(ckpt_info(x.c, dir.c_str(), 0, &gi), 0) << msg(x.c);
+  EXPECT_EQ(gi.pid, pid);
+  EXPECT_STREQ(gi.comm, "sleep");
+  EXPECT_EQ(gi.processes, 1u);
+  EXPECT_EQ(gi.threads, 1u);
+  EXPECT_EQ(ckpt_verify(x.c, dir.c_str(), 0), 0) << msg(x.c);
+
+  // Attached: our child, reaped here.
+  ckpt_restore_opts ro{sizeof ro, dir.c_str(), 0, 0};
+  ckpt_restore_stats rs{sizeof rs};
+  ASSERT_EQ(ckpt_restore(x.c, &ro, &rs), 0) << msg(x.c);
+  EXPECT_EQ(rs.pid, pid);
+  EXPECT_EQ(rs.processes, 1u);
+  EXPECT_EQ(parent_of(pid), getpid());
+  EXPECT_GT(calls[CKPT_PHASE_RESTORE], 0);
+  kill(pid, SIGKILL);
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+
+  // Detached: runs, but is not our child.
+  ro.flags = CKPT_RESTORE_DETACH;
+  rs = {sizeof rs};
+  ASSERT_EQ(ckpt_restore(x.c, &ro, &rs), 0) << msg(x.c);
+  EXPECT_EQ(rs.pid, pid);
+  EXPECT_NE(parent_of(pid), getpid());
+  EXPECT_EQ(waitpid(pid, &status, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+  char exe[256] = {};
+  EXPECT_GT(readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof exe - 1), 0);
+  EXPECT_NE(std::string(exe).find("sleep"), std::string::npos) << exe;
+  kill(pid, SIGKILL);
+  for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+
+  // Damage is found by ckpt_verify, with the cause on the handle.
+  {
+    std::fstream f(dir + "/gen-000001/pages.img", std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekp(0, std::ios::end);
+    auto size = f.tellp();
+    f.seekp(size / 2);
+    f.put('\x5a').put('\xa5').put('\x5a').put('\xa5');
+  }
+  EXPECT_LT(ckpt_verify(x.c, dir.c_str(), 0), 0);
+  EXPECT_NE(msg(x.c), "");
+}
+
+}  // namespace

@@ -1,0 +1,71 @@
+// cr_run --dir DIR [--interval S] [--incrementals N] [--keep K] [--restarts R]
+//        [--json] [--log FILE] -- COMMAND ARGS...
+// cr_run --resume DIR [--json] [--log FILE]
+// The launcher that embeds libckpt: runs a job, checkpoints it on a schedule,
+// restarts it after a death by signal, and continues it after its own death.
+#include <sys/stat.h>
+
+#include <cstdio>
+
+#include "common/cli.hpp"
+#include "cr_run/supervisor.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Run COMMAND (and everything it starts) as a checkpointed job: a full checkpoint,\n"
+      "then N incrementals, then a new chain, every S seconds and on SIGUSR1; older\n"
+      "chains pruned to K. When the job dies by a signal it is restarted from the\n"
+      "newest committed checkpoint, up to R times. --resume DIR continues the job of\n"
+      "a cr_run that died (or a node that rebooted). Exits with the job's status."};
+  std::string dir, resume, log_path;
+  cr_run::Schedule sched;
+  bool json = false;
+  std::vector<std::string> command;
+  auto* d = app.add_option("--dir", dir, "directory of the job's checkpoints and state");
+  auto* r = app.add_option("--resume", resume, "continue the job recorded in this directory");
+  d->excludes(r);
+  app.add_option("--interval", sched.interval_s,
+                 "seconds between checkpoints (default 60; 0: only on SIGUSR1)")
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--incrementals", sched.incrementals,
+                 "incrementals after each full before a new chain (default 4)");
+  app.add_option("--keep", sched.keep, "chains kept (default 2)")->check(CLI::Range(1, 1000000));
+  app.add_option("--restarts", sched.restarts,
+                 "automatic restarts after a death by signal (default 3)");
+  app.add_flag("--json", json, "log one JSON object per line");
+  app.add_option("--log", log_path, "append the log to FILE instead of stderr");
+  app.add_option("command", command, "the job's command and arguments (after --)");
+  if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (dir.empty() && resume.empty())
+    return ckpt::cli::fail("cr_run", "say --dir DIR or --resume DIR");
+  if (!resume.empty() && !command.empty())
+    return ckpt::cli::fail("cr_run", "--resume takes no command: it runs the recorded one");
+  if (!dir.empty() && command.empty())
+    return ckpt::cli::fail("cr_run", "no command: cr_run --dir DIR [options] -- COMMAND ARGS...");
+
+  FILE* out = stderr;
+  if (!log_path.empty()) {
+    out = std::fopen(log_path.c_str(), "ae");
+    if (!out) return ckpt::cli::fail("cr_run", ckpt::sys_error("opening " + log_path));
+  }
+  cr_run::Log log(json, out);
+  cr_run::block_signals();
+
+  if (!resume.empty()) {
+    auto st = cr_run::load(resume);
+    if (!st.ok()) return ckpt::cli::fail("cr_run", st.error());
+    cr_run::Supervisor sup(resume, std::move(*st), log);
+    return sup.resume();
+  }
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return ckpt::cli::fail("cr_run", ckpt::sys_error("creating " + dir));
+  if (auto old = cr_run::load(dir); old.ok() && !old->finished)
+    return ckpt::cli::fail("cr_run", dir + " holds a job that has not finished: cr_run --resume " +
+                                         dir + " continues it");
+  cr_run::State st;
+  st.command = command;
+  st.schedule = sched;
+  if (auto s = cr_run::save(dir, st); !s.ok()) return ckpt::cli::fail("cr_run", s.error());
+  cr_run::Supervisor sup(dir, std::move(st), log);
+  return sup.run();
+}

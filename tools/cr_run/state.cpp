@@ -1,0 +1,80 @@
+#include "cr_run/state.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace cr_run {
+
+std::string state_path(const std::string& dir) {
+  return dir + "/cr_run.json";
+}
+
+ckpt::Status save(const std::string& dir, const State& s) {
+  nlohmann::json j = {{"command", s.command},
+                      {"interval_seconds", s.schedule.interval_s},
+                      {"incrementals", s.schedule.incrementals},
+                      {"keep", s.schedule.keep},
+                      {"restarts", s.schedule.restarts},
+                      {"restarts_used", s.restarts_used},
+                      {"chain", s.chain},
+                      {"root_pid", s.root},
+                      {"root_start", s.root_start},
+                      {"finished", s.finished},
+                      {"exit_code", s.exit_code}};
+  const std::string text = j.dump(1) + "\n";
+  const std::string tmp = state_path(dir) + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return ckpt::sys_error("creating " + tmp);
+  bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
+  int e = errno;
+  ::close(fd);
+  if (!ok) return ckpt::sys_error("writing " + tmp, e);
+  if (::rename(tmp.c_str(), state_path(dir).c_str()) != 0)
+    return ckpt::sys_error("renaming " + tmp);
+  return {};
+}
+
+ckpt::Result<State> load(const std::string& dir) {
+  std::ifstream in(state_path(dir));
+  if (!in) return ckpt::make_error(ENOENT, state_path(dir) + ": no cr_run job in this directory");
+  State s;
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    s.command = j.at("command").get<std::vector<std::string>>();
+    s.schedule.interval_s = j.at("interval_seconds").get<double>();
+    s.schedule.incrementals = j.at("incrementals").get<uint64_t>();
+    s.schedule.keep = j.at("keep").get<uint64_t>();
+    s.schedule.restarts = j.at("restarts").get<uint64_t>();
+    s.restarts_used = j.at("restarts_used").get<uint64_t>();
+    s.chain = j.at("chain").get<uint64_t>();
+    s.root = j.at("root_pid").get<pid_t>();
+    s.root_start = j.at("root_start").get<uint64_t>();
+    s.finished = j.at("finished").get<bool>();
+    s.exit_code = j.at("exit_code").get<int>();
+  } catch (const std::exception& e) {
+    return ckpt::make_error(EINVAL, state_path(dir) + ": unreadable: " + e.what());
+  }
+  if (s.command.empty()) return ckpt::make_error(EINVAL, state_path(dir) + ": no command");
+  return s;
+}
+
+uint64_t start_time(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  // The name (field 2) may hold spaces and parentheses: fields follow the last ')'.
+  size_t p = line.rfind(')');
+  if (p == std::string::npos) return 0;
+  std::istringstream rest(line.substr(p + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i)
+    if (!(rest >> field)) return 0;
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+}  // namespace cr_run

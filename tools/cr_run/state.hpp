@@ -1,0 +1,40 @@
+// cr_run's record of the job it runs, DIR/cr_run.json: what --resume reads
+// after the launcher died or the node rebooted. Written atomically (temporary
+// file, fsync, rename) at every change.
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/result.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cr_run {
+
+struct Schedule {
+  double interval_s = 60;     // 0: only on SIGUSR1
+  uint64_t incrementals = 4;  // per full
+  uint64_t keep = 2;          // chains kept
+  uint64_t restarts = 3;      // automatic restarts after a death by signal
+};
+
+struct State {
+  std::vector<std::string> command;
+  Schedule schedule;
+  uint64_t restarts_used = 0;
+  uint64_t chain = 0;       // the chain new incrementals go to (0: none yet)
+  pid_t root = 0;           // the job's root while it runs
+  uint64_t root_start = 0;  // its start time (clock ticks after boot, /proc/PID/stat field 22)
+  bool finished = false;
+  int exit_code = 0;  // when finished: as cr_run exits (128 + N for signal N)
+};
+
+std::string state_path(const std::string& dir);
+ckpt::Status save(const std::string& dir, const State& s);
+ckpt::Result<State> load(const std::string& dir);
+
+// Field 22 of /proc/PID/stat; 0 when the process is gone.
+uint64_t start_time(pid_t pid);
+
+}  // namespace cr_run

@@ -1,0 +1,346 @@
+#include "cr_run/supervisor.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ckpt/ckpt.hpp>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cr_run/chains.hpp"
+#include "cr_run/isolated.hpp"
+
+namespace cr_run {
+
+namespace {
+
+sigset_t g_taken, g_original;
+
+double now() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
+}
+
+std::string mib(uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f MiB", double(bytes) / (1 << 20));
+  return b;
+}
+
+std::string fixed(double v, int digits) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+// Children of every thread of this process.
+std::vector<pid_t> my_children() {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream in(t.path() / "children");
+    pid_t p;
+    while (in >> p) out.push_back(p);
+  }
+  return out;
+}
+
+std::string describe_status(int st) {
+  if (WIFEXITED(st)) return "exited with status " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) {
+    const char* name = ::sigabbrev_np(WTERMSIG(st));
+    return "was killed by signal " + std::to_string(WTERMSIG(st)) +
+           (name ? std::string(" (SIG") + name + ")" : "");
+  }
+  return "ended (status " + std::to_string(st) + ")";
+}
+
+}  // namespace
+
+void block_signals() {
+  sigemptyset(&g_taken);
+  for (int s : {SIGCHLD, SIGUSR1, SIGTERM, SIGINT, SIGHUP}) sigaddset(&g_taken, s);
+  ::sigprocmask(SIG_BLOCK, &g_taken, &g_original);
+}
+
+void Supervisor::save() {
+  if (auto s = cr_run::save(dir_, state_); !s.ok())
+    log_.event("warning", "cannot record the job's state: " + s.error().message,
+               {{"message", s.error().message}});
+}
+
+void Supervisor::record_root(pid_t pid) {
+  state_.root = pid;
+  state_.root_start = start_time(pid);
+  save();
+}
+
+bool Supervisor::start_command() {
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    log_.event("error", std::string("fork: ") + std::strerror(errno));
+    return false;
+  }
+  if (pid == 0) {
+    ::sigprocmask(SIG_SETMASK, &g_original, nullptr);
+    // Descriptors leaked to cr_run (pipes of a harness, sockets) would make
+    // every checkpoint refuse the job: it gets stdin, stdout and stderr only.
+    ::close_range(3, ~0u, 0);
+    std::vector<char*> argv;
+    for (auto& a : state_.command) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "cr_run: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  state_.chain = 0;
+  record_root(pid);
+  log_.event("start", "started job " + std::to_string(pid) + ": " + state_.command[0],
+             {{"pid", pid}, {"command", state_.command}});
+  return true;
+}
+
+bool Supervisor::checkpoint(const std::string& why) {
+  // A full into a new chain when there is no current chain or it is long
+  // enough; else an incremental on the current chain.
+  std::vector<uint64_t> gens;
+  if (state_.chain) gens = generations(chain_dir(dir_, state_.chain));
+  const bool full = gens.empty() || gens.size() >= 1 + state_.schedule.incrementals;
+  uint64_t chain = state_.chain;
+  if (full) {
+    auto chains = list_chains(dir_);
+    chain = chains.empty() ? 1 : chains.back() + 1;
+  }
+  ckpt::CheckpointOptions o;
+  o.dir = chain_dir(dir_, chain);
+  o.pid = state_.root;
+  o.tree = true;
+  auto r = checkpoint_isolated(o, full);
+  if (!r.ok()) {
+    std::error_code ec;
+    if (full) std::filesystem::remove(o.dir, ec);  // only if still empty
+    state_.chain = 0;                              // start over with a full next time
+    save();
+    log_.event("checkpoint_failed", "checkpoint (" + why + ") failed: " + r.error().message,
+               {{"reason", why}, {"message", r.error().message}});
+    return false;
+  }
+  state_.chain = chain;
+  save();
+  const ckpt::CheckpointStats& s = *r;
+  log_.event("checkpoint",
+             std::string(full ? "full" : "incremental") + " checkpoint (" + why + "): chain " +
+                 std::to_string(chain) + " generation " + std::to_string(s.generation) + ", " +
+                 mib(s.bytes_written) + ", frozen " + fixed(s.frozen_seconds, 3) + " s, " +
+                 std::to_string(s.processes) + " process" + (s.processes == 1 ? "" : "es"),
+             {{"reason", why},
+              {"kind", full ? "full" : "incremental"},
+              {"chain", chain},
+              {"generation", s.generation},
+              {"bytes", s.bytes_written},
+              {"frozen_seconds", s.frozen_seconds},
+              {"total_seconds", s.total_seconds},
+              {"processes", s.processes},
+              {"pages_written", s.pages_written},
+              {"tracker", s.tracker}});
+  if (full) prune(dir_, state_.schedule.keep);
+  return true;
+}
+
+void Supervisor::kill_leftovers() {
+  // Orphaned members were reparented to us (child subreaper): end them all
+  // so their PIDs are free for the restore.
+  for (int round = 0; round < 1000; ++round) {
+    auto kids = my_children();
+    if (kids.empty()) return;
+    for (pid_t k : kids) ::kill(k, SIGKILL);
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    ::usleep(1000);
+  }
+}
+
+bool Supervisor::restore_newest(const std::string& why) {
+  Point p = newest_committed(dir_);
+  if (!p.chain) {
+    log_.event("restart_failed", "no committed checkpoint to restart from", {{"reason", why}});
+    return false;
+  }
+  ckpt::RestoreOptions o;
+  o.dir = chain_dir(dir_, p.chain);
+  o.generation = p.generation;
+  auto r = ckpt::restore_process(o);
+  if (!r.ok()) {
+    log_.event("restart_failed",
+               "restoring chain " + std::to_string(p.chain) + " generation " +
+                   std::to_string(p.generation) + " failed: " + r.error().message,
+               {{"reason", why},
+                {"chain", p.chain},
+                {"generation", p.generation},
+                {"message", r.error().message}});
+    return false;
+  }
+  // Tracking of the old chain is not continued: the next checkpoint starts
+  // a new chain with a full.
+  state_.chain = 0;
+  record_root(r->pid);
+  log_.event("restart",
+             "restored chain " + std::to_string(p.chain) + " generation " +
+                 std::to_string(p.generation) + " (" + why + ") as PID " + std::to_string(r->pid) +
+                 ", " + std::to_string(r->processes) + " process" +
+                 (r->processes == 1 ? "" : "es") + ", restore " + fixed(r->seconds, 3) + " s",
+             {{"reason", why},
+              {"chain", p.chain},
+              {"generation", p.generation},
+              {"pid", r->pid},
+              {"processes", r->processes},
+              {"restore_seconds", r->seconds},
+              {"restarts_used", state_.restarts_used}});
+  return true;
+}
+
+int Supervisor::finish(int st) {
+  kill_leftovers();
+  state_.finished = true;
+  state_.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+  state_.root = 0;
+  save();
+  log_.event(
+      "exit",
+      "job " + describe_status(st) + "; restarts used: " + std::to_string(state_.restarts_used),
+      {{"exit_code", state_.exit_code}, {"restarts_used", state_.restarts_used}});
+  return state_.exit_code;
+}
+
+int Supervisor::loop() {
+  const double interval = state_.schedule.interval_s;
+  double next = interval > 0 ? now() + interval : 0;
+  for (;;) {
+    int st = 0;
+    pid_t w;
+    while ((w = ::waitpid(-1, &st, WNOHANG)) > 0) {
+      if (w != state_.root) continue;  // an orphaned member, reaped
+      log_.event("died", "job " + std::to_string(w) + " " + describe_status(st),
+                 {{"pid", w},
+                  {"signal", WIFSIGNALED(st) ? WTERMSIG(st) : 0},
+                  {"exit_code", WIFEXITED(st) ? WEXITSTATUS(st) : -1}});
+      if (!WIFSIGNALED(st) || terminating_) return finish(st);
+      if (state_.restarts_used >= state_.schedule.restarts) {
+        log_.event("restart_failed", "no restarts left (--restarts " +
+                                         std::to_string(state_.schedule.restarts) + ")");
+        return finish(st);
+      }
+      kill_leftovers();
+      ++state_.restarts_used;
+      if (!restore_newest("restart " + std::to_string(state_.restarts_used) + " of " +
+                          std::to_string(state_.schedule.restarts)))
+        return finish(st);
+      next = interval > 0 ? now() + interval : 0;
+    }
+    if (interval > 0 && now() >= next) {
+      checkpoint("scheduled");
+      next = now() + interval;
+      continue;
+    }
+    timespec timeout{};
+    timespec* tp = nullptr;
+    if (interval > 0) {
+      double left = std::max(0.0, next - now());
+      timeout.tv_sec = time_t(left);
+      timeout.tv_nsec = long((left - std::floor(left)) * 1e9);
+      tp = &timeout;
+    }
+    siginfo_t info{};
+    int sig = ::sigtimedwait(&g_taken, &info, tp);
+    if (sig == SIGUSR1) {
+      checkpoint("SIGUSR1");
+      if (interval > 0) next = now() + interval;
+    } else if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+      terminating_ = true;
+      log_.event("signal", std::string("forwarding SIG") + ::sigabbrev_np(sig) + " to the job",
+                 {{"signal", sig}});
+      ::kill(state_.root, sig);
+    }
+  }
+}
+
+int Supervisor::run() {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  if (!start_command()) return 1;
+  return loop();
+}
+
+bool Supervisor::adopt() {
+  // The job outlived its launcher and is nobody's child we can wait for:
+  // checkpoint it whole, end it, and restore it as our child.
+  ckpt::CheckpointOptions o;
+  auto chains = list_chains(dir_);
+  const uint64_t chain = chains.empty() ? 1 : chains.back() + 1;
+  o.dir = chain_dir(dir_, chain);
+  o.pid = state_.root;
+  o.tree = true;
+  o.kill_after = true;
+  // The dead launcher's checkpointing child may still be letting go of the
+  // job (it dies with its parent): EPERM while it is the tracer.
+  auto r = checkpoint_isolated(o, true);
+  for (int i = 0; i < 50 && !r.ok() && r.error().code == EPERM; ++i) {
+    ::usleep(100000);
+    r = checkpoint_isolated(o, true);
+  }
+  if (!r.ok()) {
+    std::error_code ec;
+    std::filesystem::remove(o.dir, ec);
+    log_.event("adopt_failed",
+               "cannot take over running job " + std::to_string(o.pid) + ": " + r.error().message,
+               {{"pid", o.pid}, {"message", r.error().message}});
+    return false;
+  }
+  log_.event("checkpoint",
+             "full checkpoint (adopt): chain " + std::to_string(chain) + " generation " +
+                 std::to_string(r->generation) + ", " + mib(r->bytes_written) + ", frozen " +
+                 fixed(r->frozen_seconds, 3) + " s, " + std::to_string(r->processes) + " process" +
+                 (r->processes == 1 ? "" : "es"),
+             {{"reason", "adopt"},
+              {"kind", "full"},
+              {"chain", chain},
+              {"generation", r->generation},
+              {"bytes", r->bytes_written},
+              {"frozen_seconds", r->frozen_seconds},
+              {"processes", r->processes}});
+  prune(dir_, state_.schedule.keep);
+  return restore_newest("adopting the running job " + std::to_string(o.pid));
+}
+
+int Supervisor::resume() {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  if (state_.finished) {
+    log_.event("exit",
+               "the job already finished (exit code " + std::to_string(state_.exit_code) + ")",
+               {{"exit_code", state_.exit_code}, {"restarts_used", state_.restarts_used}});
+    return state_.exit_code;
+  }
+  const bool alive =
+      state_.root > 0 && state_.root_start && start_time(state_.root) == state_.root_start;
+  bool ok = false;
+  if (alive) {
+    ok = adopt();
+    if (!ok) return 1;  // the job keeps running as it was
+  } else if (newest_committed(dir_).chain) {
+    ok = restore_newest("resume: the job is gone");
+    if (!ok) return 1;
+  } else {
+    log_.event("resume", "the job is gone and no checkpoint was committed: starting it again");
+    ok = start_command();
+    if (!ok) return 1;
+  }
+  return loop();
+}
+
+}  // namespace cr_run

@@ -1,0 +1,47 @@
+// cr_run's launcher loop: runs the job as its child (and child subreaper, so
+// orphaned members come back to it), checkpoints it on the schedule and on
+// SIGUSR1, and restarts it from the newest committed generation when its
+// root dies by a signal.
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/result.hpp>
+#include <string>
+
+#include "cr_run/log.hpp"
+#include "cr_run/state.hpp"
+
+namespace cr_run {
+
+class Supervisor {
+ public:
+  Supervisor(std::string dir, State state, Log& log)
+      : dir_(std::move(dir)), state_(std::move(state)), log_(log) {}
+  // A new job: starts the command. Returns cr_run's exit status.
+  int run();
+  // After cr_run died: adopts the job if it still runs, else restores it from
+  // the newest committed generation (or starts it again if none).
+  int resume();
+
+ private:
+  int loop();
+  bool start_command();
+  bool checkpoint(const std::string& why);
+  bool restore_newest(const std::string& why);
+  bool adopt();
+  int finish(int status);
+  void kill_leftovers();
+  void save();
+  void record_root(pid_t pid);
+
+  std::string dir_;
+  State state_;
+  Log& log_;
+  bool terminating_ = false;  // a termination signal was forwarded: no restart
+};
+
+// Blocks the signals the loop takes synchronously (call before any fork).
+void block_signals();
+
+}  // namespace cr_run
