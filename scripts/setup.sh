@@ -9,7 +9,9 @@ PACKAGES=(build-essential cmake pkg-config gfortran
   libgtest-dev googletest util-linux procps iproute2
   # tests/kernel: build the ckpt_dirty module, boot Debian's kernel under qemu
   # with a busybox initramfs, compare with Debian's CRIU in that guest.
-  linux-headers-amd64 qemu-system-x86 busybox-static cpio file jq criu)
+  linux-headers-amd64 qemu-system-x86 busybox-static cpio file jq criu
+  # bench/workloads/mpi and tests/e2e/mpi.sh (docs/mpi.md)
+  openmpi-bin libopenmpi-dev mpich)
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

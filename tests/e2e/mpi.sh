@@ -3,11 +3,11 @@
 # (bench/workloads/mpi) checkpointed by its launcher's PID as one job.
 # Modes (how the job is started):
 #   ompi-vader      Open MPI, shared-memory transport, no single copy:
-#                   --mca pml ob1 --mca btl vader,self
+#                   --mca pml ob1 --mca btl "vader,self"
 #                   --mca btl_vader_single_copy_mechanism none
 #   ompi-vader-cma  the same with cross-memory attach (process_vm_readv
 #                   between ranks): btl_vader_single_copy_mechanism cma
-#   ompi-tcp        Open MPI over loopback TCP: --mca btl tcp,self
+#   ompi-tcp        Open MPI over loopback TCP: --mca btl "tcp,self"
 #                   (btl_tcp_if_include lo)
 #   mpich           MPICH 4 (ch4:ucx) with hydra's mpiexec
 # WORKLOAD: cg_mpi, stencil_mpi or transpose_mpi.
@@ -22,7 +22,7 @@
 #                   (helpers/job_inventory.py, Markdown) and what cr_full
 #                   --tree says of it, then ends the job (docs/mpi.md).
 # E2E_MPI_MIB: the job's memory in MiB (default 256); E2E_MPI_ITERS: its
-# iterations (default per workload, ~30 s here); E2E_TRACKER: the tracker.
+# iterations (default per workload: 30-50 s here); E2E_TRACKER: the tracker.
 # Prints PASS/FAIL like run_case.sh; exit 77 = skip (this MPI is not here).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -38,8 +38,8 @@ WORKLOAD=$3
 ACTION=${4:-restart}
 MIB=${E2E_MPI_MIB:-256}
 case $WORKLOAD in
-  cg_mpi | stencil_mpi) ITERS=${E2E_MPI_ITERS:-100} ;;
-  transpose_mpi) ITERS=${E2E_MPI_ITERS:-70} ;;
+  cg_mpi | stencil_mpi) ITERS=${E2E_MPI_ITERS:-150} ;;
+  transpose_mpi) ITERS=${E2E_MPI_ITERS:-100} ;;
   *)
     echo "unknown workload $WORKLOAD" >&2
     exit 2
@@ -91,9 +91,9 @@ mkdir -p "$WORK/tmp"
 launch_cmd() {
   case $MODE in
     ompi-*)
-      local btl=(--mca btl vader,self --mca btl_vader_single_copy_mechanism none)
-      [[ $MODE == ompi-vader-cma ]] && btl=(--mca btl vader,self --mca btl_vader_single_copy_mechanism cma)
-      [[ $MODE == ompi-tcp ]] && btl=(--mca btl tcp,self --mca btl_tcp_if_include lo)
+      local btl=(--mca btl "vader,self" --mca btl_vader_single_copy_mechanism none)
+      [[ $MODE == ompi-vader-cma ]] && btl=(--mca btl "vader,self" --mca btl_vader_single_copy_mechanism cma)
+      [[ $MODE == ompi-tcp ]] && btl=(--mca btl "tcp,self" --mca btl_tcp_if_include lo)
       echo "$LAUNCHER" --allow-run-as-root --oversubscribe -np 4 --mca pml ob1 "${btl[@]}" \
         --mca oob_tcp_if_include lo "$PROG" "$MIB" "$ITERS"
       ;;
@@ -259,9 +259,9 @@ start_job
 wait_computing
 record_job_files
 tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" ${E2E_TRACKER:+"--tracker=$E2E_TRACKER"} --json "$ROOT" ||
-  fail "cr_full --tree: $(first_line "$WORK/tool.err")"
+  fail "cr_full --tree $ROOT (job: $MEMBERS; launcher state $(proc_state "$ROOT")): $(first_line "$WORK/tool.err")"
 n=$(wc -w <<<"$MEMBERS")
-grep -q "\"processes\":$n[,}]" "$WORK/tool.out" || fail "cr_full did not save the job's $n processes: $(cat "$WORK/tool.out")"
+grep -q "\"processes\":${n}[,}]" "$WORK/tool.out" || fail "cr_full did not save the job's $n processes: $(cat "$WORK/tool.out")"
 at_full=$(last_iter)
 for i in 1 2; do
   sleep 1
