@@ -108,20 +108,22 @@ tree_pids() {
   for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do tree_pids "$c"; done
 }
 
-# Kills every process of ours (cwd inside WORK) in the tree under $1.
-kill_tree_of_ours() {
-  local p
-  for p in $(tree_pids "$1"); do
-    [[ $(readlink "/proc/$p/cwd" 2>/dev/null) == "$WORK"* ]] && kill -9 "$p" 2>/dev/null
-  done
-  return 0
-}
-
 cleanup() {
-  [[ -n ${ROOT:-} ]] && kill_tree_of_ours "$ROOT"
-  for p in ${MEMBERS:-}; do
-    [[ $(readlink "/proc/$p/cwd" 2>/dev/null) == "$WORK"* ]] && kill -9 "$p" 2>/dev/null
+  local p i alive killed=()
+  if [[ -n ${ROOT:-} ]]; then
+    for p in $(tree_pids "$ROOT") ${MEMBERS:-}; do
+      [[ $(readlink "/proc/$p/cwd" 2>/dev/null) == "$WORK"* ]] && kill -9 "$p" 2>/dev/null && killed+=("$p")
+    done
+  fi
+  # Until they are gone: a launcher still exiting would write into WORK
+  # while it is removed.
+  for ((i = 0; i < 100; i++)); do
+    alive=0
+    for p in "${killed[@]}"; do [[ $(proc_state "$p") != [Z-] ]] && alive=1; done
+    ((alive)) || break
+    sleep 0.05
   done
+  { wait; } 2>/dev/null || true
   remove_job_files
   cleanup_common
 }
@@ -258,8 +260,11 @@ START=$EPOCHREALTIME
 start_job
 wait_computing
 record_job_files
-tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" ${E2E_TRACKER:+"--tracker=$E2E_TRACKER"} --json "$ROOT" ||
-  fail "cr_full --tree $ROOT (job: $MEMBERS; launcher state $(proc_state "$ROOT")): $(first_line "$WORK/tool.err")"
+if ! tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" ${E2E_TRACKER:+"--tracker=$E2E_TRACKER"} --json "$ROOT"; then
+  [[ $(proc_state "$ROOT") == [Z-] ]] && grep -q '^result: ' "$WORK/prog.out" &&
+    fail "the job finished before cr_full was done: raise E2E_MPI_ITERS ($(first_line "$WORK/tool.err"))"
+  fail "cr_full --tree $ROOT (job: $MEMBERS): $(first_line "$WORK/tool.err")"
+fi
 n=$(wc -w <<<"$MEMBERS")
 grep -q "\"processes\":${n}[,}]" "$WORK/tool.out" || fail "cr_full did not save the job's $n processes: $(cat "$WORK/tool.out")"
 at_full=$(last_iter)
