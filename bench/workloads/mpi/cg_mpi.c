@@ -3,7 +3,7 @@
 // one slab per rank. Each iteration: a halo exchange of one plane with each
 // neighbour (MPI_Sendrecv, point-to-point) and two MPI_Allreduce (dot products).
 //
-//   cg_mpi [TOTAL_MIB [ITERATIONS]]    default 256 MiB in all, 400 iterations
+//   cg_mpi [TOTAL_MIB [ITERATIONS [MIN_MS]]]    default 256 MiB in all, 400 iterations
 //
 // Self-check at the end: the right-hand side b still equals what it was made
 // from (a hash of each point's global index), the residual fell, and the true

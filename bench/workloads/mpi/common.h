@@ -1,8 +1,11 @@
 // What the three MPI workloads share: arguments, progress lines, the final
 // checksum. Header-only (static functions) so each workload is one program.
 //
-// Every workload takes   PROGRAM [TOTAL_MIB [ITERATIONS]]
+// Every workload takes   PROGRAM [TOTAL_MIB [ITERATIONS [MIN_MS]]]
 // TOTAL_MIB is the memory of the whole job (split evenly over the ranks);
+// MIN_MS (default 0) makes every iteration last at least that long (each rank
+// sleeps the rest), so a test has time to checkpoint the job while it computes
+// however fast the machine is; the results do not depend on it.
 // rank 0 prints "iter N" (flushed) every few iterations and, at the end,
 // "result: <name> ranks R mib M iters I checksum 0x<16 hex> <detail>" and
 // "check: ok" or "check: FAILED <why>". The checksum hashes the final arrays of
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
   int rank, size;
@@ -26,6 +30,8 @@ typedef struct {
   int iters;
   size_t rank_bytes;  // this rank's share of total_mib
   int progress_every;
+  long min_ms;           // minimum duration of an iteration
+  struct timespec mark;  // when the current iteration started
 } Run;
 
 static Run run_start(int* argc, char*** argv, long default_mib, int default_iters) {
@@ -35,12 +41,15 @@ static Run run_start(int* argc, char*** argv, long default_mib, int default_iter
   MPI_Comm_size(MPI_COMM_WORLD, &r.size);
   r.total_mib = *argc > 1 ? atol((*argv)[1]) : default_mib;
   r.iters = *argc > 2 ? atoi((*argv)[2]) : default_iters;
-  if (r.total_mib < 1 || r.iters < 1) {
-    if (r.rank == 0) fprintf(stderr, "usage: %s [TOTAL_MIB >= 1 [ITERATIONS >= 1]]\n", (*argv)[0]);
+  r.min_ms = *argc > 3 ? atol((*argv)[3]) : 0;
+  if (r.total_mib < 1 || r.iters < 1 || r.min_ms < 0) {
+    if (r.rank == 0)
+      fprintf(stderr, "usage: %s [TOTAL_MIB >= 1 [ITERATIONS >= 1 [MIN_MS >= 0]]]\n", (*argv)[0]);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   r.rank_bytes = (size_t)r.total_mib * (1u << 20) / (size_t)r.size;
   r.progress_every = r.iters >= 50 ? r.iters / 50 : 1;
+  clock_gettime(CLOCK_MONOTONIC, &r.mark);
   return r;
 }
 
@@ -55,10 +64,26 @@ static void* run_alloc(size_t bytes) {
   return p;
 }
 
-static void run_progress(const Run* r, int it) {
+// Ends iteration `it`: the progress line, then the rest of min_ms asleep.
+static void run_progress(Run* r, int it) {
   if (r->rank == 0 && (it % r->progress_every == 0 || it == r->iters)) {
     printf("iter %d\n", it);
     fflush(stdout);
+  }
+  if (r->min_ms > 0) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long spent =
+        (now.tv_sec - r->mark.tv_sec) * 1000000000ll + (now.tv_nsec - r->mark.tv_nsec);
+    long long rest = r->min_ms * 1000000ll - spent;
+    // A restore can make the clock jump: never sleep longer than min_ms.
+    if (rest > r->min_ms * 1000000ll) rest = r->min_ms * 1000000ll;
+    if (rest > 0) {
+      struct timespec d = {(time_t)(rest / 1000000000ll), (long)(rest % 1000000000ll)};
+      while (nanosleep(&d, &d) != 0) {
+      }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &r->mark);
   }
 }
 

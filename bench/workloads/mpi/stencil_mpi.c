@@ -3,7 +3,7 @@
 // with nonblocking calls (MPI_Irecv/MPI_Isend, then the interior is computed
 // while they travel, MPI_Waitall, then the two edge rows).
 //
-//   stencil_mpi [TOTAL_MIB [ITERATIONS]]    default 256 MiB in all, 300 iterations
+//   stencil_mpi [TOTAL_MIB [ITERATIONS [MIN_MS]]]    default 256 MiB in all, 300 iterations
 //
 // Self-check at the end: the average keeps the grid's sum (to rounding) and
 // every value stays within the initial minimum and maximum (the maximum

@@ -3,7 +3,7 @@
 // at the heart of a distributed 3-D FFT), after an elementwise update
 // a <- a * M + t (mod 2^64, M odd, t the iteration).
 //
-//   transpose_mpi [TOTAL_MIB [ITERATIONS]]    default 256 MiB in all, 200 iterations
+//   transpose_mpi [TOTAL_MIB [ITERATIONS [MIN_MS]]]    default 256 MiB in all, 200 iterations
 //
 // Self-check at the end, exact for every element: after T iterations the
 // element at (i, j) must be M^T * a0 + C_T, where a0 is the initial value of
