@@ -87,10 +87,12 @@ CKPT=$WORK/ckpt
 LOGS=("$WORK/prog.err" "$WORK/tool.err" "$WORK/restart.err" "$WORK/prog.out")
 JOB_FILES=() # /dev/shm files and SysV segments of the job, removed after the kill
 
-# The job's own temporary directory: Open MPI puts its session directory
-# there (TMPDIR), so it is ours to remove; the ranks run in WORK (cwd), which
-# is how the cleanup recognises them.
-mkdir -p "$WORK/tmp"
+# The job's own temporary directory (TMPDIR): Open MPI puts its session
+# directory there, so it is ours to remove. On tmpfs, as a node's /tmp
+# usually is (here /tmp is on disk): issue 11 saves files on tmpfs that vanish
+# with the job. The ranks run in WORK (cwd), which is how the cleanup
+# recognises them.
+JOB_TMP=$(mktemp -d /dev/shm/ckpt-e2e-mpi.XXXXXX)
 launch_cmd() {
   case $MODE in
     ompi-*)
@@ -128,6 +130,7 @@ cleanup() {
   done
   { wait; } 2>/dev/null || true
   remove_job_files
+  [[ -n ${JOB_TMP:-} ]] && rm -rf "$JOB_TMP"
   cleanup_common
 }
 trap cleanup EXIT
@@ -139,7 +142,7 @@ start_job() {
     close_fds
     cd "$WORK"
     # shellcheck disable=SC2046 # the command is split on purpose (no spaces in its words)
-    TMPDIR=$WORK/tmp UCX_NET_DEVICES=lo exec $(launch_cmd) </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err"
+    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec $(launch_cmd) </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err"
   ) &
   ROOT=$!
 }
@@ -199,8 +202,7 @@ remove_job_files() {
 # gone. Open MPI's is under the job's TMPDIR; hydra keeps none on disk.
 remove_session() {
   remove_job_files
-  rm -rf "${WORK:?}/tmp"
-  mkdir -p "$WORK/tmp"
+  find "${JOB_TMP:?}" -mindepth 1 -delete
 }
 
 tool() {
@@ -229,7 +231,7 @@ reference() {
     close_fds
     cd "$WORK"
     # shellcheck disable=SC2046
-    TMPDIR=$WORK/tmp UCX_NET_DEVICES=lo exec $(launch_cmd) </dev/null >"$WORK/ref.out" 2>"$WORK/ref.err"
+    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec $(launch_cmd) </dev/null >"$WORK/ref.out" 2>"$WORK/ref.err"
   ) || rc=$?
   ((rc == 0)) || fail "the uninterrupted run failed ($(describe_status $rc)): $(first_line "$WORK/ref.err")"
   REF=$(grep '^result: ' "$WORK/ref.out") || fail "the uninterrupted run printed no result"
@@ -242,14 +244,14 @@ case $ACTION in
     wait_computing
     echo "## $MODE, $WORKLOAD ($MIB MiB, launched as: $(launch_cmd | sed "s|$BIN_DIR/||"))"
     echo
-    python3 "$HERE/helpers/job_inventory.py" "$ROOT" | sed "s|$WORK|\$WORK|g"
+    python3 "$HERE/helpers/job_inventory.py" "$ROOT" | sed "s|$WORK|\$WORK|g; s|$JOB_TMP|\$TMPDIR|g"
     echo
     rc=0
     tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" "$ROOT" || rc=$?
     echo "### cr_full --tree $ROOT (exit $rc)"
     echo
     echo '```'
-    sed "s|$WORK|\$WORK|g" "$WORK/tool.err"
+    sed "s|$WORK|\$WORK|g; s|$JOB_TMP|\$TMPDIR|g" "$WORK/tool.err"
     echo '```'
     record_job_files
     kill_job
