@@ -22,9 +22,10 @@
 #                   (helpers/job_inventory.py, Markdown) and what cr_full
 #                   --tree says of it, then ends the job (docs/mpi.md).
 # E2E_MPI_MIB: the job's memory in MiB (default 256); E2E_MPI_ITERS: its
-# iterations (default 200); E2E_MPI_MIN_MS: the least time an iteration takes
-# (default 100 ms, so a run lasts 20 s at least however fast the transport:
-# MPICH's stencil did 150 iterations in 4 s); E2E_TRACKER: the tracker.
+# iterations (default 300); E2E_MPI_MIN_MS: the least time an iteration takes
+# (default 200 ms, so a run lasts 60 s at least however fast the transport:
+# MPICH's stencil did 150 iterations in 4 s, and main's cr_full + two cr_incr
+# of a 64 MiB job outlasted a 20 s run); E2E_TRACKER: the tracker.
 # Prints PASS/FAIL like run_case.sh; exit 77 = skip (this MPI is not here).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,8 +40,8 @@ MODE=$2
 WORKLOAD=$3
 ACTION=${4:-restart}
 MIB=${E2E_MPI_MIB:-256}
-MIN_MS=${E2E_MPI_MIN_MS:-100}
-ITERS=${E2E_MPI_ITERS:-200}
+MIN_MS=${E2E_MPI_MIN_MS:-200}
+ITERS=${E2E_MPI_ITERS:-300}
 case $WORKLOAD in
   cg_mpi | stencil_mpi | transpose_mpi) ;;
   *)
@@ -281,7 +282,11 @@ grep -q "\"processes\":${n}[,}]" "$WORK/tool.out" || fail "cr_full did not save 
 at_full=$(last_iter)
 for i in 1 2; do
   sleep 1
-  tool "$BIN_DIR/cr_incr" --dir "$CKPT" --json "$ROOT" || fail "cr_incr $i: $(first_line "$WORK/tool.err")"
+  if ! tool "$BIN_DIR/cr_incr" --dir "$CKPT" --json "$ROOT"; then
+    grep -q '^result: ' "$WORK/prog.out" &&
+      fail "the job finished before cr_incr $i: raise E2E_MPI_ITERS or E2E_MPI_MIN_MS ($(first_line "$WORK/tool.err"))"
+    fail "cr_incr $i: $(first_line "$WORK/tool.err")"
+  fi
   grep -q '"kind":"incremental"' "$WORK/tool.out" || fail "cr_incr $i wrote no incremental"
 done
 at_incr=$(last_iter)
