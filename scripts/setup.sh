@@ -13,7 +13,9 @@ PACKAGES=(build-essential cmake pkg-config gfortran
   # with a busybox initramfs, compare with Debian's CRIU in that guest.
   linux-headers-amd64 qemu-system-x86 busybox-static cpio file jq criu
   # bench/overhead: the cr_bench harness and its plots.
-  python3 gnuplot-nox)
+  python3 gnuplot-nox
+  # bench/workloads/mpi and tests/e2e/mpi.sh (docs/mpi.md)
+  openmpi-bin libopenmpi-dev mpich)
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# mpi.sh BIN_DIR MODE WORKLOAD [ACTION]: a 4-rank MPI job on this node
+# (bench/workloads/mpi) checkpointed by its launcher's PID as one job.
+# Modes (how the job is started):
+#   ompi-vader      Open MPI, shared-memory transport, no single copy:
+#                   --mca pml ob1 --mca btl "vader,self"
+#                   --mca btl_vader_single_copy_mechanism none
+#   ompi-vader-cma  the same with cross-memory attach (process_vm_readv
+#                   between ranks): btl_vader_single_copy_mechanism cma
+#   ompi-tcp        Open MPI over loopback TCP: --mca btl "tcp,self"
+#                   (btl_tcp_if_include lo)
+#   mpich           MPICH 4 (ch4:ucx) with hydra's mpiexec
+# WORKLOAD: cg_mpi, stencil_mpi or transpose_mpi.
+# ACTION:
+#   restart (default) the uninterrupted run's result line first; then the
+#                   job again: once it computes, cr_full --tree of the
+#                   launcher, two cr_incr while it computes, SIGKILL to every
+#                   process, its session directory and /dev/shm files
+#                   removed, cr_restart; it must finish with exit 0 and
+#                   exactly the reference result line.
+#   inventory       prints what every process of the running job holds
+#                   (helpers/job_inventory.py, Markdown) and what cr_full
+#                   --tree says of it, then ends the job (docs/mpi.md).
+# E2E_MPI_MIB: the job's memory in MiB (default 256); E2E_MPI_ITERS: its
+# iterations (default 300); E2E_MPI_MIN_MS: the least time an iteration takes
+# (default 200 ms, so a run lasts 60 s at least however fast the transport:
+# MPICH's stencil did 150 iterations in 4 s, and main's cr_full + two cr_incr
+# of a 64 MiB job outlasted a 20 s run); E2E_TRACKER: the tracker.
+# Prints PASS/FAIL like run_case.sh; exit 77 = skip (this MPI is not here).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+(($# == 3 || $# == 4)) || {
+  echo "usage: $0 BIN_DIR ompi-vader|ompi-vader-cma|ompi-tcp|mpich cg_mpi|stencil_mpi|transpose_mpi [restart|inventory]" >&2
+  exit 2
+}
+BIN_DIR=$(cd "$1" && pwd)
+MODE=$2
+WORKLOAD=$3
+ACTION=${4:-restart}
+MIB=${E2E_MPI_MIB:-256}
+MIN_MS=${E2E_MPI_MIN_MS:-200}
+ITERS=${E2E_MPI_ITERS:-300}
+case $WORKLOAD in
+  cg_mpi | stencil_mpi | transpose_mpi) ;;
+  *)
+    echo "unknown workload $WORKLOAD" >&2
+    exit 2
+    ;;
+esac
+NAME="mpi $MODE $WORKLOAD"
+TOOL_TIMEOUT=120
+
+pass() {
+  echo "PASS $NAME${1:+ ($1)}"
+  exit 0
+}
+fail() {
+  echo "FAIL $NAME: $*"
+  show_logs
+  exit 1
+}
+skip() {
+  echo "SKIP $NAME: $*"
+  exit 77
+}
+
+case $MODE in
+  ompi-vader | ompi-vader-cma | ompi-tcp)
+    LAUNCHER=$(command -v mpirun.openmpi) || skip "no mpirun.openmpi (Debian's openmpi-bin)"
+    PROG=$BIN_DIR/workloads/mpi/openmpi/$WORKLOAD
+    ;;
+  mpich)
+    LAUNCHER=$(command -v mpiexec.hydra) || skip "no mpiexec.hydra (Debian's mpich)"
+    PROG=$BIN_DIR/workloads/mpi/mpich/$WORKLOAD
+    ;;
+  *)
+    echo "unknown mode $MODE" >&2
+    exit 2
+    ;;
+esac
+[[ -x $PROG ]] || skip "$PROG was not built (no MPI found at configure time)"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-e2e-mpi.XXXXXX")
+install_traps
+CKPT=$WORK/ckpt
+LOGS=("$WORK/prog.err" "$WORK/tool.err" "$WORK/restart.err" "$WORK/prog.out")
+JOB_FILES=() # /dev/shm files and SysV segments of the job, removed after the kill
+
+# The job's own temporary directory (TMPDIR): Open MPI puts its session
+# directory there, so it is ours to remove. On tmpfs, as a node's /tmp
+# usually is (here /tmp is on disk): issue 11 saves files on tmpfs that vanish
+# with the job. The ranks run in WORK (cwd), which is how the cleanup
+# recognises them.
+JOB_TMP=$(mktemp -d /dev/shm/ckpt-e2e-mpi.XXXXXX)
+launch_cmd() {
+  case $MODE in
+    ompi-*)
+      local btl=(--mca btl "vader,self" --mca btl_vader_single_copy_mechanism none)
+      [[ $MODE == ompi-vader-cma ]] && btl=(--mca btl "vader,self" --mca btl_vader_single_copy_mechanism cma)
+      [[ $MODE == ompi-tcp ]] && btl=(--mca btl "tcp,self" --mca btl_tcp_if_include lo)
+      echo "$LAUNCHER" --allow-run-as-root --oversubscribe -np 4 --mca pml ob1 "${btl[@]}" \
+        --mca oob_tcp_if_include lo "$PROG" "$MIB" "$ITERS" "$MIN_MS"
+      ;;
+    mpich) echo "$LAUNCHER" -np 4 "$PROG" "$MIB" "$ITERS" "$MIN_MS" ;;
+  esac
+}
+
+# Every PID of the tree under $1 (the root first).
+tree_pids() {
+  local p=$1 c
+  echo "$p"
+  for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do tree_pids "$c"; done
+}
+
+cleanup() {
+  local p i alive killed=()
+  if [[ -n ${ROOT:-} ]]; then
+    for p in $(tree_pids "$ROOT") ${MEMBERS:-}; do
+      [[ $(readlink "/proc/$p/cwd" 2>/dev/null) == "$WORK"* ]] && kill -9 "$p" 2>/dev/null && killed+=("$p")
+    done
+  fi
+  # Until they are gone: a launcher still exiting would write into WORK
+  # while it is removed.
+  for ((i = 0; i < 100; i++)); do
+    alive=0
+    for p in "${killed[@]}"; do [[ $(proc_state "$p") != [Z-] ]] && alive=1; done
+    ((alive)) || break
+    sleep 0.05
+  done
+  { wait; } 2>/dev/null || true
+  remove_job_files
+  [[ -n ${JOB_TMP:-} ]] && rm -rf "$JOB_TMP"
+  cleanup_common
+}
+trap cleanup EXIT
+
+# Starts the job in the background: ROOT is the launcher.
+start_job() {
+  : >"$WORK/prog.out"
+  (
+    close_fds
+    cd "$WORK"
+    # shellcheck disable=SC2046 # the command is split on purpose (no spaces in its words)
+    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec $(launch_cmd) </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err"
+  ) &
+  ROOT=$!
+}
+
+# Waits for rank 0's first progress line; MEMBERS = the job's PIDs.
+wait_computing() {
+  local deadline=$((SECONDS + 120))
+  until grep -q '^iter ' "$WORK/prog.out"; do
+    [[ $(proc_state "$ROOT") != [Z-] ]] || fail "the job ended before computing: $(first_line "$WORK/prog.err")"
+    ((SECONDS < deadline)) || fail "no progress line after 120 s"
+    sleep 0.1
+  done
+  MEMBERS=$(tree_pids "$ROOT" | tr '\n' ' ')
+  local n
+  n=$(wc -w <<<"$MEMBERS")
+  ((n >= 5)) || fail "the job has $n processes, not a launcher and 4 ranks: $MEMBERS"
+}
+
+last_iter() {
+  grep '^iter ' "$WORK/prog.out" | tail -n 1 | awk '{ print $2 }'
+}
+
+# Records what the job keeps outside WORK that its end would leave or that a
+# restart must do without: files in /dev/shm it has open or mapped, and SysV
+# segments it created.
+# Three commands in all: on a loaded machine a fork per fd took seconds, long
+# enough for a fast job to end before its checkpoint. Deleted files are gone
+# already.
+record_job_files() {
+  local p f maps=() fds=() pids
+  for p in $MEMBERS; do
+    maps+=("/proc/$p/maps")
+    fds+=("/proc/$p/fd")
+  done
+  pids=" ${MEMBERS} "
+  for f in $(
+    {
+      awk 'NF == 6 && $6 ~ "^/dev/shm/" { print $6 }' "${maps[@]}"
+      find "${fds[@]}" -lname '/dev/shm/*' -printf '%l\n' | grep -v ' (deleted)$'
+      ipcs -mp | awk -v pids="$pids" '$1 ~ /^[0-9]+$/ && index(pids, " " $3 " ") { print "shm:" $1 }'
+    } 2>/dev/null | sort -u
+  ); do
+    [[ " ${JOB_FILES[*]} " == *" $f "* ]] || JOB_FILES+=("$f")
+  done
+}
+remove_job_files() {
+  local f
+  for f in "${JOB_FILES[@]}"; do
+    case $f in
+      shm:*) ipcrm -m "${f#shm:}" 2>/dev/null || true ;;
+      /dev/shm/*) rm -f "$f" ;;
+    esac
+  done
+}
+
+# The session directory, as a job killed by SIGKILL (or a reboot) leaves it:
+# gone. Open MPI's is under the job's TMPDIR; hydra keeps none on disk.
+remove_session() {
+  remove_job_files
+  find "${JOB_TMP:?}" -mindepth 1 -delete
+}
+
+tool() {
+  local rc=0
+  timeout "$TOOL_TIMEOUT" "$@" </dev/null >"$WORK/tool.out" 2>"$WORK/tool.err" || rc=$?
+  return $rc
+}
+
+kill_job() {
+  local p i alive
+  MEMBERS="$MEMBERS $(tree_pids "$ROOT" | tr '\n' ' ')"
+  for p in $MEMBERS; do kill -9 "$p" 2>/dev/null || true; done
+  for ((i = 0; i < 200; i++)); do
+    alive=0
+    for p in $MEMBERS; do [[ $(proc_state "$p") != [Z-] ]] && alive=1; done
+    ((alive)) || break
+    sleep 0.05
+  done
+  ((alive == 0)) || fail "processes of the job did not go away"
+  { wait "$ROOT"; } 2>/dev/null || true
+}
+
+reference() {
+  local rc=0
+  (
+    close_fds
+    cd "$WORK"
+    # shellcheck disable=SC2046
+    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec $(launch_cmd) </dev/null >"$WORK/ref.out" 2>"$WORK/ref.err"
+  ) || rc=$?
+  ((rc == 0)) || fail "the uninterrupted run failed ($(describe_status $rc)): $(first_line "$WORK/ref.err")"
+  REF=$(grep '^result: ' "$WORK/ref.out") || fail "the uninterrupted run printed no result"
+  grep -qx 'check: ok' "$WORK/ref.out" || fail "the uninterrupted run's self-check failed"
+}
+
+case $ACTION in
+  inventory)
+    start_job
+    wait_computing
+    echo "## $MODE, $WORKLOAD ($MIB MiB, launched as: $(launch_cmd | sed "s|$BIN_DIR/||"))"
+    echo
+    python3 "$HERE/helpers/job_inventory.py" "$ROOT" | sed "s|$WORK|\$WORK|g; s|$JOB_TMP|\$TMPDIR|g"
+    echo
+    rc=0
+    tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" "$ROOT" || rc=$?
+    echo "### cr_full --tree $ROOT (exit $rc)"
+    echo
+    echo '```'
+    sed "s|$WORK|\$WORK|g; s|$JOB_TMP|\$TMPDIR|g" "$WORK/tool.err"
+    echo '```'
+    record_job_files
+    kill_job
+    exit 0
+    ;;
+  restart) ;;
+  *)
+    echo "unknown action $ACTION" >&2
+    exit 2
+    ;;
+esac
+
+START=$EPOCHREALTIME
+reference
+REF_TIME=$(elapsed "$START")
+START=$EPOCHREALTIME
+start_job
+wait_computing
+record_job_files
+if ! tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" ${E2E_TRACKER:+"--tracker=$E2E_TRACKER"} --json "$ROOT"; then
+  grep -q "no process with PID $ROOT\$" "$WORK/tool.err" && grep -q '^result: ' "$WORK/prog.out" &&
+    fail "the job finished before cr_full was done: raise E2E_MPI_ITERS ($(first_line "$WORK/tool.err"))"
+  fail "cr_full --tree $ROOT (job: $MEMBERS): $(first_line "$WORK/tool.err")"
+fi
+n=$(wc -w <<<"$MEMBERS")
+grep -q "\"processes\":${n}[,}]" "$WORK/tool.out" || fail "cr_full did not save the job's $n processes: $(cat "$WORK/tool.out")"
+at_full=$(last_iter)
+for i in 1 2; do
+  sleep 1
+  if ! tool "$BIN_DIR/cr_incr" --dir "$CKPT" --json "$ROOT"; then
+    grep -q '^result: ' "$WORK/prog.out" &&
+      fail "the job finished before cr_incr $i: raise E2E_MPI_ITERS or E2E_MPI_MIN_MS ($(first_line "$WORK/tool.err"))"
+    fail "cr_incr $i: $(first_line "$WORK/tool.err")"
+  fi
+  grep -q '"kind":"incremental"' "$WORK/tool.out" || fail "cr_incr $i wrote no incremental"
+done
+at_incr=$(last_iter)
+tool "$BIN_DIR/cr_info" --dir "$CKPT" --verify || fail "cr_info --verify: $(first_line "$WORK/tool.err")"
+grep -q '^result: ' "$WORK/prog.out" && fail "the job finished before it was killed: raise E2E_MPI_ITERS"
+((at_incr > at_full)) || fail "the job did not compute between the checkpoints (iter $at_full, then $at_incr)"
+record_job_files
+kill_job
+remove_session
+
+rc=0
+timeout 600 "$BIN_DIR/cr_restart" --dir "$CKPT" </dev/null >"$WORK/restart.out" 2>"$WORK/restart.err" || rc=$?
+((rc == 0)) || fail "restored job $(describe_status "$rc"): $(first_line "$WORK/restart.err")"
+got=$(grep '^result: ' "$WORK/prog.out") || fail "the restored job printed no result"
+[[ $got == "$REF" ]] || fail "the restored job's result differs: '$got', uninterrupted: '$REF'"
+grep -qx 'check: ok' "$WORK/prog.out" || fail "the restored job's self-check failed"
+pass "checkpointed at iter $at_full..$at_incr of $ITERS; reference run ${REF_TIME}s, checkpointed run $(elapsed "$START")s"
