@@ -357,18 +357,28 @@ case $TEST in
     ;;
 
   garbage)
-    start_target 64 300
+    start_target 64 1000
     # Random bytes instead of a stream.
     start_receiver
     ip netns exec "$NS_A" bash -c "head -c 200000 /dev/urandom >/dev/tcp/$ADDR_B/$PORT" 2>/dev/null || true
     expect_refused "bad frame magic"
     expect_nothing_restored
-    # A real stream whose 11th content frame has a wrong check.
+    # A real stream whose 11th content frame gets a wrong check on the way
+    # (frame_proxy, a man in the middle on node A).
     start_receiver
+    (close_fds && exec ip netns exec "$NS_A" "$PROG_DIR/frame_proxy" 127.0.0.1 "$PORT" \
+      "$ADDR_B" "$PORT" 10 </dev/null >"$WORK/proxy.out" 2>"$WORK/proxy.err") &
+    PROXY=$!
+    RPIDS+=("$PROXY")
+    for ((i = 0; i < 100; i++)); do
+      grep -q listening "$WORK/proxy.out" 2>/dev/null && break
+      sleep 0.05
+    done
     MIG_RC=0
-    (close_fds && CKPT_TEST_CORRUPT_CONTENT_FRAME=10 exec timeout 60 ip netns exec "$NS_A" \
-      "$BIN_DIR/cr_migrate" --to "$ADDR_B:$PORT" --token "$WORK/token" --frozen "$TPID" \
+    (close_fds && exec timeout 60 ip netns exec "$NS_A" \
+      "$BIN_DIR/cr_migrate" --to "127.0.0.1:$PORT" --token "$WORK/token" --frozen "$TPID" \
       </dev/null >"$WORK/migrate.out" 2>"$WORK/migrate.err") || MIG_RC=$?
+    grep -q corrupted "$WORK/proxy.out" || fail "the proxy did not see 11 content frames"
     expect_refused "checksum mismatch"
     expect_one_line_failure "cr_migrate (corrupted frame)" "$MIG_RC" "$WORK/migrate.err"
     expect_nothing_restored
