@@ -1,7 +1,11 @@
 // cr_recv's gate: which unauthenticated connections are kept (admission),
 // and the receiver's handshake (exact reads, deadline, refusals).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -10,7 +14,9 @@
 
 #include "migrate/admission.hpp"
 #include "migrate/handshake.hpp"
+#include "migrate/landlock.hpp"
 #include "migrate/protocol.hpp"
+#include "migrate/sandbox.hpp"
 #include "util/clock.hpp"
 #include "util/hash.hpp"
 
@@ -143,4 +149,42 @@ TEST(MigrateHandshake, HeaderChecks) {
   EXPECT_FALSE(decode_frame_header(h, 0).ok());
   h[0] ^= 1;
   EXPECT_NE(decode_frame_header(h, 0).error().message.find("magic"), std::string::npos);
+}
+
+// The session handler's sandbox reaches files only beneath its staging
+// directory (Landlock); the gatekeeper's reaches none.
+TEST(MigrateSandbox, LandlockConfinesHandlers) {
+  if (landlock_abi() == 0) GTEST_SKIP() << "this kernel has no Landlock";
+  char tmpl[] = "/tmp/ckpt-landlock-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string staging = tmpl;
+  pid_t session = ::fork();
+  if (session == 0) {
+    if (!apply_receiver_sandbox(staging).ok()) ::_exit(2);
+    int in = ::open((staging + "/pages.img").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (in < 0) ::_exit(3);
+    if (::mkdir((staging + "/gen-000001").c_str(), 0700) != 0) ::_exit(4);
+    if (::open("/etc/passwd", O_RDONLY | O_CLOEXEC) >= 0 || errno != EACCES) ::_exit(5);
+    if (::open("/tmp/ckpt-landlock-escape", O_WRONLY | O_CREAT | O_CLOEXEC, 0600) >= 0) ::_exit(6);
+    if (::open((staging + "/../ckpt-landlock-escape").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC,
+               0600) >= 0)
+      ::_exit(7);
+    ::_exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(session, &st, 0), session);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+  pid_t gate = ::fork();
+  if (gate == 0) {
+    if (!apply_gate_sandbox().ok()) ::_exit(2);
+    // openat is not even in the gatekeeper's seccomp allowlist: SIGSYS.
+    (void)::open((staging + "/pages.img").c_str(), O_RDONLY | O_CLOEXEC);
+    ::_exit(0);
+  }
+  ASSERT_EQ(::waitpid(gate, &st, 0), gate);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) << "status " << st;
+  ::unlink((staging + "/pages.img").c_str());
+  ::rmdir((staging + "/gen-000001").c_str());
+  ::rmdir(staging.c_str());
+  ::unlink("/tmp/ckpt-landlock-escape");
 }
