@@ -4,7 +4,7 @@
 # with clang, AddressSanitizer and UndefinedBehaviorSanitizer into
 # build-san/ (cmake/sanitizers.cmake), then runs
 #   - every unit test (ctest -L unit),
-#   - each fuzz target for FUZZ_SECONDS (default 15; ctest -L fuzz),
+#   - each fuzz target for FUZZ_SECONDS (default 10; ctest -L fuzz),
 #   - a few end-to-end cases with the sanitized tools (the programs under
 #     test come from build/, made by scripts/test.sh: they stay ordinary).
 # Any sanitizer report fails the run. Needs root, like the tests.
@@ -27,7 +27,7 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DCKPT_SANITIZE=ON -DCKPT_FUZZ=ON \
-  -DFUZZ_SECONDS="${FUZZ_SECONDS:-15}" "${launcher[@]}" >/dev/null
+  -DFUZZ_SECONDS="${FUZZ_SECONDS:-10}" "${launcher[@]}" >/dev/null
 cmake --build build-san -j "$(nproc)" --target unit_tests fuzz_targets cr_full cr_incr cr_restart cr_check cr_compact \
   cr_info cr_migrate cr_recv >/dev/null
 echo "sanitize: built in $(($(date +%s) - t0)) s"
