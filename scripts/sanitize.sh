@@ -36,7 +36,13 @@ echo "sanitize: built in $(($(date +%s) - t0)) s"
 # and forked children that leak by design.
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
-$SUDO -E ctest --test-dir build-san -L unit --output-on-failure --timeout 300 -j 2
+# Excluded here (they pass in the normal build): the seccomp sandbox tests,
+# because ASan's runtime makes calls outside the allowlists in the sandboxed
+# child (SIGSYS), and PagemapScan.BlockedSystemCallsFinish, whose timing
+# does not hold under ASan (24.7 s measured).
+$SUDO -E ctest --test-dir build-san -L unit --output-on-failure --timeout 300 -j 2 \
+  -E 'MigrateSandbox\.|PagemapScan\.BlockedSystemCallsFinish'
+
 $SUDO -E ctest --test-dir build-san -L fuzz --output-on-failure --verbose 2>&1 | grep -E "^[0-9]+: FUZZ|Test +#|tests passed|failed"
 
 export ASAN_OPTIONS=detect_leaks=0
