@@ -56,6 +56,10 @@ ip link set lo up || skip "cannot bring up loopback in a new network namespace"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-recv-dos-$TEST.XXXXXX")
 chmod 755 "$WORK"
 install_traps
+# The clients' command lines do not name WORK (kill_own spares them): they
+# are ended here, also when a check fails.
+CLIENTS=()
+trap 'for c in "${CLIENTS[@]}"; do kill -9 "$c" 2>/dev/null || true; done; cleanup_common' EXIT
 LOGS=("$WORK/prog.err" "$WORK/recv.err" "$WORK/migrate.err")
 PORT=7070
 head -c 32 /dev/urandom >"$WORK/token"
@@ -91,7 +95,6 @@ gatekeepers() {
 
 # clients NAME COUNT MODE SOURCE: recv_clients in the background, waits
 # until all are connected.
-CLIENTS=()
 clients() {
   ("$PROG_DIR/recv_clients" "$PORT" "$2" "$3" "$4" >"$WORK/$1.out" 2>"$WORK/$1.err") &
   CLIENTS+=($!)
