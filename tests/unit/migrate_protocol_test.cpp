@@ -249,7 +249,7 @@ TEST(MigrateSandbox, AllowlistKillsOtherCalls) {
   // Allowed calls work under the filter...
   pid_t ok = ::fork();
   if (ok == 0) {
-    if (!apply_receiver_sandbox().ok()) ::_exit(2);
+    if (!apply_receiver_sandbox(::testing::TempDir()).ok()) ::_exit(2);
     char buf[16] = "x";
     int sv[2];
     (void)sv;
@@ -262,7 +262,7 @@ TEST(MigrateSandbox, AllowlistKillsOtherCalls) {
   // ... anything else kills the process.
   pid_t bad = ::fork();
   if (bad == 0) {
-    if (!apply_receiver_sandbox().ok()) ::_exit(2);
+    if (!apply_receiver_sandbox(::testing::TempDir()).ok()) ::_exit(2);
     ::syscall(SYS_getppid);
     ::_exit(0);
   }

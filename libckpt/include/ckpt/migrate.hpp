@@ -10,6 +10,7 @@
 
 #include <ckpt/ckpt.hpp>
 #include <ckpt/result.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,7 +64,16 @@ struct ReceiveOptions {
   bool new_pid = false;    // restore under a new PID when the original is taken
   bool sandbox = true;     // seccomp allowlist on the connection-handling process
   bool warm = true;        // build the process while generations arrive (else restore at the end)
-  double timeout_seconds = 60;
+  double timeout_seconds = 60;  // per I/O, once authenticated
+  // Connections not authenticated yet are handled all at once, each by a
+  // sandboxed process of its own: each must authenticate within
+  // handshake_seconds; at most max_pending wait, at most max_per_source of
+  // them from one address (the oldest goes to make room: docs/migration.md).
+  double handshake_seconds = 5;
+  size_t max_pending = 128;
+  size_t max_per_source = 16;
+  // Told of every connection refused before or during authentication.
+  std::function<void(const std::string& peer, const std::string& why)> on_refused;
 };
 
 struct ReceivedProcess {
@@ -76,15 +86,20 @@ struct ReceivedProcess {
   std::string warning;  // the process runs, but something after that failed (keeping --dir)
 };
 
+namespace migrate {
+class Gate;
+}
+
 class Receiver {
  public:
   // Loads the token (refusing a file others may read) and listens.
   static Result<std::unique_ptr<Receiver>> open(const ReceiveOptions& opts);
   ~Receiver();
   int port() const { return port_; }
-  // Accepts one connection and serves it: on success the restored process
-  // runs as a child of the caller. Nothing is restored unless the whole
-  // stream arrived and checked out.
+  // Waits for an authenticated connection (refusing, through on_refused,
+  // those that fail to authenticate meanwhile) and serves it: on success the
+  // restored process runs as a child of the caller. Nothing is restored
+  // unless the whole stream arrived and checked out.
   Result<ReceivedProcess> serve_one();
 
  private:
@@ -93,6 +108,7 @@ class Receiver {
   std::vector<uint8_t> token_;
   int listen_fd_ = -1;
   int port_ = 0;
+  std::unique_ptr<migrate::Gate> gate_;
 };
 
 }  // namespace ckpt

@@ -1,7 +1,7 @@
 #include "image/format.hpp"
 
-#include "image/credentials_codec.hpp"
 #include "image/chain_link.hpp"
+#include "image/credentials_codec.hpp"
 #include "util/hash.hpp"
 
 namespace ckpt::image {
@@ -318,7 +318,9 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       uint32_t n;
       if (!r.u32(&n) || n > r.left()) return false;
       t.xstate.resize(n);
-      if (!r.bytes(t.xstate.data(), n)) return false;
+      // (n == 0: an empty vector's data() may be null, and memcpy from or to
+      // null is undefined even for 0 bytes; UBSan in fuzz_meta_records.)
+      if (n && !r.bytes(t.xstate.data(), n)) return false;
       if (!r.u64(&t.rseq_ptr) || !r.u32(&t.rseq_len) || !r.u32(&t.rseq_sig)) return false;
       // Appended fields: optional for readers of older images.
       if (r.left() >= 8 && !r.u64(&t.sigmask)) return false;
@@ -334,7 +336,7 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
           uint32_t len;
           if (!r.u64(&f.flags) || !r.u32(&len) || len > r.left() || len % 8) return false;
           f.instructions.resize(len);
-          if (!r.bytes(f.instructions.data(), len)) return false;
+          if (len && !r.bytes(f.instructions.data(), len)) return false;
         }
       }
       m->threads.push_back(std::move(t));
@@ -384,7 +386,7 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
           if (!r.u64(&p)) return false;
         if (!r.u32(&n) || n > r.left()) return false;
         f.data.resize(n);
-        if (!r.bytes(f.data.data(), n)) return false;
+        if (n && !r.bytes(f.data.data(), n)) return false;
       }
       m->files.push_back(std::move(f));
       return true;

@@ -178,7 +178,6 @@ Status FrameWriter::send_content(const iovec* in, const uint64_t* hashes, size_t
       uint8_t* h = &headers[j * kFrameHeaderSize];
       encode_frame_header(kContent, d.iov_len,
                           hashes ? hashes[first + j] : xxh3(d.iov_base, d.iov_len), h);
-      if (content_frames_++ == corrupt_at_) h[16] ^= 1;
       iov.push_back({h, kFrameHeaderSize});
       iov.push_back(d);
     }

@@ -54,14 +54,11 @@ class FrameWriter {
   // `hashes`: xxh3 of each iovec when the caller has them (else nullptr).
   Status send_content(const iovec* iov, const uint64_t* hashes, size_t n);
   uint64_t bytes() const { return bytes_; }
-  // Fault injection for tests: the check of content frame `n` (0-based) is sent wrong.
-  void corrupt_content_frame(int64_t n) { corrupt_at_ = n; }
 
  private:
   Status send_iov(iovec* iov, size_t n);
   int fd_;
   uint64_t bytes_ = 0;
-  int64_t content_frames_ = 0, corrupt_at_ = -1;
 };
 
 struct Frame {

@@ -1,18 +1,22 @@
-// cr_recv: the receiving side. The listening process (the "monitor") accepts
-// a connection and forks a handler for it, which installs a seccomp
-// allowlist before it reads a single byte from the network, authenticates
-// the sender, checks every frame and writes the generations into a private
-// staging directory. Only when the whole stream arrived, every generation
-// committed there and opened cleanly, does the handler tell the monitor,
-// which restores the process (restore_process verifies every page run
-// before the process runs). The restore is not done under the allowlist
-// because a seccomp filter is inherited by every child: the restored
-// process would run under it.
+// cr_recv: the receiving side. The listening process (the "monitor")
+// accepts connections as they come; each is authenticated by a gatekeeper
+// process of its own (migrate/gate: sandboxed, within a short deadline,
+// under caps per source and in all), so no client without the token can hold
+// up one that has it. An authenticated connection gets a session handler,
+// forked with a seccomp allowlist and (where the kernel has it) Landlock
+// confining it to its staging directory, which reads and checks every frame
+// and writes the generations there. Only when the whole stream arrived,
+// every generation committed there and opened cleanly, does the handler
+// tell the monitor, which restores the process (restore_process verifies
+// every page run before the process runs). The restore is not done under
+// the allowlist because a seccomp filter is inherited by every child: the
+// restored process would run under it.
 #include <dirent.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -28,6 +32,7 @@
 #include "image/format.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
+#include "migrate/gate.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sandbox.hpp"
 #include "migrate/staging.hpp"
@@ -155,12 +160,11 @@ Status write_file(const std::string& path, const uint8_t* data, size_t len) {
 // The handler's whole session; runs under the allowlist.
 class Session {
  public:
-  Session(int conn, int ctl, const std::string& staging, const std::vector<uint8_t>& token,
-          uint64_t first_gen)
+  Session(int conn, int ctl, const std::string& staging, const Mac& proof, uint64_t first_gen)
       : conn_(conn),
         ctl_(ctl),
         staging_(staging),
-        token_(token),
+        proof_(proof),
         first_gen_(first_gen),
         r_(conn),
         w_(conn) {}
@@ -168,7 +172,11 @@ class Session {
   uint64_t bytes() const { return r_.bytes(); }
 
   Status run() {
-    CKPT_TRY(authenticate());
+    // The gatekeeper checked AUTH; the sender waits for AUTH_OK, sent only
+    // now, with the first generation number as this node's chain stands.
+    std::vector<uint8_t> ok(proof_.begin(), proof_.end());
+    put_u64(ok, first_gen_);
+    CKPT_TRY(w_.send(kAuthOk, ok.data(), ok.size()));
     CKPT_ASSIGN(uint64_t gen, receive());
     CKPT_TRY(ctl_send(ctl_, 'C', &gen, sizeof gen));
     auto [kind, msg] = ctl_recv(ctl_);
@@ -191,37 +199,6 @@ class Session {
   }
 
  private:
-  Status authenticate() {
-    CKPT_ASSIGN(Frame hello, r_.next(8 + kNonceSize));
-    if (hello.type != kHello || hello.len != 8 + kNonceSize)
-      return make_error(EBADMSG, "protocol error: the stream does not start with HELLO");
-    if (get_u32(hello.data) != kProtocolVersion) {
-      std::string m = "unsupported protocol version";
-      (void)w_.send(kError, m.data(), m.size());
-      return make_error(EPROTO,
-                        "sender speaks protocol version " + std::to_string(get_u32(hello.data)));
-    }
-    uint8_t theirs[kNonceSize], mine[kNonceSize];
-    std::memcpy(theirs, hello.data + 8, kNonceSize);
-    if (::getrandom(mine, sizeof mine, 0) != ssize_t(sizeof mine)) return sys_error("getrandom");
-    std::vector<uint8_t> ch;
-    put_u32(ch, kProtocolVersion);
-    put_u32(ch, 0);
-    ch.insert(ch.end(), mine, mine + kNonceSize);
-    CKPT_TRY(w_.send(kChallenge, ch.data(), ch.size()));
-    CKPT_ASSIGN(Frame auth, r_.next(kMacSize));
-    CKPT_ASSIGN(Mac want, hmac(token_, "ckpt-migrate-v1 sender", mine, theirs));
-    if (auth.type != kAuth || auth.len != kMacSize || !mac_equal(auth.data, want.data())) {
-      std::string m = "authentication failed";
-      (void)w_.send(kError, m.data(), m.size());
-      return make_error(EACCES, "authentication failed: the sender does not know the token");
-    }
-    CKPT_ASSIGN(Mac proof, hmac(token_, "ckpt-migrate-v1 receiver", theirs, mine));
-    std::vector<uint8_t> ok(proof.begin(), proof.end());
-    put_u64(ok, first_gen_);
-    return w_.send(kAuthOk, ok.data(), ok.size());
-  }
-
   // Reads generations until COMMIT; returns the generation to restore.
   Result<uint64_t> receive() {
     IncomingGeneration g;
@@ -340,7 +317,7 @@ class Session {
 
   int conn_, ctl_;
   std::string staging_;
-  const std::vector<uint8_t>& token_;
+  Mac proof_;
   uint64_t first_gen_;
   FrameReader r_;
   FrameWriter w_;
@@ -372,13 +349,6 @@ Status keep_chain(const std::string& staging, const std::string& dir) {
   return {};
 }
 
-std::string peer_name(const sockaddr_storage& ss, socklen_t len) {
-  char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
-  ::getnameinfo(reinterpret_cast<const sockaddr*>(&ss), len, host, sizeof host, serv, sizeof serv,
-                NI_NUMERICHOST | NI_NUMERICSERV);
-  return std::string(host) + ":" + serv;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Receiver>> Receiver::open(const ReceiveOptions& opts) {
@@ -402,7 +372,8 @@ Result<std::unique_ptr<Receiver>> Receiver::open(const ReceiveOptions& opts) {
     if (!fd.valid()) continue;
     int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), 4) != 0) {
+    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), 256) != 0 ||
+        ::fcntl(fd.get(), F_SETFL, O_NONBLOCK) != 0) {
       last = sys_error("listening on " + opts.listen);
       continue;
     }
@@ -414,24 +385,30 @@ Result<std::unique_ptr<Receiver>> Receiver::open(const ReceiveOptions& opts) {
   }
   ::freeaddrinfo(res);
   if (rc->listen_fd_ < 0) return last;
+  // OpenSSL reads its configuration on first use: done here, before any
+  // gatekeeper is forked under a filter that allows no file.
+  uint8_t zero[kNonceSize] = {};
+  if (auto warm = hmac(rc->token_, "warm-up", zero, zero); !warm.ok()) return warm.error();
+  GateLimits limits;
+  limits.handshake_seconds = opts.handshake_seconds;
+  limits.max_pending = opts.max_pending;
+  limits.max_per_source = opts.max_per_source;
+  limits.sandbox = opts.sandbox;
+  rc->gate_ = std::make_unique<Gate>(rc->listen_fd_, rc->token_, limits, opts.on_refused);
   return rc;
 }
 
 Receiver::~Receiver() {
+  gate_.reset();
   if (listen_fd_ >= 0) ::close(listen_fd_);
 }
 
 Result<ReceivedProcess> Receiver::serve_one() {
-  sockaddr_storage ss{};
-  socklen_t sl = sizeof ss;
-  int c;
-  do c = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &sl, SOCK_CLOEXEC);
-  while (c < 0 && errno == EINTR);
-  if (c < 0) return sys_error("accepting a connection");
-  UniqueFd conn(c);
+  CKPT_ASSIGN(AuthenticatedConnection authed, gate_->next());
+  UniqueFd conn = std::move(authed.conn);
   const double t0 = now_seconds();
   ReceivedProcess out;
-  out.peer = peer_name(ss, sl);
+  out.peer = authed.peer;
   set_timeouts(conn.get(), opts_.timeout_seconds);
 
   uint64_t first_gen = 1;
@@ -456,10 +433,13 @@ Result<ReceivedProcess> Receiver::serve_one() {
   if (worker == 0) {
     ::close(listen_fd_);
     ctl.reset();
-    Status st = opts_.sandbox ? apply_receiver_sandbox() : Status{};
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // Connections waiting at the gate are the parent's to close.
+    close_fds_except(conn.get(), ctl_child.get());
+    Status st = opts_.sandbox ? apply_receiver_sandbox(staging) : Status{};
     uint64_t bytes = 0;
     if (st.ok()) {
-      Session session(conn.get(), ctl_child.get(), staging, token_, first_gen);
+      Session session(conn.get(), ctl_child.get(), staging, authed.proof, first_gen);
       st = session.run();
       bytes = session.bytes();
     }

@@ -103,8 +103,6 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
   CKPT_ASSIGN(UniqueFd fd, connect_to(opts.to, opts.timeout_seconds));
   FrameWriter w(fd.get());
   FrameReader r(fd.get());
-  if (const char* c = ::getenv("CKPT_TEST_CORRUPT_CONTENT_FRAME"))
-    w.corrupt_content_frame(std::atoll(c));
   CKPT_ASSIGN(uint64_t first_gen, handshake(w, r, token));
 
   CheckpointOptions co;
