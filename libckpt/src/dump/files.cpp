@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dump/collect.hpp"
+#include "proc/fd_links.hpp"
 #include "sockets/tcp.hpp"
 #include "tty/pty.hpp"
 #include "util/fd.hpp"
@@ -364,15 +365,9 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
   auto held_by_other_member = [&](const std::string& link) {
     if (!member_links) {
       member_links.emplace();
-      for (pid_t m : members) {
-        if (m == pid) continue;
-        const std::string dir = proc_path(m, "fd");
-        DIR* md = ::opendir(dir.c_str());
-        if (!md) continue;
-        while (dirent* e = ::readdir(md))
-          if (auto t = read_link(dir + "/" + e->d_name); t.ok()) (*member_links)[*t].insert(m);
-        ::closedir(md);
-      }
+      for (pid_t m : members)
+        if (m != pid)
+          for (const proc::FdLink& l : proc::fd_links(m)) (*member_links)[l.target].insert(m);
     }
     return member_links->count(link) > 0;
   };

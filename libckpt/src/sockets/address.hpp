@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ckpt::sockets {
 
@@ -29,5 +30,14 @@ std::string describe(const Endpoint& e);
 // Image form: port, then the 16 address bytes as two words (image/model.hpp).
 void store_endpoint(const Endpoint& e, uint64_t* port_then_addr);
 Endpoint load_endpoint(int family, const uint64_t* port_then_addr);
+
+// One row of /proc/net/tcp and /proc/net/tcp6 (`dir`: "/proc/net/" or
+// "/proc/PID/net/", the netns of PID).
+struct TcpRow {
+  Endpoint local, remote;
+  unsigned state;  // TCP_* (1 established, 6 TIME-WAIT, 10 listening...)
+  uint64_t inode;
+};
+std::vector<TcpRow> tcp_rows(const std::string& dir);
 
 }  // namespace ckpt::sockets

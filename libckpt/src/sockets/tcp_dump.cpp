@@ -3,7 +3,6 @@
 // mode only to peek at its queues and taken out without a window probe, so a
 // process that keeps running (leave-running checkpoints) sees nothing.
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -14,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "proc/fd_links.hpp"
 #include "sockets/address.hpp"
 #include "sockets/tcp.hpp"
 #include "util/text.hpp"
@@ -47,37 +47,6 @@ const char* state_name(unsigned st) {
     default:
       return "in an unknown state";
   }
-}
-
-// One row of /proc/PID/net/tcp{,6}.
-struct Row {
-  Endpoint local, remote;
-  uint64_t inode;
-};
-
-std::vector<Row> tcp_rows(pid_t pid) {
-  std::vector<Row> rows;
-  for (const char* table : {"net/tcp", "net/tcp6"}) {
-    auto text = read_file(proc_path(pid, table));
-    if (!text.ok()) continue;
-    size_t at = text->find('\n');
-    while (at != std::string::npos && at + 1 < text->size()) {
-      size_t end = text->find('\n', at + 1);
-      std::string line = text->substr(at + 1, end == std::string::npos ? end : end - at - 1);
-      at = end;
-      char local[64], remote[64];
-      unsigned long long inode;
-      if (std::sscanf(line.c_str(), " %*s %63s %63s %*s %*s %*s %*s %*s %*s %llu", local, remote,
-                      &inode) != 3)
-        continue;
-      Row r;
-      if (parse_proc_endpoint(local, &r.local) && parse_proc_endpoint(remote, &r.remote)) {
-        r.inode = inode;
-        rows.push_back(r);
-      }
-    }
-  }
-  return rows;
 }
 
 template <typename T>
@@ -170,18 +139,11 @@ Status read_connection(int sock, const std::string& what, FileRecord* f) {
 
 std::set<uint64_t> job_socket_inodes(const std::vector<pid_t>& job) {
   std::set<uint64_t> out;
-  for (pid_t pid : job) {
-    const std::string dir = proc_path(pid, "fd");
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) continue;
-    while (dirent* e = ::readdir(d)) {
-      char link[64];
-      ssize_t n = ::readlink((dir + "/" + e->d_name).c_str(), link, sizeof link - 1);
+  for (pid_t pid : job)
+    for (const proc::FdLink& l : proc::fd_links(pid)) {
       unsigned long long ino;
-      if (n > 0 && (link[n] = 0, std::sscanf(link, "socket:[%llu]", &ino) == 1)) out.insert(ino);
+      if (std::sscanf(l.target.c_str(), "socket:[%llu]", &ino) == 1) out.insert(ino);
     }
-    ::closedir(d);
-  }
   return out;
 }
 
@@ -216,7 +178,7 @@ Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets, b
     store_endpoint(them, &p[image::kTcpPeerPort]);
     if (!allow_outside) {
       bool inside = false;
-      for (const Row& r : tcp_rows(pid))
+      for (const TcpRow& r : tcp_rows(proc_path(pid, "net/")))
         if (r.local == them && r.remote == me) inside = job_sockets.count(r.inode) > 0;
       if (!inside)
         return make_error(ENOTSUP, what + " (TCP connection " + describe(me) + " -> " +

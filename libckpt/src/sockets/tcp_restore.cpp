@@ -136,26 +136,13 @@ Status rebuild_connection(int sock, const FileRecord& f, const Endpoint& local,
   return {};
 }
 
-// Whether only TIME-WAIT sockets hold `port` (/proc/net/tcp{,6}, state 06).
+// Whether only TIME-WAIT sockets hold `port`.
 bool only_time_wait_on(uint16_t port) {
   bool any = false;
-  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    auto text = read_file(table);
-    if (!text.ok()) continue;
-    size_t at = text->find('\n');
-    while (at != std::string::npos && at + 1 < text->size()) {
-      size_t end = text->find('\n', at + 1);
-      std::string line = text->substr(at + 1, end == std::string::npos ? end : end - at - 1);
-      at = end;
-      char local[64];
-      unsigned st;
-      Endpoint e;
-      if (std::sscanf(line.c_str(), " %*s %63s %*s %x", local, &st) != 2 ||
-          !parse_proc_endpoint(local, &e) || e.port != port)
-        continue;
-      if (st != 0x06) return false;
-      any = true;
-    }
+  for (const TcpRow& r : tcp_rows("/proc/net/")) {
+    if (r.local.port != port) continue;
+    if (r.state != TCP_TIME_WAIT) return false;
+    any = true;
   }
   return any;
 }

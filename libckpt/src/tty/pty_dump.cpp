@@ -1,5 +1,4 @@
 // Saving a pty pair's ends (pty.hpp).
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -10,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "proc/fd_links.hpp"
 #include "tty/pty.hpp"
 #include "tty/termios_words.hpp"
 #include "util/text.hpp"
@@ -18,20 +18,13 @@ namespace ckpt::tty {
 
 std::set<int> job_pty_masters(const std::vector<pid_t>& job) {
   std::set<int> out;
-  for (pid_t pid : job) {
-    const std::string dir = proc_path(pid, "fd");
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) continue;
-    while (dirent* e = ::readdir(d)) {
-      char link[64];
-      ssize_t n = ::readlink((dir + "/" + e->d_name).c_str(), link, sizeof link - 1);
-      if (n <= 0 || (link[n] = 0, std::strcmp(link, "/dev/ptmx") != 0)) continue;
-      auto info = read_file(proc_path(pid, std::string("fdinfo/") + e->d_name));
+  for (pid_t pid : job)
+    for (const proc::FdLink& l : proc::fd_links(pid)) {
+      if (l.target != "/dev/ptmx") continue;
+      auto info = read_file(proc_path(pid, "fdinfo/" + std::to_string(l.fd)));
       size_t at = info.ok() ? info->find("tty-index:") : std::string::npos;
       if (at != std::string::npos) out.insert(std::atoi(info->c_str() + at + 10));
     }
-    ::closedir(d);
-  }
   return out;
 }
 

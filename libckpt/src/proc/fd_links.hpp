@@ -1,0 +1,19 @@
+// A process's open fds as /proc/PID/fd shows them: number and link target.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace ckpt::proc {
+
+struct FdLink {
+  int fd;
+  std::string target;  // "socket:[123]", "pipe:[45]", "/dev/ptmx", a path...
+};
+
+// Empty when the process is gone or unreadable; fds closed meanwhile are skipped.
+std::vector<FdLink> fd_links(pid_t pid);
+
+}  // namespace ckpt::proc
