@@ -10,9 +10,10 @@
 #   shrunk-file      a file the process writes is truncated: refused
 #   changed-mapping  a privately mapped file's mtime changes: refused (naming
 #                    the mapping), then --force works
-#   tcp-socket       cr_full of a process holding a connected TCP socket is
-#                    refused with "fd 3: TCP socket A:P -> B:Q: not supported
-#                    yet"; the target keeps running and finishes by itself
+#   tcp-socket       cr_full of a process holding a TCP connection whose peer
+#                    is no process's fd (not yet accepted) is refused with
+#                    "its peer is not in the job"; the target keeps running
+#                    and finishes by itself
 #   unix-socket      the same with a bound UNIX datagram socket
 #   shared-pipe      a pipe whose other end another process (the target's
 #                    parent) holds: refused naming that process
@@ -165,7 +166,7 @@ case $TEST in
     ;;
   tcp-socket)
     start fd_unsupported tcp
-    refused_at_checkpoint "^cr_full: fd 3: TCP socket 127\.0\.0\.1:[0-9]+ -> 127\.0\.0\.1:[0-9]+: not supported yet$"
+    refused_at_checkpoint "^cr_full: fd 3: socket:\[[0-9]+\] \(TCP connection 127\.0\.0\.1:[0-9]+ -> 127\.0\.0\.1:[0-9]+\): its peer is not in the job: checkpoint the whole job \(--tree of a common ancestor\)$"
     ;;
   unix-socket)
     start fd_unsupported unix
