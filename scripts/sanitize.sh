@@ -12,6 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+# As root, run directly (an empty $SUDO before -E would make -E the command).
+AS_ROOT=()
+[ -z "$SUDO" ] || AS_ROOT=(sudo -E)
 missing=()
 for p in clang libclang-rt-14-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -40,16 +43,16 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 # because ASan's runtime makes calls outside the allowlists in the sandboxed
 # child (SIGSYS), and PagemapScan.BlockedSystemCallsFinish, whose timing
 # does not hold under ASan (24.7 s measured).
-$SUDO -E ctest --test-dir build-san -L unit --output-on-failure --timeout 300 -j 2 \
+"${AS_ROOT[@]}" ctest --test-dir build-san -L unit --output-on-failure --timeout 300 -j 2 \
   -E 'MigrateSandbox\.|PagemapScan\.BlockedSystemCallsFinish'
 
-$SUDO -E ctest --test-dir build-san -L fuzz --output-on-failure --verbose 2>&1 | grep -E "^[0-9]+: FUZZ|Test +#|tests passed|failed"
+"${AS_ROOT[@]}" ctest --test-dir build-san -L fuzz --output-on-failure --verbose 2>&1 | grep -E "^[0-9]+: FUZZ|Test +#|tests passed|failed"
 
 export ASAN_OPTIONS=detect_leaks=0
 export E2E_PROG_DIR=$PWD/build/bin/e2e
 for c in "heap_pattern plain" "heap_pattern incremental" "mt_compute restore" "fd_pipe plain"; do
   # shellcheck disable=SC2086
-  $SUDO -E bash tests/e2e/run_case.sh build-san/bin $c
+  "${AS_ROOT[@]}" bash tests/e2e/run_case.sh build-san/bin $c
 done
-$SUDO -E bash tests/e2e/recv_dos.sh build-san/bin once
+"${AS_ROOT[@]}" bash tests/e2e/recv_dos.sh build-san/bin once
 echo "sanitize: done in $(($(date +%s) - t0)) s"
