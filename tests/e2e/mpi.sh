@@ -23,9 +23,12 @@
 #                   --tree says of it, then ends the job (docs/mpi.md).
 # E2E_MPI_MIB: the job's memory in MiB (default 256); E2E_MPI_ITERS: its
 # iterations (default 300); E2E_MPI_MIN_MS: the least time an iteration takes
-# (default 200 ms, so a run lasts 60 s at least however fast the transport:
-# MPICH's stencil did 150 iterations in 4 s, and main's cr_full + two cr_incr
-# of a 64 MiB job outlasted a 20 s run); E2E_TRACKER: the tracker.
+# while the test checkpoints the job (default 200 ms, so the job cannot end
+# first however fast the transport: MPICH's stencil did 150 iterations in
+# 4 s, and main's cr_full + two cr_incr of a 64 MiB job outlasted a 20 s run).
+# The pacing holds only while $WORK/pace exists, and the job does not end
+# while it does: the test cannot lose a race with a fast job, and the
+# uninterrupted run and the restored job run at full speed. E2E_TRACKER: the tracker.
 # Prints PASS/FAIL like run_case.sh; exit 77 = skip (this MPI is not here).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -85,6 +88,7 @@ esac
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-e2e-mpi.XXXXXX")
 install_traps
 CKPT=$WORK/ckpt
+PACE=$WORK/pace
 LOGS=("$WORK/prog.err" "$WORK/tool.err" "$WORK/restart.err" "$WORK/prog.out")
 JOB_FILES=() # /dev/shm files and SysV segments of the job, removed after the kill
 
@@ -94,16 +98,18 @@ JOB_FILES=() # /dev/shm files and SysV segments of the job, removed after the ki
 # with the job. The ranks run in WORK (cwd), which is how the cleanup
 # recognises them.
 JOB_TMP=$(mktemp -d /dev/shm/ckpt-e2e-mpi.XXXXXX)
+# $1: the pacing (ms per iteration while $PACE exists; 0: none).
 launch_cmd() {
+  local pace=("$1" "$PACE")
   case $MODE in
     ompi-*)
       local btl=(--mca btl "vader,self" --mca btl_vader_single_copy_mechanism none)
       [[ $MODE == ompi-vader-cma ]] && btl=(--mca btl "vader,self" --mca btl_vader_single_copy_mechanism cma)
       [[ $MODE == ompi-tcp ]] && btl=(--mca btl "tcp,self" --mca btl_tcp_if_include lo)
       echo "$LAUNCHER" --allow-run-as-root --oversubscribe -np 4 --mca pml ob1 "${btl[@]}" \
-        --mca oob_tcp_if_include lo "$PROG" "$MIB" "$ITERS" "$MIN_MS"
+        --mca oob_tcp_if_include lo "$PROG" "$MIB" "$ITERS" "${pace[@]}"
       ;;
-    mpich) echo "$LAUNCHER" -np 4 "$PROG" "$MIB" "$ITERS" "$MIN_MS" ;;
+    mpich) echo "$LAUNCHER" -np 4 "$PROG" "$MIB" "$ITERS" "${pace[@]}" ;;
   esac
 }
 
@@ -136,14 +142,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Starts the job in the background: ROOT is the launcher.
+# Starts the job in the background, paced: ROOT is the launcher.
 start_job() {
   : >"$WORK/prog.out"
+  : >"$PACE"
   (
     close_fds
     cd "$WORK"
     # shellcheck disable=SC2046 # the command is split on purpose (no spaces in its words)
-    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec $(launch_cmd) </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err"
+    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec $(launch_cmd "$MIN_MS") </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err"
   ) &
   ROOT=$!
 }
@@ -232,7 +239,7 @@ reference() {
     close_fds
     cd "$WORK"
     # shellcheck disable=SC2046
-    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec $(launch_cmd) </dev/null >"$WORK/ref.out" 2>"$WORK/ref.err"
+    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec $(launch_cmd 0) </dev/null >"$WORK/ref.out" 2>"$WORK/ref.err"
   ) || rc=$?
   ((rc == 0)) || fail "the uninterrupted run failed ($(describe_status $rc)): $(first_line "$WORK/ref.err")"
   REF=$(grep '^result: ' "$WORK/ref.out") || fail "the uninterrupted run printed no result"
@@ -243,7 +250,7 @@ case $ACTION in
   inventory)
     start_job
     wait_computing
-    echo "## $MODE, $WORKLOAD ($MIB MiB, launched as: $(launch_cmd | sed "s|$BIN_DIR/||"))"
+    echo "## $MODE, $WORKLOAD ($MIB MiB, launched as: $(launch_cmd "$MIN_MS" | sed "s|$BIN_DIR/||"))"
     echo
     python3 "$HERE/helpers/job_inventory.py" "$ROOT" | sed "s|$WORK|\$WORK|g; s|$JOB_TMP|\$TMPDIR|g"
     echo
@@ -272,35 +279,45 @@ START=$EPOCHREALTIME
 start_job
 wait_computing
 record_job_files
+T=$EPOCHREALTIME
 if ! tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" ${E2E_TRACKER:+"--tracker=$E2E_TRACKER"} --json "$ROOT"; then
   grep -q "no process with PID $ROOT\$" "$WORK/tool.err" && grep -q '^result: ' "$WORK/prog.out" &&
     fail "the job finished before cr_full was done: raise E2E_MPI_ITERS ($(first_line "$WORK/tool.err"))"
   fail "cr_full --tree $ROOT (job: $MEMBERS): $(first_line "$WORK/tool.err")"
 fi
+T_FULL=$(elapsed "$T")
 n=$(wc -w <<<"$MEMBERS")
 grep -q "\"processes\":${n}[,}]" "$WORK/tool.out" || fail "cr_full did not save the job's $n processes: $(cat "$WORK/tool.out")"
 at_full=$(last_iter)
+T_INCR=()
 for i in 1 2; do
   sleep 1
+  T=$EPOCHREALTIME
   if ! tool "$BIN_DIR/cr_incr" --dir "$CKPT" --json "$ROOT"; then
     grep -q '^result: ' "$WORK/prog.out" &&
       fail "the job finished before cr_incr $i: raise E2E_MPI_ITERS or E2E_MPI_MIN_MS ($(first_line "$WORK/tool.err"))"
     fail "cr_incr $i: $(first_line "$WORK/tool.err")"
   fi
   grep -q '"kind":"incremental"' "$WORK/tool.out" || fail "cr_incr $i wrote no incremental"
+  T_INCR+=("$(elapsed "$T")")
 done
 at_incr=$(last_iter)
+T=$EPOCHREALTIME
 tool "$BIN_DIR/cr_info" --dir "$CKPT" --verify || fail "cr_info --verify: $(first_line "$WORK/tool.err")"
-grep -q '^result: ' "$WORK/prog.out" && fail "the job finished before it was killed: raise E2E_MPI_ITERS"
+grep -q '^result: ' "$WORK/prog.out" && fail "the job finished before it was killed"
 ((at_incr > at_full)) || fail "the job did not compute between the checkpoints (iter $at_full, then $at_incr)"
 record_job_files
 kill_job
 remove_session
+rm -f "$PACE" # the restored job runs the rest at full speed
 
+T_VERIFY=$(elapsed "$T")
 rc=0
+T=$EPOCHREALTIME
 timeout 600 "$BIN_DIR/cr_restart" --dir "$CKPT" </dev/null >"$WORK/restart.out" 2>"$WORK/restart.err" || rc=$?
 ((rc == 0)) || fail "restored job $(describe_status "$rc"): $(first_line "$WORK/restart.err")"
+T_RESTART=$(elapsed "$T")
 got=$(grep '^result: ' "$WORK/prog.out") || fail "the restored job printed no result"
 [[ $got == "$REF" ]] || fail "the restored job's result differs: '$got', uninterrupted: '$REF'"
 grep -qx 'check: ok' "$WORK/prog.out" || fail "the restored job's self-check failed"
-pass "checkpointed at iter $at_full..$at_incr of $ITERS; reference run ${REF_TIME}s, checkpointed run $(elapsed "$START")s"
+pass "checkpointed at iter $at_full..$at_incr of $ITERS; reference run ${REF_TIME}s, checkpointed run $(elapsed "$START")s: cr_full ${T_FULL}s, cr_incr ${T_INCR[*]}s, verify ${T_VERIFY}s, restart to end ${T_RESTART}s"

@@ -78,23 +78,42 @@ start_target() {
   fi
 }
 
-# Waits for the current target to end by itself and checks its result.
+# Waits for target $1 (PID $2, directory $3) to end by itself and checks
+# its result.
 finish_target() {
-  T_DONE=1
-  if ! { wait_exit "$PID" 60; } 2>/dev/null; then
-    note "target $targets still running 60s after its kills"
-    kill -9 "$PID" 2>/dev/null
+  local n=$1 pid=$2 dir=$3
+  if ! { wait_exit "$pid" 60; } 2>/dev/null; then
+    note "target $n still running 60s after its kills"
+    kill -9 "$pid" 2>/dev/null
     return
   fi
   local ready
-  ready=$(<"$T_DIR/ready")
+  ready=$(<"$dir/ready")
   if ((EXIT_STATUS != 0)); then
-    note "target $targets: $(describe_status "$EXIT_STATUS"): $(first_line "$T_DIR/err")"
-  elif [[ $(tail -n 1 "$T_DIR/out") != "done $ready" ]]; then
-    note "target $targets: no \"done $ready\" line"
+    note "target $n: $(describe_status "$EXIT_STATUS"): $(first_line "$dir/err")"
+  elif [[ $(tail -n 1 "$dir/out") != "done $ready" ]]; then
+    note "target $n: no \"done $ready\" line"
   else
     finished=$((finished + 1))
   fi
+}
+
+# Targets done with their kills that still run to their end: checked later,
+# so that the next target's kills need not wait for them (a cr_full target
+# takes one kill, then runs two more seconds).
+PENDING=()
+defer_target() {
+  T_DONE=1
+  PENDING+=("$targets $PID $T_DIR")
+  finish_pending 8
+}
+# Checks the oldest pending targets until at most $1 are left.
+finish_pending() {
+  while ((${#PENDING[@]} > $1)); do
+    # shellcheck disable=SC2086 # three words
+    finish_target ${PENDING[0]}
+    PENDING=("${PENDING[@]:1}")
+  done
 }
 
 # One run of the tool against the current target, killed by `how`
@@ -159,7 +178,7 @@ run_trials() {
       # A tracked target's next cr_full injects nothing to arm: a new one.
       [[ $TOOL == cr_full ]] && has_uffd && break
     done
-    ((T_DONE)) || finish_target
+    ((T_DONE)) || defer_target
   done
 }
 
@@ -179,7 +198,7 @@ LD_PRELOAD=$PRELOAD CKPT_STEP_COUNT_FILE=$WORK/steps "$BIN_DIR/$TOOL" --dir "$T_
   exit 1
 }
 duration=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.4f", b - a }')
-finish_target
+defer_target
 steps=$(<"$WORK/steps")
 ((steps > 0)) || {
   echo "FAIL tool_kill $TOOL: the preload counted no step"
@@ -200,7 +219,7 @@ for ((n = 0; n < TRIALS; n++)); do
   plan+=("delay $(awk -v d="$duration" -v r="$RANDOM" 'BEGIN { printf "%.4f", r / 32767 * d * 1.3 }')")
 done
 run_trials "${plan[@]}"
-
+finish_pending 0
 summary="$TOOL: $step_tries step kills ($step_kills landed, of $steps steps), $((tries - step_tries)) random kills ($((kills - step_kills)) landed, run ${duration}s); $targets targets, $finished finished correctly, $harmed harmed"
 if ((harmed > 0)); then
   echo "FAIL tool_kill $summary: ${problems[0]}"

@@ -31,3 +31,29 @@ TEST(FormatEmptyFields, EmptyXstateAndFileDataRoundTrip) {
   ASSERT_EQ(back.files.size(), 1u);
   EXPECT_TRUE(back.files[0].data.empty());
 }
+
+// The same for a scratch record without content (a directory, or a file
+// another member saved), whose appended flags must come back too.
+TEST(FormatEmptyFields, ScratchRecordWithoutContentRoundTrips) {
+  ImageMeta m;
+  m.generation = 1;
+  ScratchFile dir;
+  dir.path = "/dev/shm/d";
+  dir.type = 0040000;
+  m.scratch.push_back(dir);
+  ScratchFile elsewhere;
+  elsewhere.path = "/dev/shm/d/f";
+  elsewhere.type = 0100000;
+  elsewhere.flags = kScratchContentElsewhere;
+  m.scratch.push_back(elsewhere);
+  uint64_t n = 0;
+  std::vector<uint8_t> rec = encode_meta(m, &n);
+  ImageMeta back;
+  std::string err;
+  ASSERT_TRUE(decode_meta(rec.data(), rec.size(), n, &back, &err)) << err;
+  ASSERT_EQ(back.scratch.size(), 2u);
+  EXPECT_TRUE(back.scratch[0].data.empty());
+  EXPECT_EQ(back.scratch[0].flags, 0u);
+  EXPECT_EQ(back.scratch[1].path, "/dev/shm/d/f");
+  EXPECT_EQ(back.scratch[1].flags, uint32_t(kScratchContentElsewhere));
+}

@@ -1,11 +1,14 @@
 // What the three MPI workloads share: arguments, progress lines, the final
 // checksum. Header-only (static functions) so each workload is one program.
 //
-// Every workload takes   PROGRAM [TOTAL_MIB [ITERATIONS [MIN_MS]]]
+// Every workload takes   PROGRAM [TOTAL_MIB [ITERATIONS [MIN_MS [PACE_FILE]]]]
 // TOTAL_MIB is the memory of the whole job (split evenly over the ranks);
 // MIN_MS (default 0) makes every iteration last at least that long (each rank
 // sleeps the rest), so a test has time to checkpoint the job while it computes
-// however fast the machine is; the results do not depend on it.
+// however fast the machine is; the results do not depend on it. With
+// PACE_FILE, only while that file exists: a test removes it once it has its
+// checkpoints, and the restored job runs the rest at full speed; the job
+// waits before its last line while the file exists.
 // rank 0 prints "iter N" (flushed) every few iterations and, at the end,
 // "result: <name> ranks R mib M iters I checksum 0x<16 hex> <detail>" and
 // "check: ok" or "check: FAILED <why>". The checksum hashes the final arrays of
@@ -23,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct {
   int rank, size;
@@ -30,8 +34,9 @@ typedef struct {
   int iters;
   size_t rank_bytes;  // this rank's share of total_mib
   int progress_every;
-  long min_ms;           // minimum duration of an iteration
-  struct timespec mark;  // when the current iteration started
+  long min_ms;            // minimum duration of an iteration
+  const char* pace_file;  // min_ms applies while it exists (NULL: always)
+  struct timespec mark;   // when the current iteration started
 } Run;
 
 static Run run_start(int* argc, char*** argv, long default_mib, int default_iters) {
@@ -42,9 +47,11 @@ static Run run_start(int* argc, char*** argv, long default_mib, int default_iter
   r.total_mib = *argc > 1 ? atol((*argv)[1]) : default_mib;
   r.iters = *argc > 2 ? atoi((*argv)[2]) : default_iters;
   r.min_ms = *argc > 3 ? atol((*argv)[3]) : 0;
+  r.pace_file = *argc > 4 ? (*argv)[4] : NULL;
   if (r.total_mib < 1 || r.iters < 1 || r.min_ms < 0) {
     if (r.rank == 0)
-      fprintf(stderr, "usage: %s [TOTAL_MIB >= 1 [ITERATIONS >= 1 [MIN_MS >= 0]]]\n", (*argv)[0]);
+      fprintf(stderr, "usage: %s [TOTAL_MIB >= 1 [ITERATIONS >= 1 [MIN_MS >= 0 [PACE_FILE]]]]\n",
+              (*argv)[0]);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   r.rank_bytes = (size_t)r.total_mib * (1u << 20) / (size_t)r.size;
@@ -70,7 +77,7 @@ static void run_progress(Run* r, int it) {
     printf("iter %d\n", it);
     fflush(stdout);
   }
-  if (r->min_ms > 0) {
+  if (r->min_ms > 0 && (!r->pace_file || access(r->pace_file, F_OK) == 0)) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     long long spent =
@@ -84,6 +91,12 @@ static void run_progress(Run* r, int it) {
       }
     }
     clock_gettime(CLOCK_MONOTONIC, &r->mark);
+  }
+  // Paced, the job does not end while the test still works on it: however
+  // slow the machine, it is checkpointed and killed before its last line.
+  if (it == r->iters && r->pace_file) {
+    struct timespec d = {0, 50 * 1000000l};
+    while (access(r->pace_file, F_OK) == 0) nanosleep(&d, NULL);
   }
 }
 

@@ -58,7 +58,7 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   if (spec.precopy && spec.precopy->tstate.target_fd >= 0)
     tracker_fd = spec.precopy->tstate.target_fd;
   CKPT_TRY(collect_files(pid, tracker_fd, &meta.files, spec.job));
-  CKPT_TRY(collect_scratch(pid, &meta));
+  CKPT_TRY(collect_scratch(pid, &meta, spec.scratch_saved));
   utsname u;
   if (::uname(&u) == 0) meta.kernel_release = u.release;
 

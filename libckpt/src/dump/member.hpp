@@ -18,6 +18,7 @@
 #include "dump/hash_filter.hpp"
 #include "dump/memory.hpp"
 #include "dump/precopy.hpp"
+#include "dump/scratch.hpp"
 #include "image/model.hpp"
 #include "image/writer.hpp"
 #include "proc/freeze.hpp"
@@ -37,6 +38,9 @@ struct MemberSpec {
   // Shared anonymous memory (by the object's inode): true when this member
   // saves the object's content; the others map it without content.
   std::function<bool(uint64_t ino)> saves_shared;
+  // Scratch files (tmpfs) read so far by the job's members (null: this
+  // member saves all it holds).
+  ScratchSaved* scratch_saved = nullptr;
   // The final round of a live checkpoint: the pre-copy of this member (its
   // tracker, layout and pages already in the writer). Only what was written
   // since its last round is read.

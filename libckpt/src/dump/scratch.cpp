@@ -42,7 +42,7 @@ image::ScratchFile entry(const std::string& path, const struct stat& st) {
 
 }  // namespace
 
-Status collect_scratch(pid_t pid, image::ImageMeta* meta) {
+Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved) {
   std::vector<std::string> paths;
   for (const image::FileRecord& f : meta->files)
     if ((f.kind == image::FileKind::kRegular || f.kind == image::FileKind::kFifo) && f.dup_of == -1)
@@ -68,7 +68,9 @@ Status collect_scratch(pid_t pid, image::ImageMeta* meta) {
     }
     for (auto& d : dirs) meta->scratch.push_back(std::move(d));
     image::ScratchFile f = entry(path, st);
-    if (S_ISREG(st.st_mode)) {
+    if (S_ISREG(st.st_mode) && saved && !saved->insert({st.st_dev, st.st_ino}).second) {
+      f.flags |= image::kScratchContentElsewhere;
+    } else if (S_ISREG(st.st_mode)) {
       bytes += uint64_t(st.st_size);
       if (bytes > kMaxScratchBytes)
         return make_error(EFBIG, "scratch file " + path + ": files on tmpfs held by PID " +

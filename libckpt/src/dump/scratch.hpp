@@ -5,12 +5,20 @@
 #include <sys/types.h>
 
 #include <ckpt/result.hpp>
+#include <set>
+#include <utility>
 
 #include "image/model.hpp"
 
 namespace ckpt::dump {
 
+// Files saved so far in this generation (device, inode): a file that
+// several members hold is read once.
+using ScratchSaved = std::set<std::pair<uint64_t, uint64_t>>;
+
 // Fills meta->scratch from meta->files and meta->vmas (collected before).
-Status collect_scratch(pid_t pid, image::ImageMeta* meta);
+// A regular file already in `saved` gets a record without content
+// (kScratchContentElsewhere); `saved` may be null (save everything).
+Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved);
 
 }  // namespace ckpt::dump

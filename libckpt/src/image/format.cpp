@@ -251,6 +251,7 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     for (uint32_t v : {f.type, f.mode, f.uid, f.gid}) w.u32(v);
     w.u64(f.data.size());
     w.bytes(f.data.data(), f.data.size());
+    if (f.flags) w.u32(f.flags);
     put_record(out, RecordType::kScratchFile, w, nrecords);
   }
   return std::move(out.data());
@@ -398,7 +399,8 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
           !r.u32(&f.gid) || !r.u64(&n) || n > r.left())
         return false;
       f.data.resize(n);
-      if (!r.bytes(f.data.data(), n)) return false;
+      if (n && !r.bytes(f.data.data(), n)) return false;
+      if (r.left() > 0 && !r.u32(&f.flags)) return false;
       m->scratch.push_back(std::move(f));
       return true;
     }

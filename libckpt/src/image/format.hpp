@@ -69,7 +69,7 @@ enum class RecordType : uint32_t {
   // 11-19 are kept for descriptor kinds.
   kProcessState = 20,
   kPosixTimer = 21,
-  kChainLink = 22,  // image/chain_link.hpp
+  kChainLink = 22,    // image/chain_link.hpp
   kCredentials = 23,  // image/credentials_codec
   // job.img (image/job_image.hpp)
   kJobMember = 24,
@@ -119,7 +119,7 @@ class ByteReader {
  private:
   bool get(void* out, size_t n) {
     if (size_t(end_ - p_) < n) return false;
-    std::memcpy(out, p_, n);
+    if (n) std::memcpy(out, p_, n);  // an empty vector's data() may be null
     p_ += n;
     return true;
   }

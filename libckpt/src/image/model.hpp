@@ -150,24 +150,24 @@ enum : size_t {
   kTcpLocalPort = 2,
   kTcpLocalAddr = 3,  // and 4
   kTcpPeerPort = 5,
-  kTcpPeerAddr = 6,      // and 7
-  kTcpBacklog = 8,       // listening: the listen(2) backlog
-  kTcpOptions = 9,       // kTcpOpt* bits
-  kTcpKeepIdle = 10,     // TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT
+  kTcpPeerAddr = 6,   // and 7
+  kTcpBacklog = 8,    // listening: the listen(2) backlog
+  kTcpOptions = 9,    // kTcpOpt* bits
+  kTcpKeepIdle = 10,  // TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT
   kTcpKeepIntvl = 11,
   kTcpKeepCnt = 12,
-  kTcpLinger = 13,       // SO_LINGER seconds + 1 when on, 0 when off
-  kTcpRecvQueue = 14,    // established: bytes of the receive queue in `data`
-  kTcpSendQueue = 15,    // bytes of the send queue after them
-  kTcpSendUnsent = 16,   // of which not yet sent
-  kTcpSendSeq = 17,      // write_seq: the sequence number after the send queue
-  kTcpRecvSeq = 18,      // rcv_nxt: after the receive queue
+  kTcpLinger = 13,      // SO_LINGER seconds + 1 when on, 0 when off
+  kTcpRecvQueue = 14,   // established: bytes of the receive queue in `data`
+  kTcpSendQueue = 15,   // bytes of the send queue after them
+  kTcpSendUnsent = 16,  // of which not yet sent
+  kTcpSendSeq = 17,     // write_seq: the sequence number after the send queue
+  kTcpRecvSeq = 18,     // rcv_nxt: after the receive queue
   kTcpMss = 19,
-  kTcpSndWscale = 20,    // window scales, when negotiated (kTcpOptWscale)
+  kTcpSndWscale = 20,  // window scales, when negotiated (kTcpOptWscale)
   kTcpRcvWscale = 21,
-  kTcpTimestamp = 22,    // TCP_TIMESTAMP: the socket's timestamp clock
-  kTcpWindow = 23,       // struct tcp_repair_window: snd_wl1, snd_wnd, max_window, rcv_wnd,
-                         // rcv_wup (five words)
+  kTcpTimestamp = 22,  // TCP_TIMESTAMP: the socket's timestamp clock
+  kTcpWindow = 23,     // struct tcp_repair_window: snd_wl1, snd_wnd, max_window, rcv_wnd,
+                       // rcv_wup (five words)
   kTcpParams = 28,
   // kPtyMaster, kPtySlave: the slave's termios and the window size.
   kPtyIndex = 0,  // N of /dev/pts/N at checkpoint time
@@ -176,7 +176,7 @@ enum : size_t {
   kPtyCflag = 3,
   kPtyLflag = 4,
   kPtyLine = 5,
-  kPtyCc = 6,       // c_cc[32], four words
+  kPtyCc = 6,        // c_cc[32], four words
   kPtyWinsize = 10,  // rows | cols << 16 | xpixel << 32 | ypixel << 48
   kPtyLocked = 11,   // 1: the slave is locked (TIOCSPTLCK)
   kPtyParams = 12,
@@ -277,12 +277,20 @@ struct ChainLink {
 // vanish with the node, and the job's launcher may remove them; their content
 // is part of the job's state (record 26). Directories are the file's parents
 // below the tmpfs mount, listed before it.
+// ScratchFile::flags bits.
+enum ScratchFlag : uint32_t {
+  // S_IFREG held by several members: another member's record of the same
+  // generation has the content; this one has none.
+  kScratchContentElsewhere = 1u << 0,
+};
+
 struct ScratchFile {
   std::string path;
   uint32_t type = 0;  // S_IFREG, S_IFIFO or S_IFDIR
   uint32_t mode = 0;  // permission bits
   uint32_t uid = 0, gid = 0;
   std::vector<uint8_t> data;  // S_IFREG: the whole content
+  uint32_t flags = 0;         // ScratchFlag (appended field; absent: 0)
 };
 
 struct ImageMeta {

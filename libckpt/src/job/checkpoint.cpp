@@ -207,10 +207,12 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   // Describe every member and plan its memory, all frozen.
   std::vector<std::unique_ptr<dump::MemberDump>> dumps;
   std::vector<dump::MemberDump*> live;
+  dump::ScratchSaved scratch_saved;  // a tmpfs file held by several members is read once
   for (size_t i = 0; i < members.size(); ++i) {
     if (members[i].zombie) continue;
     const pid_t pid = members[i].pid;
     dump::MemberSpec ms = member_spec(*frozen, i, pids, owners);
+    ms.scratch_saved = &scratch_saved;
     if (precopies.count(pid)) ms.precopy = precopies[pid].get();
     auto md = std::make_unique<dump::MemberDump>();
     Status s = md->prepare(ms, &stats);

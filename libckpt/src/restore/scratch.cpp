@@ -6,6 +6,8 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <map>
+
 #include "util/fd.hpp"
 
 namespace ckpt::restore {
@@ -66,10 +68,20 @@ std::set<std::string> scratch_paths(const image::ImageMeta& meta) {
 }
 
 Status restore_scratch(const std::vector<const image::ImageMeta*>& metas) {
-  std::set<std::string> done;
+  // A file several members hold has its content in one member's record.
+  std::map<std::string, const image::ScratchFile*> with_content;
   for (const image::ImageMeta* m : metas)
     for (const image::ScratchFile& f : m->scratch)
-      if (done.insert(f.path).second) CKPT_TRY(put(f));
+      if (!(f.flags & image::kScratchContentElsewhere)) with_content.emplace(f.path, &f);
+  std::set<std::string> done;
+  for (const image::ImageMeta* m : metas)
+    for (const image::ScratchFile& f : m->scratch) {
+      if (!done.insert(f.path).second) continue;
+      auto it = with_content.find(f.path);
+      if (it == with_content.end())
+        return make_error(EBADMSG, "scratch file " + f.path + ": no member saved its content");
+      CKPT_TRY(put(*it->second));
+    }
   return {};
 }
 

@@ -1,7 +1,7 @@
 // Recreating a TCP socket (tcp.hpp). Binding happens in repair mode, which
 // lets a port be taken again while the old incarnation's sockets linger in
-// TIME-WAIT; repair mode clears SO_REUSEADDR when it ends, so that option is
-// set afterwards.
+// TIME-WAIT (listen(2) does not: time_wait.hpp); repair mode clears
+// SO_REUSEADDR when it ends, so that option is set afterwards.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,6 +12,7 @@
 
 #include "sockets/address.hpp"
 #include "sockets/tcp.hpp"
+#include "sockets/time_wait.hpp"
 
 namespace ckpt::sockets {
 
@@ -149,14 +150,17 @@ bool only_time_wait_on(uint16_t port) {
 
 // listen(2) checks the port again, outside repair mode: a connection of the
 // old incarnation that the kill left in TIME-WAIT, made by a program that
-// did not set SO_REUSEADDR, holds it for up to a minute. Wait for that
-// (saying so once); anything else in the way is an error.
+// did not set SO_REUSEADDR, holds it for up to a minute. Those are ended
+// (SOCK_DESTROY); on a kernel that cannot, waited out (saying so once).
+// Anything else in the way is an error.
 Status listen_again(int sock, const Endpoint& local, int backlog, const std::string& what) {
-  bool said = false;
+  bool said = false, can_destroy = true;
   for (int tries = 0;; ++tries) {
     if (::listen(sock, backlog) == 0) return {};
     if (errno != EADDRINUSE || tries >= 700 || !only_time_wait_on(local.port))
       return sys_error(what + ": listening on " + describe(local));
+    if (can_destroy && destroy_time_wait(local.port) > 0) continue;
+    can_destroy = false;
     if (!said)
       std::fprintf(stderr, "%s: waiting for the TIME-WAIT of old connections (at most 60 s)\n",
                    what.c_str());
