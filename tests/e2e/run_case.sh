@@ -127,6 +127,12 @@ incremental() {
 # the write end of its stdin, for STDIN_PIPE cases).
 start_program() {
   local cmd=(env "${PROG_ENV[@]}" "$PROG_DIR/$PROG" "$WORK/ready" "${ARGS[@]}")
+  # Flows of several checkpoints hold the programs that know E2E_HOLD_FILE
+  # (heap_pattern, mt_compute, file_map_private) until they are done.
+  if [[ $FLOW == incremental* || $FLOW == compact || $FLOW == new-chains ]]; then
+    : >"$WORK/hold"
+    cmd=(env "E2E_HOLD_FILE=$WORK/hold" "${cmd[@]:1}")
+  fi
   if ((STDIN_PIPE)); then
     coproc PROGCO { close_fds && exec "${cmd[@]}" >"$WORK/prog.out" 2>"$WORK/prog.err"; }
     PID=$PROGCO_PID
@@ -280,6 +286,7 @@ case $FLOW in
       grep -q '"tracker_reset":"[^"]' "$WORK/cr_incr.out" || [[ ${E2E_TRACKER:-auto} == hash ]] ||
         fail "cr_incr of the oldest chain trusted tracking that newer chains reset: $(head -c 300 "$WORK/cr_incr.out")"
     fi
+    rm -f "$WORK/hold" # checkpoints done: the restored program may end
     if [[ -z ${PID_NOT_CHILD:-} ]]; then
       # (Braces: bash would report the killed job on stderr.)
       { kill -9 "$PID" || true; } 2>/dev/null

@@ -97,7 +97,7 @@ TEST_F(PrivateDir, PlantedLedgerDirectoryAndSymlinkAreRefused) {
   { std::ofstream(victim_file) << "precious data\n"; }
   ASSERT_EQ(::chown(victim_file.c_str(), kVictim, kVictim), 0);
   // The attacker's directory tree, writable by everybody.
-  for (const std::string d : {rt + "/libckpt", rt + "/libckpt/tracking"}) {
+  for (const std::string& d : {rt + "/libckpt", rt + "/libckpt/tracking"}) {
     ASSERT_EQ(::mkdir(d.c_str(), 0777), 0);
     ASSERT_EQ(::chmod(d.c_str(), 0777), 0);
     ASSERT_EQ(::chown(d.c_str(), kAttacker, kAttacker), 0);

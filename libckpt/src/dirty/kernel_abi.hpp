@@ -47,5 +47,13 @@ constexpr uint64_t kPmPresent = 1ull << 63;
 constexpr uint64_t kPmSwapped = 1ull << 62;
 constexpr uint64_t kPmFileOrShared = 1ull << 61;
 constexpr uint64_t kPmSoftDirty = 1ull << 55;
+// A swap-type entry that holds no page, e.g. the uffd-wp marker that write
+// protection with WP_UNPOPULATED leaves on a page never populated: pagemap
+// calls it swapped. Its swap type (bits 0-4, shown to CAP_SYS_ADMIN) is the
+// highest, SWP_PTE_MARKER = 31 (6.1 and 6.18 alike); without the capability
+// the bits read 0 and the entry is taken for a real swapped page.
+constexpr bool pm_is_marker(uint64_t e) {
+  return (e & kPmSwapped) && !(e & kPmPresent) && (e & 0x1f) == 31;
+}
 
 }  // namespace ckpt::kabi

@@ -33,6 +33,11 @@ Status Pagemap::select(uint64_t start, uint64_t end, PageSelect sel, std::vector
     CKPT_TRY(read_exact(fd_.get(), buf_.data(), n * 8, off_t(addr / ps * 8), "pagemap"));
     for (size_t i = 0; i < n; ++i) {
       uint64_t e = buf_[i];
+      // A marker holds nothing, and reading it may fail: in a private file
+      // mapping past the file's end (the PROT_NONE gap between a library's
+      // segments) /proc/PID/mem answers EIO. A process tracked by another
+      // chain has markers wherever it never wrote.
+      if (kabi::pm_is_marker(e)) continue;
       bool take = sel == PageSelect::kPopulated
                       ? (e & (kPmPresent | kPmSwapped)) != 0
                       : (e & kPmSwapped) != 0 || ((e & kPmPresent) && !(e & kPmFileOrShared));

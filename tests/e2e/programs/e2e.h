@@ -91,6 +91,16 @@ static inline void e2e_sleep_ms(long ms) {
   }
 }
 
+// E2E_HOLD_FILE: the program does not end while that file exists (polled
+// every 20 ms), so a test that takes several checkpoints of it cannot lose a
+// race with it on a fast or a loaded machine. The test removes the file
+// when it is done; a restored process finds it gone.
+static inline void e2e_hold(void) {
+  const char* f = getenv("E2E_HOLD_FILE");
+  if (!f || !*f) return;
+  while (access(f, F_OK) == 0) e2e_sleep_ms(20);
+}
+
 // splitmix64's finalizer: a cheap, well-mixed, position-dependent pattern.
 static inline uint64_t e2e_mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;

@@ -3,7 +3,10 @@
 // fd. Pages fall in four classes: rewritten (COW), one byte changed (COW),
 // read only (shared with the page cache), never touched. After ready it waits
 // ~2 s, then checks every page and that the file on disk is unchanged
-// (private writes must never reach the file).
+// (private writes must never reach the file). The file is also mapped
+// PROT_NONE over 16 pages more than it has, as a shared library's gap
+// between segments is: pages that a checkpoint must never try to read
+// (/proc/PID/mem answers EIO past the file's end).
 #include <libgen.h>
 #include <sys/mman.h>
 
@@ -59,6 +62,8 @@ int main(int argc, char** argv) {
 
   uint8_t* map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   if (map == MAP_FAILED) e2e_fail("mmap: %s", strerror(errno));
+  if (mmap(NULL, size + 16 * page_size, PROT_NONE, MAP_PRIVATE, fd, 0) == MAP_FAILED)
+    e2e_fail("mmap past the end: %s", strerror(errno));
   close(fd);
 
   volatile uint8_t sink = 0;
@@ -80,6 +85,7 @@ int main(int argc, char** argv) {
   if (e2e_sabotage()) map[READ_ONLY * page_size + 100] ^= 0x01;
   e2e_ready(argv[1]);
   for (int i = 0; i < HOLD_MS / 10; i++) e2e_sleep_ms(10);
+  e2e_hold();
 
   for (int p = 0; p < PAGES; p++) {
     for (long i = 0; i < page_size; i++) {

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
     fill_chunk(heap, c, ++version[c]);
     e2e_sleep_ms(10);
   }
+  e2e_hold();
 
   // The versions are themselves state: recompute them independently.
   uint32_t* expect = calloc(nchunks, sizeof *expect);

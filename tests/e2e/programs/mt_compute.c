@@ -62,6 +62,7 @@ static void* worker_main(void* arg) {
     shared_sum += partial;
     pthread_mutex_unlock(&lock);
     if (w == 0 && r == READY_ROUND) e2e_ready(ready_path);
+    if (w == 0 && r == ROUNDS - 1) e2e_hold();  // the others wait in the barrier
     pthread_barrier_wait(&barrier);
     e2e_sleep_ms(10);
   }
