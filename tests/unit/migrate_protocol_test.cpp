@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -207,6 +208,45 @@ TEST(MigrateFrames, CorruptionIsRefused) {
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().message.find("stream truncated"), std::string::npos);
   }
+}
+
+// A frame that announces much and sends little costs the reader what
+// arrived, not what was announced (issue 13: an authenticated sender made
+// cr_recv allocate and zero 1 GiB with one header). Measured in a child,
+// whose peak resident size starts at its own size.
+TEST(MigrateFrames, AnnouncedLengthIsNotAllocatedUpFront) {
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto hwm_kib = [] {
+      FILE* f = std::fopen("/proc/self/status", "r");
+      char line[256];
+      long kib = -1;
+      while (f && std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+      if (f) std::fclose(f);
+      return kib;
+    };
+    Pair p;
+    std::vector<uint8_t> head(kFrameHeaderSize);
+    encode_frame_header(kGenFiles, 512ull << 20, 0, head.data());
+    head.resize(head.size() + (256 << 10), 5);  // 256 KiB of the 512 MiB announced
+    const long before = hwm_kib();
+    std::thread sender([&] {
+      (void)::send(p.a, head.data(), head.size(), MSG_NOSIGNAL);
+      ::close(p.a);
+    });
+    auto r = FrameReader(p.b).next();
+    sender.join();
+    p.a = -1;
+    const long grown = hwm_kib() - before;
+    bool truncated = !r.ok() && r.error().message.find("stream truncated") != std::string::npos;
+    ::_exit(truncated && grown >= 0 && grown < (64 << 10) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the reader grew its peak by 64 MiB or more, or did not report the truncation";
 }
 
 TEST(MigrateAuth, TokenFileMustBeOwnerOnly) {

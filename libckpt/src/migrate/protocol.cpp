@@ -327,12 +327,16 @@ Result<Frame> FrameReader::next(uint64_t max_len) {
     begin_ += kFrameHeaderSize + f.len;
   } else {  // larger than the buffer (metadata of a huge process): read it whole
     begin_ += kFrameHeaderSize;
-    big_.resize(f.len);
     size_t have = std::min<size_t>(end_ - begin_, f.len);
-    std::memcpy(big_.data(), buf_ + begin_, have);
+    big_.assign(buf_ + begin_, buf_ + begin_ + have);
     begin_ += have;
     while (have < f.len) {
-      ssize_t n = ::recv(fd_, big_.data() + have, f.len - have, 0);
+      // The buffer grows with what arrived (doubling), not with what the
+      // header announced: a peer that claims 1 GiB and sends nothing costs
+      // this process nothing.
+      if (have == big_.size())
+        big_.resize(std::min<size_t>(f.len, std::max<size_t>(2 * have, 1 << 20)));
+      ssize_t n = ::recv(fd_, big_.data() + have, big_.size() - have, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return io_error("receiving", errno);
       if (n == 0) return make_error(EPIPE, "stream truncated: the peer closed the connection");
