@@ -124,7 +124,7 @@ contents)
   if grep -E "ckpt::(image|job|dump|restore|proc|mem|dirty|migrate|util|pause|system|capi)::" <<<"$syms"; then
     die "internal symbols are exported (above)"
   fi
-  for t in cr_full cr_incr cr_restart cr_info cr_check cr_compact cr_migrate cr_recv cr_pause cr_plan cr_run; do
+  for t in cr_full cr_incr cr_restart cr_info cr_check cr_compact cr_migrate cr_recv cr_pause cr_plan cr_run cr_untrack; do
     [[ -x $PREFIX/bin/$t ]] || die "tool $t not installed"
   done
   [[ -f $PREFIX/share/doc/libckpt/guide.md && -f $PREFIX/share/doc/libckpt/format.md ]] ||

@@ -107,4 +107,17 @@ struct CompactStats {
 // new generation is committed the old chain is untouched and restorable.
 Result<CompactStats> compact_chain(const std::string& dir);
 
+struct UntrackStats {
+  std::string tracker;     // of the chain
+  uint64_t processes = 0;  // members of the newest generation found running
+  uint64_t released = 0;   // of those, the ones that still held the tracker
+};
+
+// Ends the dirty-page tracking that the chain in `dir` keeps in its running
+// process (or job, frozen together meanwhile) and removes what it left there
+// (the userfaultfd, the module's registration), so that the process is as
+// before its first checkpoint and another tool may take it over. The chain
+// stays restorable; its next incremental saves everything.
+Result<UntrackStats> untrack(const std::string& dir);
+
 }  // namespace ckpt

@@ -66,6 +66,16 @@ Status KmodTracker::arm(pid_t pid, const std::vector<image::VmaRecord>&, Tracker
   return {};
 }
 
+Result<bool> KmodTracker::release(pid_t pid, const TrackerState&) {
+  auto dev = open_device();
+  if (!dev.ok()) return false;  // no module: nothing of it in the process
+  ckpt_dirty_stop s{};
+  s.pid = pid;
+  if (::ioctl(dev->get(), CKPT_DIRTY_IOC_STOP, &s) == 0) return true;
+  if (errno == ENOENT || errno == ESRCH) return false;
+  return sys_error("ckpt_dirty: ending the tracking of " + std::to_string(pid));
+}
+
 Result<DirtySet> KmodTracker::collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,
                                       const std::vector<image::VmaRecord>& prev,
                                       TrackerState* state) {

@@ -38,6 +38,8 @@ class KmodTracker : public Tracker {
   Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state) override;
   Result<DirtySet> collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,
                            const std::vector<image::VmaRecord>& prev, TrackerState* state) override;
+  // CKPT_DIRTY_IOC_STOP: the module forgets the process and its shadow bits.
+  Result<bool> release(pid_t pid, const TrackerState& state) override;
 };
 
 }  // namespace ckpt::dirty

@@ -399,6 +399,22 @@ Status PagemapScanTracker::arm_fresh(pid_t pid, const std::vector<VmaRecord>& vm
 
 // Tracking restarts for the generation in `state`; the ledger says so (when
 // it cannot be written, the next collect finds it stale and saves all).
+Result<bool> PagemapScanTracker::release(pid_t pid, const TrackerState& state) {
+  if (state.target_fd < 0) return false;
+  Status ours = check_target_uffd(pid, state.target_fd);
+  if (!ours.ok()) {
+    if (ours.error().code == ENOENT) return false;  // closed or replaced: not ours to close
+    return ours.error();
+  }
+  long r = -1;
+  CKPT_TRY(proc::with_injected_calls(pid, [&](proc::RemoteSyscall& rs) -> Status {
+    CKPT_ASSIGN(r, rs.call_to_exit(SYS_close, uint64_t(state.target_fd)));
+    return {};
+  }));
+  if (r < 0) return sys_error("closing the tracker's userfaultfd in the target", int(-r));
+  return true;
+}
+
 Status PagemapScanTracker::arm(pid_t pid, const std::vector<VmaRecord>& vmas, TrackerState* state) {
   CKPT_TRY(arm_tracking(pid, vmas, state));
   record_arm(pid, *state);

@@ -86,6 +86,9 @@ class PagemapScanTracker : public Tracker {
   Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state) override;
   Result<DirtySet> collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,
                            const std::vector<image::VmaRecord>& prev, TrackerState* state) override;
+  // Closes the target's userfaultfd (an injected close): the kernel then
+  // drops the registrations and the write protection with it.
+  Result<bool> release(pid_t pid, const TrackerState& state) override;
   // The last collect's adaptive decisions: bytes left unprotected for the
   // next interval, bytes protected to be measured.
   uint64_t hot_bytes() const { return hot_bytes_; }

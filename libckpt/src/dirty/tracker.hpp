@@ -55,6 +55,16 @@ class Tracker {
   virtual Result<DirtySet> collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,
                                    const std::vector<image::VmaRecord>& prev,
                                    TrackerState* state) = 0;
+  // Ends tracking and removes what arm() left in or for the (frozen)
+  // process, so that it is as it was before, and another tool may take it
+  // over: true when something was removed, false when nothing of this
+  // tracker was there (already lost). The chain's next collect reports the
+  // tracking lost and saves everything. Default: nothing to remove.
+  virtual Result<bool> release(pid_t pid, const TrackerState& state) {
+    (void)pid;
+    (void)state;
+    return false;
+  }
 };
 
 // The kernel-assisted tracker called `name` ("kmod", "pagemap-scan", "soft-dirty");
