@@ -1,5 +1,5 @@
-// cr_migrate --to HOST:PORT --token FILE (--frozen|--live) [--json] PID:
-// move a running process to the node where cr_recv listens.
+// cr_migrate --to HOST:PORT --token FILE (--frozen|--live) [--tree] [--json] PID:
+// move a running process (--tree: its whole job) to the node where cr_recv listens.
 #include <ckpt/migrate.hpp>
 #include <cstdio>
 
@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   auto* l = app.add_flag("--live", live, "pre-copy while the process runs, then a short stop");
   f->excludes(l);
   app.add_option("pid", opts.pid, "process to migrate")->required();
+  app.add_flag("--tree", opts.tree,
+               "the process and all its descendants, as one job (docs/jobs.md, \"Migration\")");
   app.add_option("--tracker", opts.tracker, "live: dirty-page tracker of the pre-copy rounds")
       ->check(CLI::IsMember({"auto", "pagemap-scan", "soft-dirty", "hash"}));
   app.add_option("--threshold", opts.threshold_bytes,
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
                            {"migration_seconds", s.migration_seconds},
                            {"downtime_seconds", s.downtime_seconds},
                            {"stop_reason", s.stop_reason},
+                           {"processes", s.processes},
                            {"remote_pid", s.remote_pid}});
   }
   return 0;

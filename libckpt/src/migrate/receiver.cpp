@@ -33,6 +33,7 @@
 #include "image/reader.hpp"
 #include "image/store.hpp"
 #include "migrate/gate.hpp"
+#include "migrate/job_stream.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sandbox.hpp"
 #include "migrate/staging.hpp"
@@ -167,7 +168,8 @@ class Session {
         proof_(proof),
         first_gen_(first_gen),
         r_(conn),
-        w_(conn) {}
+        w_(conn),
+        job_(staging, first_gen) {}
 
   uint64_t bytes() const { return r_.bytes(); }
 
@@ -217,8 +219,21 @@ class Session {
     for (;;) {
       CKPT_ASSIGN(Frame f, r_.next());
       switch (f.type) {
+        case kJobBegin:
+        case kJobFile:
+        case kJobEnd: {  // a job (migrate/job_stream); not mixed with single generations
+          if (in_gen || (last && !job_.started()))
+            return make_error(EBADMSG, "protocol error: job frames in a single-process stream");
+          uint64_t done = 0;
+          CKPT_TRY(job_.on_frame(f, &done));
+          if (done) {
+            last = done;
+            CKPT_TRY(ctl_send(ctl_, 'J', &last, sizeof last));
+          }
+          break;
+        }
         case kGenBegin: {
-          if (in_gen || f.len != 32)
+          if (in_gen || f.len != 32 || job_.started())
             return make_error(EBADMSG, "protocol error: misplaced GEN_BEGIN");
           g = IncomingGeneration{};
           g.generation = get_u64(f.data);
@@ -264,7 +279,7 @@ class Session {
           CKPT_TRY(ctl_send(ctl_, 'G', &last, sizeof last));
           break;
         case kCommit:
-          if (in_gen || last == 0 || f.len != 8 || get_u64(f.data) != last)
+          if (in_gen || job_.in_generation() || last == 0 || f.len != 8 || get_u64(f.data) != last)
             return make_error(EBADMSG, "protocol error: COMMIT of a generation not received whole");
           return last;
         case kError:
@@ -321,6 +336,7 @@ class Session {
   uint64_t first_gen_;
   FrameReader r_;
   FrameWriter w_;
+  JobIncoming job_;
 };
 
 Status fsync_path(const std::string& path) {
@@ -476,10 +492,12 @@ Result<ReceivedProcess> Receiver::serve_one() {
     auto m = ctl_recv(ctl.get());
     kind = m.first;
     kind_msg = m.second;
-    if (kind != 'G' || kind_msg.size() != 8) break;
+    if ((kind != 'G' && kind != 'J') || kind_msg.size() != 8) break;
     uint64_t g;
     std::memcpy(&g, kind_msg.data(), 8);
     const double ta = now_seconds();
+    // A job's generations are restored at the end (job/spawn), not warm.
+    if (kind == 'J') warm_ok = false;
     Status added = warm_ok ? warm.add(g) : Status{};
     if (trace)
       std::fprintf(stderr, "cr_recv: generation %llu applied in %.1f ms%s%s\n",
