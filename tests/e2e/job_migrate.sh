@@ -179,7 +179,7 @@ rounds() {
   local start
   start=$(awk '$6 == "/dev/zero" && $7 == "(deleted)" { split($1, a, "-"); print a[1]; exit }' "/proc/$1/maps")
   [[ -n $start ]] || fail "no shared anonymous region in PID $1"
-  dd if="/proc/$1/mem" bs=24 count=1 iflag=skip_bytes skip=$((16#$start)) 2>/dev/null | od -An -tu8 | tr -s ' ' | sed 's/^ //'
+  dd if="/proc/$1/mem" bs=24 count=1 iflag=skip_bytes skip=$((16#$start)) 2>/dev/null | od -An -tu8 | tr -s ' \n' '  ' | sed 's/^ //; s/ $//'
 }
 
 case $TEST in
@@ -254,6 +254,7 @@ case $TEST in
     grep -q "rolled back by kill and restore" "$WORK/pause.err" || fail "cr_pause did not tell the user: $(first_line "$WORK/pause.err")"
     if [[ $PROG == job_tree ]]; then
       r_after=$(rounds "$ROOT")
+      [[ -n $r_after ]] || fail "cannot read the counters of the restored root: $(grep -c . "/proc/$ROOT/maps") maps, $(cat "$WORK/pause.out")"
       # Each counter is back where it was at the checkpoint (between the
       # reads around cr_full), give or take the rounds run since the restore.
       read -r -a lo <<<"$r_lo"
