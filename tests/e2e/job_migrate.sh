@@ -208,14 +208,14 @@ case $TEST in
     ;;
 
   recv-killed)
-    ip netns exec "$NS_A" tc qdisc add dev "jA$TAG" root tbf rate 100mbit burst 64kb latency 200ms ||
+    ip netns exec "$NS_A" tc qdisc add dev "jA$TAG" root tbf rate 20mbit burst 64kb latency 200ms ||
       skip "no tc/tbf to throttle the link"
     start_receiver
     start_job 800 "$NS_A"
     (close_fds && exec ip netns exec "$NS_A" "$BIN_DIR/cr_migrate" --to "$ADDR_B:$PORT" \
       --token "$WORK/token" --frozen --tree "$ROOT" </dev/null >"$WORK/migrate.out" 2>"$WORK/migrate.err") &
     MPID=$!
-    sleep 1
+    sleep 1.5 # ~9 MiB to send at 20 Mbit/s: about a third is through
     [[ -e /proc/$MPID ]] || fail "cr_migrate ended before the receiver was killed: $(first_line "$WORK/migrate.err")"
     grep -q . "$WORK/recv.out" && fail "something was restored already"
     kill_tree "$RPID"
