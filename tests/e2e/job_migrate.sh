@@ -186,7 +186,8 @@ case $TEST in
   frozen | tcp-frozen | live | tcp-live)
     mode=--frozen
     [[ $TEST == *live ]] && mode=--live
-    start_receiver
+    # live: the receiver keeps the chain it received (--dir), which must verify.
+    if [[ $TEST == live ]]; then start_receiver --dir "$WORK/kept"; else start_receiver; fi
     start_job 600 "$NS_A"
     sleep 0.3
     rc=0
@@ -204,6 +205,13 @@ case $TEST in
     wait_exit "$RPID" 90 || fail "the job on B still runs 90 s later"
     ((EXIT_STATUS == 0)) || fail "the migrated job $(describe_status "$EXIT_STATUS"): $(first_line "$WORK/prog.err") $(first_line "$WORK/recv.err")"
     expect_done "after the migration"
+    if [[ $TEST == live ]]; then
+      gens=$(find "$WORK/kept" -maxdepth 1 -name 'gen-*' | wc -l)
+      ((gens == rounds)) || fail "--dir kept $gens generations, expected $rounds"
+      "$BIN_DIR/cr_info" --dir "$WORK/kept" --verify >"$WORK/info.out" 2>"$WORK/tool.err" ||
+        fail "the kept job chain does not verify: $(first_line "$WORK/tool.err")"
+      (($(grep -c '^  process ' "$WORK/info.out") >= PROCS)) || fail "the kept chain lists fewer than $PROCS processes"
+    fi
     pass "$rounds round(s), $(grep -o '"downtime_seconds":[0-9.e-]*\|"bytes_total":[0-9]*' "$WORK/migrate.out" | tr '\n' ' ')"
     ;;
 
