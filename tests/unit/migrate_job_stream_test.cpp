@@ -66,9 +66,9 @@ TEST(JobStream, RefusesPathsOutsideTheGenerationLayout) {
   uint64_t done = 0;
   EXPECT_FALSE(feed(in, kJobBegin, u64(2), &done).ok());  // not the first generation asked for
   ASSERT_TRUE(feed(in, kJobBegin, u64(3), &done).ok());
-  for (const char* bad : {"../evil", "/etc/passwd", "member-12/../../x", "member-/meta.img",
-                          "member-1x/meta.img", "other/meta.img", ".hidden", "a/b/c",
-                          "member-5/.meta.img", "member-5/"}) {
+  for (const char* bad :
+       {"../evil", "/etc/passwd", "member-12/../../x", "member-/meta.img", "member-1x/meta.img",
+        "other/meta.img", ".hidden", "a/b/c", "member-5/.meta.img", "member-5/"}) {
     EXPECT_FALSE(feed(in, kJobFile, file_payload(bad, 0, "x"), &done).ok()) << bad;
   }
   EXPECT_FALSE(exists(d.path + "/evil"));

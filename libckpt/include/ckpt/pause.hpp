@@ -28,8 +28,8 @@ struct PauseStats {
   // member killed and restored with its PID; the root is now a child of the
   // caller, which should wait for it).
   std::string how = "in-place";
-  pid_t pid = 0;           // the (root) process now running the checkpoint
-  uint64_t processes = 1;  // members rolled back
+  pid_t pid = 0;                // the (root) process now running the checkpoint
+  uint64_t processes = 1;       // members rolled back
   uint64_t pages_compared = 0;  // pages read back and compared with the image
   uint64_t pages_written = 0;   // pages rewritten (they differed, or their mapping was new)
   uint64_t pages_dropped = 0;   // populated now but empty at the checkpoint: MADV_DONTNEED

@@ -305,8 +305,8 @@ Result<CheckpointStats> checkpoint_round(const CheckpointOptions& opts, uint64_t
                           committed);
   CKPT_ASSIGN(PreviousJob prev, open_previous(image::generation_dir(opts.dir, gens.back())));
   if (prev.job.members[0].pid != opts.pid)
-    return make_error(EINVAL, opts.dir + " holds checkpoints of PID " +
-                                  std::to_string(prev.job.members[0].pid));
+    return make_error(
+        EINVAL, opts.dir + " holds checkpoints of PID " + std::to_string(prev.job.members[0].pid));
   return checkpoint_job(opts, &prev, gens.back() + 1, t0, nullptr, committed);
 }
 

@@ -85,7 +85,8 @@ Status send_job_generation(FrameWriter& w, const std::string& gen_dir, uint64_t 
   CKPT_ASSIGN(std::vector<std::string> top, sorted_entries(gen_dir));
   for (const std::string& e : top) {
     struct stat st;
-    if (::lstat((gen_dir + "/" + e).c_str(), &st) != 0) return sys_error("stat " + gen_dir + "/" + e);
+    if (::lstat((gen_dir + "/" + e).c_str(), &st) != 0)
+      return sys_error("stat " + gen_dir + "/" + e);
     if (S_ISREG(st.st_mode)) {
       CKPT_TRY(send_file(w, gen_dir, e));
     } else if (S_ISDIR(st.st_mode)) {

@@ -68,7 +68,8 @@ Result<UniqueFd> connect_to(const std::string& to, double timeout) {
   return last;
 }
 
-Result<uint64_t> sender_handshake(FrameWriter& w, FrameReader& r, const std::vector<uint8_t>& token) {
+Result<uint64_t> sender_handshake(FrameWriter& w, FrameReader& r,
+                                  const std::vector<uint8_t>& token) {
   uint8_t mine[kNonceSize];
   if (::getrandom(mine, sizeof mine, 0) != ssize_t(sizeof mine)) return sys_error("getrandom");
   std::vector<uint8_t> hello;

@@ -48,7 +48,9 @@ pid_t parent_of(pid_t pid) {
   return ppid;
 }
 
-bool pid_exists(pid_t pid) { return ::access(("/proc/" + std::to_string(pid)).c_str(), F_OK) == 0; }
+bool pid_exists(pid_t pid) {
+  return ::access(("/proc/" + std::to_string(pid)).c_str(), F_OK) == 0;
+}
 
 }  // namespace
 
@@ -122,9 +124,10 @@ Result<PauseStats> pause_job_by_restart(const PauseOptions& opts, uint64_t gen,
   ro.generation = gen;
   auto rs = restore_process(ro);
   if (!rs.ok())
-    return rs.error().context("the job was ended for the rollback, but its restore failed "
-                              "(cr_restart --dir " +
-                              opts.dir + " retries)");
+    return rs.error().context(
+        "the job was ended for the rollback, but its restore failed "
+        "(cr_restart --dir " +
+        opts.dir + " retries)");
   st.method = "restart";
   st.pid = rs->pid;
   st.processes = rs->processes;

@@ -136,7 +136,8 @@ Result<PauseStats> pause_process(const PauseOptions& opts) {
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + opts.dir);
   {
-    CKPT_ASSIGN(image::JobMeta job, job::read_job_or_root(image::generation_dir(opts.dir, gens.back())));
+    CKPT_ASSIGN(image::JobMeta job,
+                job::read_job_or_root(image::generation_dir(opts.dir, gens.back())));
     const bool tree_chain = job.members[0].flags & image::kMemberTree;
     if (job.members.size() > 1 || ((opts.tree || tree_chain) && has_children(opts.pid)))
       return pause::pause_job_by_restart(opts, gens.back(), job);
