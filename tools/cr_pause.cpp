@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
                            {"files_reopened", s.files_reopened},
                            {"files_closed", s.files_closed},
                            {"frozen_seconds", s.frozen_seconds},
+                           {"reap_seconds", s.reap_seconds},
+                           {"restore_seconds", s.restore_seconds},
                            {"seconds", s.seconds}});
   if (!restarted || detach) return 0;
   std::fflush(stdout);

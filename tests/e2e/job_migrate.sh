@@ -279,7 +279,7 @@ case $TEST in
     wait_exit "$PPID_" 110 || fail "the rolled-back job still runs"
     ((EXIT_STATUS == 0)) || fail "cr_pause (waiting for the job) $(describe_status "$EXIT_STATUS"): $(first_line "$WORK/pause.err") $(first_line "$WORK/prog.err")"
     expect_done "after cr_pause"
-    pass "$(grep -o '"frozen_seconds":[0-9.]*\|"processes":[0-9]*' "$WORK/pause.out" | tr '\n' ' ')"
+    pass "$(grep -o '"frozen_seconds":[0-9.]*\|"reap_seconds":[0-9.]*\|"restore_seconds":[0-9.]*\|"processes":[0-9]*' "$WORK/pause.out" | tr '\n' ' ')"
     ;;
 
   pause-refused)

@@ -35,8 +35,10 @@ struct PauseStats {
   uint64_t pages_dropped = 0;   // populated now but empty at the checkpoint: MADV_DONTNEED
   uint64_t vmas_kept = 0, vmas_unmapped = 0, vmas_mapped = 0;
   uint64_t files_reopened = 0, files_closed = 0;
-  double frozen_seconds = 0;
+  double frozen_seconds = 0;  // a restart: from the kill until the job runs again
   double seconds = 0;
+  double reap_seconds = 0;     // a restart: until every PID of the job was free again
+  double restore_seconds = 0;  // a restart: the restore itself
 };
 
 // Rolls process opts.pid back to the newest generation in opts.dir. Refused

@@ -119,6 +119,8 @@ Result<PauseStats> pause_job_by_restart(const PauseOptions& opts, uint64_t gen,
                                    "): restore it with cr_restart --dir " + opts.dir);
     ::usleep(10000);
   }
+  st.reap_seconds = now_seconds() - tf;
+  const double tr = now_seconds();
   RestoreOptions ro;
   ro.dir = opts.dir;
   ro.generation = gen;
@@ -128,6 +130,7 @@ Result<PauseStats> pause_job_by_restart(const PauseOptions& opts, uint64_t gen,
         "the job was ended for the rollback, but its restore failed "
         "(cr_restart --dir " +
         opts.dir + " retries)");
+  st.restore_seconds = now_seconds() - tr;
   st.method = "restart";
   st.pid = rs->pid;
   st.processes = rs->processes;
