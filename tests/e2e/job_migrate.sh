@@ -16,6 +16,10 @@
 #                        throttled): cr_migrate fails with one line, every
 #                        member runs on at A, untouched, and the job
 #                        finishes there
+#   restore-fails        the receiver runs in this PID namespace, where the
+#                        job's PIDs are taken (by the source job itself):
+#                        its restore fails, cr_migrate reports it in one
+#                        line, the job runs on at A untouched and finishes
 #   pause, tcp-pause     cr_full --tree, the job works on, cr_pause rolls
 #                        it back (kill and restore with the same PIDs): its
 #                        round counters (read from its shared memory) go
@@ -28,7 +32,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(frozen tcp-frozen live tcp-live recv-killed pause tcp-pause pause-refused)
+TESTS=(frozen tcp-frozen live tcp-live recv-killed restore-fails pause tcp-pause pause-refused)
 (($# == 2)) && [[ " ${TESTS[*]} " == *" $2 "* ]] || {
   echo "usage: $0 BIN_DIR TEST (${TESTS[*]})" >&2
   exit 2
@@ -128,8 +132,12 @@ start_job() {
   for p in $MEMBERS; do OWN_PIDS+=("$p"); done
 }
 
+# start_receiver [ARGS...]: cr_recv --once in B, in a PID namespace of its
+# own unless SAME_PIDS=1.
 start_receiver() {
-  (close_fds && exec ip netns exec "$NS_B" unshare --pid --fork --mount-proc --kill-child \
+  local pidns=(unshare --pid --fork --mount-proc --kill-child)
+  [[ ${SAME_PIDS:-0} == 1 ]] && pidns=()
+  (close_fds && exec ip netns exec "$NS_B" "${pidns[@]}" \
     "$BIN_DIR/cr_recv" --listen "$ADDR_B:$PORT" --token "$WORK/token" --once --json "$@" \
     </dev/null >"$WORK/recv.out" 2>"$WORK/recv.err") &
   RPID=$!
@@ -231,6 +239,22 @@ case $TEST in
     rc=$EXIT_STATUS
     ((rc != 0 && rc < 124)) || fail "cr_migrate $(describe_status "$rc") after the receiver was killed"
     is_one_line "$WORK/migrate.err" || fail "cr_migrate failed without one line: $(head -c 300 "$WORK/migrate.err")"
+    echo "  cr_migrate -> $(first_line "$WORK/migrate.err")"
+    job_untouched
+    wait_exit "$ROOT" 60 || fail "the job still runs 60 s later"
+    ((EXIT_STATUS == 0)) || fail "the job at the source $(describe_status "$EXIT_STATUS"): $(first_line "$WORK/prog.err")"
+    expect_done "at the source"
+    ;;
+
+  restore-fails)
+    SAME_PIDS=1 start_receiver
+    start_job 500 "$NS_A"
+    rc=0
+    (close_fds && exec timeout 120 ip netns exec "$NS_A" "$BIN_DIR/cr_migrate" --to "$ADDR_B:$PORT" \
+      --token "$WORK/token" --frozen --tree "$ROOT" </dev/null >"$WORK/migrate.out" 2>"$WORK/migrate.err") || rc=$?
+    ((rc != 0 && rc < 124)) || fail "cr_migrate $(describe_status "$rc") although the receiver cannot restore"
+    is_one_line "$WORK/migrate.err" || fail "cr_migrate failed without one line: $(head -c 300 "$WORK/migrate.err")"
+    grep -q "receiver: .*PID" "$WORK/migrate.err" || fail "not the receiver's restore failure: $(first_line "$WORK/migrate.err")"
     echo "  cr_migrate -> $(first_line "$WORK/migrate.err")"
     job_untouched
     wait_exit "$ROOT" 60 || fail "the job still runs 60 s later"
