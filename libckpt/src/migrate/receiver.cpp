@@ -30,8 +30,10 @@
 
 #include "image/chain.hpp"
 #include "image/format.hpp"
+#include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
+#include "job/generation.hpp"
 #include "migrate/gate.hpp"
 #include "migrate/job_stream.hpp"
 #include "migrate/protocol.hpp"
@@ -345,6 +347,22 @@ Status fsync_path(const std::string& path) {
   return {};
 }
 
+// A job's generation: job.img and every other member's files and directory.
+Status fsync_job_members(const std::string& gen_dir) {
+  auto jm = job::read_job_or_root(gen_dir);
+  if (!jm.ok() || jm->members.size() < 2) return {};
+  CKPT_TRY(fsync_path(gen_dir + "/" + image::kJobFile));
+  const pid_t root = jm->members[0].pid;
+  for (const image::JobMember& m : jm->members) {
+    if (m.zombie() || m.pid == root) continue;
+    const std::string d = image::member_dir(gen_dir, m.pid, root);
+    for (const char* f : {image::kPagesFile, image::kAddrFile, image::kMetaFile})
+      CKPT_TRY(fsync_path(d + "/" + f));
+    CKPT_TRY(image::fsync_dir(d));
+  }
+  return {};
+}
+
 // Makes the received chain durable and moves it into `dir`; the new full
 // supersedes what was there before (as after cr_full).
 Status keep_chain(const std::string& staging, const std::string& dir) {
@@ -356,6 +374,7 @@ Status keep_chain(const std::string& staging, const std::string& dir) {
     std::string from = image::generation_dir(staging, g);
     for (const char* f : {image::kPagesFile, image::kAddrFile, image::kMetaFile})
       CKPT_TRY(fsync_path(from + "/" + f));
+    CKPT_TRY(fsync_job_members(from));
     CKPT_TRY(image::fsync_dir(from));
     std::string to = image::generation_dir(dir, g);
     if (::rename(from.c_str(), to.c_str()) != 0) return sys_error("moving the chain into " + to);
