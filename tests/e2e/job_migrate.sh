@@ -20,7 +20,7 @@
 #                        job's PIDs are taken (by the source job itself):
 #                        its restore fails, cr_migrate reports it in one
 #                        line, the job runs on at A untouched and finishes
-#   pause, tcp-pause     cr_full --tree, the job works on, cr_pause rolls
+#   pause, tcp-pause     cr_full --tree, the job works on (3 s), cr_pause rolls
 #                        it back (kill and restore with the same PIDs): its
 #                        round counters (read from its shared memory) go
 #                        back to the checkpoint's, and it finishes
@@ -198,6 +198,7 @@ case $TEST in
     if [[ $TEST == live ]]; then start_receiver --dir "$WORK/kept"; else start_receiver; fi
     start_job 600 "$NS_A"
     sleep 0.3
+    disown "$ROOT" # it ends by SIGKILL: no "Killed" report from bash
     rc=0
     (close_fds && exec timeout 120 ip netns exec "$NS_A" "$BIN_DIR/cr_migrate" --to "$ADDR_B:$PORT" \
       --token "$WORK/token" $mode --tree --json "$ROOT" </dev/null >"$WORK/migrate.out" 2>"$WORK/migrate.err") || rc=$?
@@ -263,14 +264,15 @@ case $TEST in
     ;;
 
   pause | tcp-pause)
-    [[ $PROG == job_tree ]] && rounds_arg=600 || rounds_arg=400
+    [[ $PROG == job_tree ]] && rounds_arg=1000 || rounds_arg=400
     start_job $rounds_arg
     [[ $PROG == job_tree ]] && r_lo=$(rounds "$ROOT")
     "$BIN_DIR/cr_full" --tree --dir "$WORK/ck" "$ROOT" >/dev/null 2>"$WORK/tool.err" ||
       fail "cr_full --tree: $(first_line "$WORK/tool.err")"
     [[ $PROG == job_tree ]] && r_hi=$(rounds "$ROOT")
-    sleep 2
+    sleep 3
     [[ $PROG == job_tree ]] && r_before=$(rounds "$ROOT")
+    disown "$ROOT" # it ends by SIGKILL: no "Killed" report from bash
     # cr_pause waits for the restored root (now its child) and forwards its
     # status; its JSON line comes once the job runs again.
     (close_fds && exec timeout 120 "$BIN_DIR/cr_pause" --dir "$WORK/ck" --json "$ROOT" \
@@ -296,7 +298,7 @@ case $TEST in
       for k in 0 1 2; do
         ((af[k] >= lo[k])) || fail "counter $k is ${af[k]} after cr_pause, below ${lo[k]} before the checkpoint"
         ((af[k] < be[k] - 50)) || fail "counter $k is ${af[k]} after cr_pause, it was ${be[k]} before: not rolled back"
-        ((af[k] <= hi[k] + 40)) || fail "counter $k is ${af[k]} right after cr_pause, the checkpoint had at most ${hi[k]}"
+        ((af[k] <= hi[k] + 100)) || fail "counter $k is ${af[k]} right after cr_pause, the checkpoint had at most ${hi[k]}"
       done
       echo "  round counters: checkpoint ${r_lo// /,}..${r_hi// /,}, before cr_pause ${r_before// /,}, after ${r_after// /,}"
     fi
