@@ -1,5 +1,5 @@
-// cr_migrate --to HOST:PORT --token FILE (--frozen|--live) [--json] PID:
-// move a running process to the node where cr_recv listens.
+// cr_migrate --to HOST:PORT --token FILE (--frozen|--live) [--tree] [--json] PID:
+// move a running process (--tree: its whole job) to the node where cr_recv listens.
 #include <ckpt/migrate.hpp>
 #include <cstdio>
 
@@ -7,9 +7,9 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Move a running process to another node (where cr_recv listens). The process here\n"
-      "ends only after the destination reports it running; on any failure it continues\n"
-      "here as if nothing happened."};
+      "Move a running process (--tree: its whole job) to another node (where cr_recv\n"
+      "listens). The process here ends only after the destination reports it running; on\n"
+      "any failure it continues here as if nothing happened."};
   ckpt::MigrateOptions opts;
   bool json = false, frozen = false, live = false;
   app.add_option("--to", opts.to, "receiver address HOST:PORT")->required();
@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   auto* l = app.add_flag("--live", live, "pre-copy while the process runs, then a short stop");
   f->excludes(l);
   app.add_option("pid", opts.pid, "process to migrate")->required();
+  app.add_flag(
+      "--tree", opts.tree,
+      "the process and all its descendants, as one job (docs/jobs.md, \"Migration of a job\")");
   app.add_option("--tracker", opts.tracker, "live: dirty-page tracker of the pre-copy rounds")
       ->check(CLI::IsMember({"auto", "pagemap-scan", "soft-dirty", "hash"}));
   app.add_option("--threshold", opts.threshold_bytes,
@@ -63,6 +66,7 @@ int main(int argc, char** argv) {
                            {"migration_seconds", s.migration_seconds},
                            {"downtime_seconds", s.downtime_seconds},
                            {"stop_reason", s.stop_reason},
+                           {"processes", s.processes},
                            {"remote_pid", s.remote_pid}});
   }
   return 0;

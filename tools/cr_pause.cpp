@@ -1,6 +1,8 @@
-// cr_pause --dir DIR [--json] PID: roll a live process back in place to its
-// newest checkpoint.
+// cr_pause --dir DIR [--tree] [--detach] [--json] PID: roll a live process
+// back in place to its newest checkpoint; a job (a chain taken with --tree)
+// by kill and restore with the same PIDs.
 #include <ckpt/pause.hpp>
+#include <cstdio>
 
 #include "common/cli.hpp"
 
@@ -8,18 +10,34 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Roll a running process back in place to the newest checkpoint in DIR: the same\n"
       "process and PID continue from the checkpointed state (memory, layout, registers,\n"
-      "signal state, file descriptors and offsets). File contents are not rolled back."};
+      "signal state, file descriptors and offsets). File contents are not rolled back.\n"
+      "A job of several processes (cr_full --tree) is rolled back by kill and restore with\n"
+      "the same PIDs instead: its root then runs as a child of cr_pause, which waits for it\n"
+      "and exits with its status (like cr_restart; --detach returns at once)."};
   ckpt::PauseOptions opts;
-  bool json = false;
+  bool json = false, detach = false;
   app.add_option("--dir", opts.dir, "checkpoint directory of the process")->required();
   app.add_option("pid", opts.pid, "process to roll back")->required();
+  app.add_flag("--tree", opts.tree,
+               "the job of PID (implied by a chain taken with --tree): kill and restore");
+  app.add_flag("--detach", detach, "a job: return once it runs instead of waiting for its root");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
   auto r = ckpt::pause_process(opts);
   if (!r.ok()) return ckpt::cli::fail("cr_pause", r.error());
   const ckpt::PauseStats& s = *r;
+  const bool restarted = s.how == "restart";
+  if (restarted)
+    std::fprintf(stderr,
+                 "cr_pause: the job of %llu processes was rolled back by kill and restore with "
+                 "the same PIDs; its root %d is now a child of cr_pause%s\n",
+                 (unsigned long long)s.processes, int(s.pid),
+                 detach ? " (detached: nobody waits for it)" : ", which waits for it");
   if (json)
     ckpt::cli::print_json({{"generation", s.generation},
+                           {"how", s.how},
+                           {"pid", s.pid},
+                           {"processes", s.processes},
                            {"method", s.method},
                            {"pages_compared", s.pages_compared},
                            {"pages_written", s.pages_written},
@@ -30,6 +48,10 @@ int main(int argc, char** argv) {
                            {"files_reopened", s.files_reopened},
                            {"files_closed", s.files_closed},
                            {"frozen_seconds", s.frozen_seconds},
+                           {"reap_seconds", s.reap_seconds},
+                           {"restore_seconds", s.restore_seconds},
                            {"seconds", s.seconds}});
-  return 0;
+  if (!restarted || detach) return 0;
+  std::fflush(stdout);
+  return ckpt::cli::wait_child(s.pid);
 }

@@ -18,6 +18,9 @@
 #                   process, its session directory and /dev/shm files
 #                   removed, cr_restart; it must finish with exit 0 and
 #                   exactly the reference result line.
+#   pause, migrate-frozen, migrate-live
+#                   cr_pause, and cr_migrate --tree to another network
+#                   namespace, of the running job (mpi_move.sh)
 #   inventory       prints what every process of the running job holds
 #                   (helpers/job_inventory.py, Markdown) and what cr_full
 #                   --tree says of it, then ends the job (docs/mpi.md).
@@ -35,7 +38,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 (($# == 3 || $# == 4)) || {
-  echo "usage: $0 BIN_DIR ompi-vader|ompi-vader-cma|ompi-tcp|mpich cg_mpi|stencil_mpi|transpose_mpi [restart|inventory]" >&2
+  echo "usage: $0 BIN_DIR ompi-vader|ompi-vader-cma|ompi-tcp|mpich cg_mpi|stencil_mpi|transpose_mpi [restart|inventory|pause|migrate-frozen|migrate-live]" >&2
   exit 2
 }
 BIN_DIR=$(cd "$1" && pwd)
@@ -266,6 +269,11 @@ case $ACTION in
     exit 0
     ;;
   restart) ;;
+  pause | migrate-frozen | migrate-live)
+    # shellcheck source=mpi_move.sh
+    source "$HERE/mpi_move.sh"
+    exit 0
+    ;;
   *)
     echo "unknown action $ACTION" >&2
     exit 2

@@ -21,6 +21,7 @@ struct MigrateOptions {
   std::string to;          // receiver, "HOST:PORT"
   std::string token_file;  // shared secret, owner-only
   pid_t pid = 0;
+  bool tree = false;  // the job: pid and all its descendants (docs/jobs.md, "Migration")
   bool live = false;
   std::string tracker = "auto";  // live: the dirty tracker of the pre-copy rounds
   // Live stop rules, checked each round with the target frozen; the first
@@ -52,6 +53,7 @@ struct MigrateStats {
   double downtime_seconds = 0;  // final freeze until the destination reported the process running
   std::string stop_reason;      // live: which rule ended the pre-copy
   pid_t remote_pid = 0;
+  uint64_t processes = 1;  // members of the job moved (the last round's)
 };
 
 // Sends process opts.pid to the receiver at opts.to.

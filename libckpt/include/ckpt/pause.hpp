@@ -1,5 +1,7 @@
 // Job pause: roll a live process back in place to its newest checkpoint
-// (same process, same PID), instead of killing and restoring it.
+// (same process, same PID), instead of killing and restoring it. A job of
+// several processes (cr_full --tree) is rolled back by kill and restore
+// with the same PIDs instead (docs/jobs.md, "Pause").
 #pragma once
 
 #include <sys/types.h>
@@ -13,6 +15,7 @@ namespace ckpt {
 struct PauseOptions {
   std::string dir;  // checkpoint directory of this process
   pid_t pid = 0;
+  bool tree = false;  // the job of pid (also implied by a chain taken with --tree)
 };
 
 struct PauseStats {
@@ -21,13 +24,21 @@ struct PauseStats {
   // pagemap-scan tracker: only pages written since the checkpoint) or
   // "compare" (every saved page is read back and compared).
   std::string method;
+  // "in-place" (the same processes continue) or "restart" (a job: every
+  // member killed and restored with its PID; the root is now a child of the
+  // caller, which should wait for it).
+  std::string how = "in-place";
+  pid_t pid = 0;                // the (root) process now running the checkpoint
+  uint64_t processes = 1;       // members rolled back
   uint64_t pages_compared = 0;  // pages read back and compared with the image
   uint64_t pages_written = 0;   // pages rewritten (they differed, or their mapping was new)
   uint64_t pages_dropped = 0;   // populated now but empty at the checkpoint: MADV_DONTNEED
   uint64_t vmas_kept = 0, vmas_unmapped = 0, vmas_mapped = 0;
   uint64_t files_reopened = 0, files_closed = 0;
-  double frozen_seconds = 0;
+  double frozen_seconds = 0;  // a restart: from the kill until the job runs again
   double seconds = 0;
+  double reap_seconds = 0;     // a restart: until every PID of the job was free again
+  double restore_seconds = 0;  // a restart: the restore itself
 };
 
 // Rolls process opts.pid back to the newest generation in opts.dir. Refused

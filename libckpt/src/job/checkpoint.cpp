@@ -21,6 +21,7 @@
 #include "image/reader.hpp"
 #include "image/store.hpp"
 #include "image/writer.hpp"
+#include "job/checkpoint.hpp"
 #include "job/freeze.hpp"
 #include "job/generation.hpp"
 #include "proc/maps.hpp"
@@ -93,7 +94,8 @@ std::vector<image::JobShare> find_shared_files(const std::vector<dump::MemberDum
 
 Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const PreviousJob* prev,
                                        uint64_t generation, double t0,
-                                       const PreviousJob* hint = nullptr) {
+                                       const PreviousJob* hint = nullptr,
+                                       const job::CommittedHook& committed = {}) {
   CheckpointStats stats;
   const image::ImageMeta* prev_root = prev ? &prev->root()->meta() : nullptr;
   CKPT_ASSIGN(std::string tracker, dump::chain_tracker(opts, prev_root));
@@ -271,6 +273,13 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   CKPT_TRY(image::write_job_file(gen->path(), jm));
   CKPT_TRY(gen->commit());
   if (opts.kill_after) {
+    // The job is still frozen: a migration sends the generation now, and
+    // the job lives on untouched if that fails (job/checkpoint.hpp).
+    if (committed)
+      if (Status s = committed(image::generation_dir(opts.dir, generation)); !s.ok()) {
+        (void)frozen->release();
+        return s.error();
+      }
     CKPT_TRY(frozen->kill());
     t_released = now_seconds();
   }
@@ -286,6 +295,24 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
 }
 
 }  // namespace
+
+namespace job {
+
+Result<CheckpointStats> checkpoint_round(const CheckpointOptions& opts, uint64_t first_generation,
+                                         const CommittedHook& committed) {
+  const double t0 = now_seconds();
+  CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
+  if (gens.empty())
+    return checkpoint_job(opts, nullptr, first_generation ? first_generation : 1, t0, nullptr,
+                          committed);
+  CKPT_ASSIGN(PreviousJob prev, open_previous(image::generation_dir(opts.dir, gens.back())));
+  if (prev.job.members[0].pid != opts.pid)
+    return make_error(
+        EINVAL, opts.dir + " holds checkpoints of PID " + std::to_string(prev.job.members[0].pid));
+  return checkpoint_job(opts, &prev, gens.back() + 1, t0, nullptr, committed);
+}
+
+}  // namespace job
 
 Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
   const double t0 = now_seconds();

@@ -44,6 +44,12 @@ const char* frame_name(uint32_t type) {
       return "DONE";
     case kApplied:
       return "APPLIED";
+    case kJobBegin:
+      return "JOB_BEGIN";
+    case kJobFile:
+      return "JOB_FILE";
+    case kJobEnd:
+      return "JOB_END";
   }
   return "unknown";
 }
@@ -72,7 +78,11 @@ uint64_t max_payload(uint32_t type) {
     case kDone:
       return 0;
     case kApplied:
+    case kJobBegin:
+    case kJobEnd:
       return 8;
+    case kJobFile:
+      return 4 + 255 + 8 + (4 << 20);
   }
   return 0;
 }
@@ -308,7 +318,7 @@ Result<Frame> FrameReader::next(uint64_t max_len) {
   f.type = get_u32(h + 4);
   f.len = get_u64(h + 8);
   const uint64_t check = get_u64(h + 16);
-  if (f.type < kHello || f.type > kApplied)
+  if (f.type < kHello || f.type > kJobEnd)
     return make_error(EBADMSG, "unknown frame type " + std::to_string(f.type));
   uint64_t limit = max_len ? std::min(max_len, max_payload(f.type)) : max_payload(f.type);
   if (f.len > limit)

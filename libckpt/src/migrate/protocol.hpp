@@ -35,6 +35,10 @@ enum FrameType : uint32_t {
   kError = 10,     // either way: a one-line reason; the session ends
   kDone = 11,      // s->r: the source process has ended
   kApplied = 12,   // r->s: u64 generation: the receiver's process holds it (warm restore)
+  // A job (cr_migrate --tree, migrate/job_stream): each generation's files as they are on disk.
+  kJobBegin = 13,  // s->r: u64 generation
+  kJobFile = 14,   // s->r: u32 n, path[n] (relative), u64 offset, bytes
+  kJobEnd = 15,    // s->r: u64 generation: all its files were sent
 };
 const char* frame_name(uint32_t type);
 

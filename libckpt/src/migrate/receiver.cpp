@@ -30,9 +30,12 @@
 
 #include "image/chain.hpp"
 #include "image/format.hpp"
+#include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
+#include "job/generation.hpp"
 #include "migrate/gate.hpp"
+#include "migrate/job_stream.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sandbox.hpp"
 #include "migrate/staging.hpp"
@@ -167,7 +170,8 @@ class Session {
         proof_(proof),
         first_gen_(first_gen),
         r_(conn),
-        w_(conn) {}
+        w_(conn),
+        job_(staging, first_gen) {}
 
   uint64_t bytes() const { return r_.bytes(); }
 
@@ -217,8 +221,21 @@ class Session {
     for (;;) {
       CKPT_ASSIGN(Frame f, r_.next());
       switch (f.type) {
+        case kJobBegin:
+        case kJobFile:
+        case kJobEnd: {  // a job (migrate/job_stream); not mixed with single generations
+          if (in_gen || (last && !job_.started()))
+            return make_error(EBADMSG, "protocol error: job frames in a single-process stream");
+          uint64_t done = 0;
+          CKPT_TRY(job_.on_frame(f, &done));
+          if (done) {
+            last = done;
+            CKPT_TRY(ctl_send(ctl_, 'J', &last, sizeof last));
+          }
+          break;
+        }
         case kGenBegin: {
-          if (in_gen || f.len != 32)
+          if (in_gen || f.len != 32 || job_.started())
             return make_error(EBADMSG, "protocol error: misplaced GEN_BEGIN");
           g = IncomingGeneration{};
           g.generation = get_u64(f.data);
@@ -264,7 +281,7 @@ class Session {
           CKPT_TRY(ctl_send(ctl_, 'G', &last, sizeof last));
           break;
         case kCommit:
-          if (in_gen || last == 0 || f.len != 8 || get_u64(f.data) != last)
+          if (in_gen || job_.in_generation() || last == 0 || f.len != 8 || get_u64(f.data) != last)
             return make_error(EBADMSG, "protocol error: COMMIT of a generation not received whole");
           return last;
         case kError:
@@ -321,11 +338,28 @@ class Session {
   uint64_t first_gen_;
   FrameReader r_;
   FrameWriter w_;
+  JobIncoming job_;
 };
 
 Status fsync_path(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid() || ::fsync(fd.get()) != 0) return sys_error("fsync " + path);
+  return {};
+}
+
+// A job's generation: job.img and every other member's files and directory.
+Status fsync_job_members(const std::string& gen_dir) {
+  auto jm = job::read_job_or_root(gen_dir);
+  if (!jm.ok() || jm->members.size() < 2) return {};
+  CKPT_TRY(fsync_path(gen_dir + "/" + image::kJobFile));
+  const pid_t root = jm->members[0].pid;
+  for (const image::JobMember& m : jm->members) {
+    if (m.zombie() || m.pid == root) continue;
+    const std::string d = image::member_dir(gen_dir, m.pid, root);
+    for (const char* f : {image::kPagesFile, image::kAddrFile, image::kMetaFile})
+      CKPT_TRY(fsync_path(d + "/" + f));
+    CKPT_TRY(image::fsync_dir(d));
+  }
   return {};
 }
 
@@ -340,6 +374,7 @@ Status keep_chain(const std::string& staging, const std::string& dir) {
     std::string from = image::generation_dir(staging, g);
     for (const char* f : {image::kPagesFile, image::kAddrFile, image::kMetaFile})
       CKPT_TRY(fsync_path(from + "/" + f));
+    CKPT_TRY(fsync_job_members(from));
     CKPT_TRY(image::fsync_dir(from));
     std::string to = image::generation_dir(dir, g);
     if (::rename(from.c_str(), to.c_str()) != 0) return sys_error("moving the chain into " + to);
@@ -476,10 +511,12 @@ Result<ReceivedProcess> Receiver::serve_one() {
     auto m = ctl_recv(ctl.get());
     kind = m.first;
     kind_msg = m.second;
-    if (kind != 'G' || kind_msg.size() != 8) break;
+    if ((kind != 'G' && kind != 'J') || kind_msg.size() != 8) break;
     uint64_t g;
     std::memcpy(&g, kind_msg.data(), 8);
     const double ta = now_seconds();
+    // A job's generations are restored at the end (job/spawn), not warm.
+    if (kind == 'J') warm_ok = false;
     Status added = warm_ok ? warm.add(g) : Status{};
     if (trace)
       std::fprintf(stderr, "cr_recv: generation %llu applied in %.1f ms%s%s\n",

@@ -13,13 +13,14 @@
 #include "dump/generation.hpp"
 #include "dump/precopy_rule.hpp"
 #include "migrate/protocol.hpp"
+#include "migrate/sender_link.hpp"
 #include "util/clock.hpp"
 
 namespace ckpt {
 
-namespace {
+namespace migrate {
 
-using namespace migrate;
+namespace {
 
 class WireStream : public image::GenerationStream {
  public:
@@ -41,6 +42,8 @@ class WireStream : public image::GenerationStream {
  private:
   FrameWriter& w_;
 };
+
+}  // namespace
 
 Result<UniqueFd> connect_to(const std::string& to, double timeout) {
   std::string host, port;
@@ -65,8 +68,8 @@ Result<UniqueFd> connect_to(const std::string& to, double timeout) {
   return last;
 }
 
-// Mutual challenge-response; returns the first generation number to use.
-Result<uint64_t> handshake(FrameWriter& w, FrameReader& r, const std::vector<uint8_t>& token) {
+Result<uint64_t> sender_handshake(FrameWriter& w, FrameReader& r,
+                                  const std::vector<uint8_t>& token) {
   uint8_t mine[kNonceSize];
   if (::getrandom(mine, sizeof mine, 0) != ssize_t(sizeof mine)) return sys_error("getrandom");
   std::vector<uint8_t> hello;
@@ -93,9 +96,14 @@ Result<uint64_t> handshake(FrameWriter& w, FrameReader& r, const std::vector<uin
   return first;
 }
 
+}  // namespace migrate
+
+namespace {
+using namespace migrate;
 }  // namespace
 
 Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
+  if (opts.tree) return migrate_job(opts);
   const double t0 = now_seconds();
   MigrateStats stats;
   stats.live = opts.live;
@@ -103,7 +111,7 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
   CKPT_ASSIGN(UniqueFd fd, connect_to(opts.to, opts.timeout_seconds));
   FrameWriter w(fd.get());
   FrameReader r(fd.get());
-  CKPT_ASSIGN(uint64_t first_gen, handshake(w, r, token));
+  CKPT_ASSIGN(uint64_t first_gen, sender_handshake(w, r, token));
 
   CheckpointOptions co;
   co.pid = opts.pid;

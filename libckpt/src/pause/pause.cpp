@@ -37,6 +37,7 @@
 #include "job/generation.hpp"
 #include "mem/pagemap.hpp"
 #include "pause/in_place.hpp"
+#include "pause/job_restart.hpp"
 #include "proc/freeze.hpp"
 #include "proc/inject.hpp"
 #include "proc/maps.hpp"
@@ -57,6 +58,22 @@ std::string readlink_str(const std::string& path) {
   char buf[4096];
   ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
   return n < 0 ? std::string() : std::string(buf, size_t(n));
+}
+
+// Whether any thread of `pid` has a child now (a job of one forked since).
+bool has_children(pid_t pid) {
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(task.c_str());
+  if (!d) return false;
+  bool any = false;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    UniqueFd fd(::open((task + "/" + e->d_name + "/children").c_str(), O_RDONLY | O_CLOEXEC));
+    char c;
+    if (fd.valid() && ::read(fd.get(), &c, 1) == 1) any = true;
+  }
+  ::closedir(d);
+  return any;
 }
 
 // "TID 12 is new, TID 9 ended" for the threads that differ.
@@ -118,7 +135,13 @@ Result<PauseStats> pause_process(const PauseOptions& opts) {
   PauseStats st;
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + opts.dir);
-  CKPT_TRY(job::single_process_only(image::generation_dir(opts.dir, gens.back()), "cr_pause"));
+  {
+    CKPT_ASSIGN(image::JobMeta job,
+                job::read_job_or_root(image::generation_dir(opts.dir, gens.back())));
+    const bool tree_chain = job.members[0].flags & image::kMemberTree;
+    if (job.members.size() > 1 || ((opts.tree || tree_chain) && has_children(opts.pid)))
+      return pause::pause_job_by_restart(opts, gens.back(), job);
+  }
   CKPT_ASSIGN(image::Chain chain, image::open_chain(opts.dir, gens.back()));
   const image::ImageMeta& meta = chain.newest();
   st.generation = meta.generation;
@@ -173,6 +196,7 @@ Result<PauseStats> pause_process(const PauseOptions& opts) {
     }
   }
   st.method = tracked ? "tracker" : "compare";
+  st.pid = opts.pid;
 
   pause::InPlaceStats ips;
   Status s = roll_back(opts.pid, chain, plan, tracked ? &candidates : nullptr, &ips);

@@ -1,0 +1,156 @@
+// cr_migrate --tree: the sending side for a job. Each round is an ordinary
+// job checkpoint (job/checkpoint: the code of cr_full --tree / cr_incr) into
+// a private directory, whose committed generation is then sent file by file
+// (migrate/job_stream). Frozen: one full, taken with every member kept
+// frozen; the generation is sent and committed while they stay frozen, and
+// they are killed only once the receiver reports the job running (any
+// failure releases them untouched). Live: the same, after pre-copy rounds
+// (a full, then incrementals of what the members wrote since) taken and
+// sent while the job runs; the final incremental is the short stop.
+#include <ftw.h>
+#include <unistd.h>
+
+#include <ckpt/migrate.hpp>
+#include <cstdlib>
+
+#include "dump/precopy_rule.hpp"
+#include "image/store.hpp"
+#include "job/checkpoint.hpp"
+#include "migrate/job_stream.hpp"
+#include "migrate/protocol.hpp"
+#include "migrate/sender_link.hpp"
+#include "util/clock.hpp"
+
+namespace ckpt::migrate {
+
+namespace {
+
+// The sender's private chain: $TMPDIR (else /tmp)/ckpt-migrate-XXXXXX,
+// removed whatever happens.
+struct LocalChain {
+  std::string dir;
+  ~LocalChain() {
+    if (dir.empty()) return;
+    ::nftw(
+        dir.c_str(),
+        [](const char* p, const struct stat*, int type, FTW*) {
+          return type == FTW_DP ? ::rmdir(p) : ::unlink(p);
+        },
+        16, FTW_DEPTH | FTW_PHYS);
+  }
+};
+
+// After COMMIT: APPLIED of earlier generations may come first, then RUNNING
+// (the job's root PID there) or the receiver's ERROR.
+Result<pid_t> wait_running(FrameReader& r) {
+  Frame f;
+  do {
+    CKPT_ASSIGN(f, r.next());
+  } while (f.type == kApplied);
+  if (f.type == kError)
+    return make_error(ECONNABORTED,
+                      "receiver: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
+  if (f.type != kRunning || f.len != 4)
+    return make_error(EBADMSG,
+                      std::string("protocol error: expected RUNNING, got ") + frame_name(f.type));
+  return pid_t(get_u32(f.data));
+}
+
+}  // namespace
+
+Result<MigrateStats> migrate_job(const MigrateOptions& opts) {
+  const double t0 = now_seconds();
+  MigrateStats stats;
+  stats.live = opts.live;
+  CKPT_ASSIGN(std::vector<uint8_t> token, load_token(opts.token_file));
+  CKPT_ASSIGN(UniqueFd fd, connect_to(opts.to, opts.timeout_seconds));
+  FrameWriter w(fd.get());
+  FrameReader r(fd.get());
+  CKPT_ASSIGN(uint64_t first_gen, sender_handshake(w, r, token));
+
+  LocalChain local;
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/ckpt-migrate-XXXXXX";
+  if (!::mkdtemp(tmpl.data())) return sys_error("creating a directory in " + tmpl);
+  local.dir = tmpl;
+
+  CheckpointOptions co;
+  co.dir = local.dir;
+  co.pid = opts.pid;
+  co.tree = true;
+  co.tracker = opts.tracker;
+  co.progress = opts.progress;
+  dump::PrecopyLimits lim;
+  lim.threshold_bytes = opts.threshold_bytes;
+  lim.diff_bytes = opts.diff_bytes;
+  lim.deadline_seconds = opts.deadline_seconds;
+  lim.max_rounds = opts.max_rounds;
+  auto give_up = [&](const Error& e) -> Error {
+    std::string msg = e.message;  // best effort: the receiver learns why
+    (void)w.send(kError, msg.data(), std::min<size_t>(msg.size(), 4000));
+    return e;
+  };
+  for (int round = 1;; ++round) {
+    // Whether this round is the last is decided before it starts, from what
+    // the previous round found dirty (the job is running, not frozen, here).
+    bool final = !opts.live;
+    if (opts.live) {
+      const uint64_t prev = round > 1 ? stats.rounds.back().dirty_bytes : 0;
+      const uint64_t prev2 = round > 2 ? stats.rounds[stats.rounds.size() - 2].dirty_bytes : 0;
+      if (const char* why = dump::precopy_stop(lim, round, prev, prev2, now_seconds() - t0)) {
+        stats.stop_reason = why;
+        final = true;
+      }
+    }
+    co.kill_after = final;
+    const double tr = now_seconds();
+    const uint64_t sent_before = w.bytes();
+    double t_sent = 0, t_running = 0;
+    job::CommittedHook send_and_commit = [&](const std::string& gen_dir) -> Status {
+      const uint64_t g = std::stoull(gen_dir.substr(gen_dir.rfind('-') + 1));
+      CKPT_TRY(send_job_generation(w, gen_dir, g));
+      t_sent = now_seconds();
+      std::vector<uint8_t> p;
+      put_u64(p, g);
+      CKPT_TRY(w.send(kCommit, p.data(), p.size()));
+      CKPT_ASSIGN(stats.remote_pid, wait_running(r));
+      t_running = now_seconds();
+      return {};
+    };
+    auto res = job::checkpoint_round(co, first_gen, final ? send_and_commit : job::CommittedHook{});
+    const double t_back = now_seconds();
+    if (!res.ok()) return give_up(res.error());
+    if (!final) {  // a pre-copy round: sent while the job runs
+      Status s = send_job_generation(w, image::generation_dir(local.dir, res->generation),
+                                     res->generation);
+      if (!s.ok()) return give_up(s.error());
+      t_sent = now_seconds();
+      while (r.readable()) {  // the receiver's acknowledgments, not waited for
+        CKPT_ASSIGN(Frame f, expect(r, kApplied, "receiver"));
+        (void)f;
+      }
+    }
+    stats.tracker = res->tracker;
+    stats.processes = res->processes;
+    MigrateRound mr;
+    mr.generation = res->generation;
+    mr.dirty_bytes = res->pages_written * 4096;
+    mr.bytes = w.bytes() - sent_before;
+    mr.seconds = now_seconds() - tr;
+    mr.send_seconds = t_sent ? t_sent - tr : mr.seconds;
+    mr.frozen_seconds = res->frozen_seconds;
+    stats.rounds.push_back(mr);
+    if (final) {
+      // Frozen from the final freeze until killed; the job ran there since RUNNING.
+      stats.downtime_seconds = res->frozen_seconds - (t_back - t_running);
+      break;
+    }
+  }
+  (void)w.send(kDone, nullptr, 0);
+  if (!opts.live) stats.stop_reason = "frozen";
+  stats.bytes_total = w.bytes();
+  stats.migration_seconds = now_seconds() - t0;
+  return stats;
+}
+
+}  // namespace ckpt::migrate
