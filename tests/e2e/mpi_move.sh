@@ -36,11 +36,12 @@ trap move_cleanup EXIT
 # As mpi.sh's start_job, in namespace $1.
 start_job_in() {
   : >"$WORK/prog.out"
+  : >"$PACE"
   (
     close_fds
     cd "$WORK"
     # shellcheck disable=SC2046
-    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec ip netns exec "$1" $(launch_cmd) </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err"
+    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec ip netns exec "$1" $(launch_cmd "$MIN_MS") </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err"
   ) &
   ROOT=$!
 }
@@ -66,7 +67,15 @@ case $ACTION in
     at_pause=$(last_iter)
     grep -q '^result: ' "$WORK/prog.out" && fail "the job finished before cr_pause: raise E2E_MPI_ITERS"
     rc=0
-    timeout 600 "$BIN_DIR/cr_pause" --dir "$CKPT" --json "$ROOT" </dev/null >"$WORK/pause.out" 2>"$WORK/pause.err" || rc=$?
+    # The job, paced, waits before its end until $PACE goes: that happens
+    # once cr_pause says it restored the job (and waits for it).
+    timeout 600 "$BIN_DIR/cr_pause" --dir "$CKPT" --json "$ROOT" </dev/null >"$WORK/pause.out" 2>"$WORK/pause.err" &
+    pause_pid=$!
+    while ! grep -q "rolled back by kill and restore" "$WORK/pause.err" && [[ -e /proc/$pause_pid ]]; do
+      sleep 0.1
+    done
+    rm -f "$PACE"
+    wait "$pause_pid" || rc=$?
     LOGS+=("$WORK/pause.err")
     ((rc == 0)) || fail "cr_pause (waiting for the job) $(describe_status "$rc"): $(grep -v 'rolled back by' "$WORK/pause.err" | head -n 1)"
     grep -q '"how":"restart"' "$WORK/pause.out" || fail "cr_pause did not say how: $(cat "$WORK/pause.out")"
@@ -106,6 +115,7 @@ case $ACTION in
     (close_fds && exec timeout 600 ip netns exec "$NS_A" "$BIN_DIR/cr_migrate" --to "$ADDR_B:$PORT" \
       --token "$WORK/token" $mode --tree --json "$ROOT" </dev/null >"$WORK/migrate.out" 2>"$WORK/migrate.err") || rc=$?
     ((rc == 0)) || fail "cr_migrate $mode --tree $(describe_status "$rc"): $(first_line "$WORK/migrate.err")"
+    rm -f "$PACE" # the job runs on B: it may end
     n=$(wc -w <<<"$MEMBERS")
     grep -q "\"processes\":$n[,}]" "$WORK/migrate.out" || fail "cr_migrate did not move the job's $n processes: $(cat "$WORK/migrate.out")"
     for p in $MEMBERS; do
