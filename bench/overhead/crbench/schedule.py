@@ -26,15 +26,29 @@ def _record(index, kind, chain, t, st, wall, gen_bytes, full_pages):
 
 
 def _sleep_until(p, t, timeout, what):
-    """Waits until the workload has run t seconds; False if it ended first."""
-    while p.elapsed() < t:
+    """Waits until the workload has run t seconds and is ready (Spec.ready);
+    False if it ended first."""
+    while p.elapsed() < t or not p.is_ready():
         if p.poll():
             return False
         if p.elapsed() > timeout:
             p.kill()
             raise BenchError(f"{what}: still running after {timeout:.0f} s (--timeout)")
-        time.sleep(min(0.01, max(0.0, t - p.elapsed())))
+        time.sleep(min(0.01, max(0.001, t - p.elapsed())))
     return not p.poll()
+
+
+def _ending(p, grace=10):
+    """After a failed checkpoint: whether the workload was ending. A job's
+    launcher outlives its ranks by a moment (MPI_Finalize), during which a
+    checkpoint can fail (a rank's shared segments going away): it counts as
+    ended if it exits within `grace` seconds."""
+    deadline = time.monotonic() + (grace if p.spec.job else 0)
+    while not p.poll():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def checkpointed_run(spec, tools, interval, incrementals, tracker, ckpt_base, log_path,
@@ -59,7 +73,9 @@ def checkpointed_run(spec, tools, interval, incrementals, tracker, ckpt_base, lo
         try:
             st, wall = tools.checkpoint(kind, d, p.pid, tracker)
         except BenchError as e:
-            if p.poll():  # it finished while being checkpointed: the schedule ends
+            if _ending(p):  # it finished while being checkpointed: the schedule ends
+                progress.show(f"{label}: the {kind} checkpoint at {t:.1f} s failed as the "
+                              f"workload ended (not counted): {e}", True)
                 break
             p.kill()
             raise BenchError(f"{label}: {kind} checkpoint at {t:.1f} s failed: {e}")
@@ -111,7 +127,7 @@ def _restart_study(spec, tools, interval, n, tracker, ckpt_dir, log_dir, timeout
         try:
             st, _ = tools.checkpoint(kind, ckpt_dir, p.pid, tracker)
         except BenchError as e:
-            if p.poll():
+            if _ending(p):
                 raise _EndedEarly(f"{label}: the workload ended during the {kind} checkpoint at "
                                   f"{p.elapsed():.1f} s")
             p.kill()

@@ -21,12 +21,15 @@ class Spec:
     empty: nothing compared beyond success.
     """
 
-    def __init__(self, name, argv, success, compare, job=None):
+    def __init__(self, name, argv, success, compare, job=None, ready=None):
         self.name = name
         self.argv = argv
         self.success = re.compile(success)
         self.compare = re.compile(compare) if compare else None
         self.job = job  # an mpijob.Job: a process tree with its own TMPDIR and cwd
+        # No checkpoint before a line matches this (an MPI job: its first
+        # progress line, once MPI_Init is over).
+        self.ready = re.compile(ready) if ready else None
 
 
 def result_lines(spec, lines):
@@ -79,6 +82,9 @@ class Process:
             self.lines.append(line.rstrip("\n"))
             self.log.write(line)
         self.log.flush()
+
+    def is_ready(self):
+        return self.spec.ready is None or any(self.spec.ready.search(l) for l in self.lines[-50:])
 
     def elapsed(self):
         return time.monotonic() - self.t0

@@ -83,7 +83,18 @@ Result<MemoryPlan> plan_memory(pid_t pid, const std::vector<image::VmaRecord>& v
     auto sel = content_of(v);
     if (!sel) continue;
     plan.pages_scanned += v.size() / image::kPageSize;
-    CKPT_TRY(pm.select(v.start, v.end, *sel, plan.ranges));
+    uint64_t end = v.end;
+    if (*sel == mem::PageSelect::kPrivateCopies) {
+      // Pages past the file's end hold nothing (a touch is SIGBUS; truncation
+      // drops COW copies too), and reading them fails with EIO. Pagemap can
+      // still report them "swapped": uffd-wp markers a tracker armed there
+      // (a second full of Open MPI's mpirun failed so on the PROT_NONE tail
+      // of a library's mapping).
+      uint64_t eof = v.file_size > v.pgoff ? v.file_size - v.pgoff : 0;
+      eof = (eof + image::kPageSize - 1) / image::kPageSize * image::kPageSize;
+      end = eof < v.size() ? v.start + eof : v.end;
+    }
+    if (end > v.start) CKPT_TRY(pm.select(v.start, end, *sel, plan.ranges));
   }
   return plan;
 }
