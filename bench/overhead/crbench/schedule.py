@@ -22,6 +22,7 @@ def _record(index, kind, chain, t, st, wall, gen_bytes, full_pages):
         # Pages this checkpoint saved over the pages its chain's full saved.
         "dirty_fraction": (pages / full_pages) if kind == "incr" and full_pages else None,
         "tracker_reset": st.get("tracker_reset", ""),
+        "processes": st.get("processes", 1),
     }
 
 
@@ -79,6 +80,14 @@ def checkpointed_run(spec, tools, interval, incrementals, tracker, ckpt_base, lo
                 break
             p.kill()
             raise BenchError(f"{label}: {kind} checkpoint at {t:.1f} s failed: {e}")
+        if records and st.get("processes", 1) < records[0]["processes"]:
+            # A job whose members are exiting (MPI_Finalize done, mpirun
+            # left): not a checkpoint of the job that ran; the schedule ends.
+            progress.show(f"{label}: the checkpoint at {t:.1f} s held {st.get('processes')} of "
+                          f"{records[0]['processes']} processes: the job was ending (not counted)",
+                          True)
+            tools.forget_last()
+            break
         gen_bytes = dir_bytes(generation_dir(d, st["generation"]))
         if kind == "full":
             full_pages = st["pages_written"] + st["pages_zero"]
@@ -132,6 +141,11 @@ def _restart_study(spec, tools, interval, n, tracker, ckpt_dir, log_dir, timeout
                                   f"{p.elapsed():.1f} s")
             p.kill()
             raise BenchError(f"{label}: {kind} checkpoint failed: {e}")
+        if chain and st.get("processes", 1) < chain[0].get("processes", 1):
+            tools.forget_last()
+            p.kill()
+            raise _EndedEarly(f"{label}: the job was ending at the {kind} checkpoint at "
+                              f"{p.elapsed():.1f} s ({st.get('processes')} processes left)")
         chain.append(st)
         progress.show(f"{label}: {len(chain)} of {n + 1} checkpoints")
     t_kill = p.elapsed()
