@@ -128,7 +128,9 @@ std::string read_stats(const std::string& path, Inputs& in, json& from) {
     if (j.contains("total_seconds") && j.contains("kind")) {
       (j["kind"] == "full" ? full : incr).push_back(j["total_seconds"].get<double>());
     } else if (j.contains("restore_seconds") && j.contains("generations_read")) {
-      uint64_t g = j["generations_read"].get<uint64_t>();
+      // A job's restore reads each generation once per process.
+      uint64_t procs = j.value("processes", uint64_t(1));
+      uint64_t g = j["generations_read"].get<uint64_t>() / std::max<uint64_t>(procs, 1);
       if (g == 1) rf.push_back(j["restore_seconds"].get<double>());
       if (g == 2) rfi.push_back(j["restore_seconds"].get<double>());
     }

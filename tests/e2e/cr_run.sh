@@ -12,6 +12,11 @@
 #                job (checkpoint, end, restore as its child) and finishes it
 #   resume-dead  cr_run and the whole job SIGKILLed (a node reboot);
 #                cr_run --resume restores the newest generation
+#   auto         --interval auto --mtbf 6: every checkpoint's planned period
+#                equals cr_plan interval's exact period for the C (mean of the
+#                measured total_seconds), R (the newest full's, then the
+#                measured restore's) and MTBF it logged, and the next
+#                checkpoint comes that long after; bad --interval/--mtbf refused
 # Runs under tests/e2e/helpers/subreaper (see CMakeLists.txt), which reaps the
 # job once its launcher is killed.
 set -euo pipefail
@@ -166,6 +171,67 @@ resume-alive | resume-dead)
     wait_lines "resume: the job is gone" 1 "$CR" 30
   fi
   finish 0
+  ;;
+auto)
+  # Bad input: one line, non-zero, no job started.
+  for bad in "--interval auto --mtbf 0.5" "--interval auto --mtbf -3" "--interval auto --mtbf 2x" \
+    "--interval soon" "--interval 5 --mtbf 60"; do
+    rc=0
+    # shellcheck disable=SC2086
+    "$CR_RUN" --dir "$WORK/bad" $bad -- /bin/true >/dev/null 2>"$WORK/err" </dev/null || rc=$?
+    ((rc != 0)) || die "cr_run $bad exited 0"
+    [[ $(wc -l <"$WORK/err") == 1 ]] || die "cr_run $bad: not one line: $(cat "$WORK/err")"
+  done
+  start_cr_run --interval auto --mtbf 6 --incrementals 2 --restarts 1 --json
+  wait_lines '"event":"checkpoint"' 4 "$CR" 60
+  kill -9 "$ROOT"
+  wait_lines '"event":"restart"' 1 "$CR" 30
+  wait_lines '"event":"checkpoint"' 5 "$CR" 60
+  finish 0
+  python3 - "$LOG" "$BIN/cr_plan" <<'PY' || die "the planned intervals do not follow the measured costs"
+import json, subprocess, sys
+events = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+def plan(C, R):
+    out = subprocess.run([sys.argv[2], "interval", "--C", repr(C), "--R", repr(R), "--mtbf", "6",
+                          "--json"], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["exact"]["period_s"]
+def close(a, b):
+    return abs(a - b) <= 1e-6 * max(1.0, abs(b))
+start = next(e for e in events if e["event"] == "start")
+first = next(e for e in events if e["event"] == "checkpoint")
+# The first checkpoint: after the provisional period (C = R = 1 s).
+assert first["time"] - start["time"] >= plan(1.0, 1.0) - 0.05, (start, first)
+totals, R, prev = [], None, None
+for e in events:
+    if e["event"] == "restart":
+        assert e["plan"]["R_source"] == "restore" and close(e["plan"]["R"], e["restore_seconds"]), e
+        R = e["restore_seconds"]
+        assert close(e["interval_s"], plan(e["plan"]["C"], R)), e
+        prev = None  # the schedule starts again from the restore
+        continue
+    if e["event"] != "checkpoint":
+        continue
+    assert e["reason"] == "scheduled", e
+    totals.append(e["total_seconds"])
+    if e["kind"] == "full" and (R is None or e["plan"]["R_source"] == "full"):
+        R = e["total_seconds"]
+    p = e["plan"]
+    assert p["mtbf_s"] == 6, e
+    assert close(p["C"], sum(totals) / len(totals)), (p, totals)  # C: the measured mean
+    assert close(p["R"], R), (p, R)
+    want = plan(p["C"], p["R"])
+    assert close(e["interval_s"], want), (e["interval_s"], want)
+    assert e["interval_s"] < 6, e  # a short MTBF gives a short period
+    if prev is not None:
+        # The next checkpoint began the planned period after this one ended
+        # (its event comes when it has ended: its own duration plus slack).
+        gap = e["time"] - prev["time"]
+        assert gap >= prev["interval_s"] - 0.05, (gap, prev["interval_s"])
+        assert gap <= prev["interval_s"] + e["total_seconds"] + 2.0, (gap, prev["interval_s"], e)
+    prev = e
+assert len(totals) >= 5 and R is not None, totals
+print(f"intervals {[round(e['interval_s'], 3) for e in events if e['event'] == 'checkpoint']}")
+PY
   ;;
 *) die "unknown mode" ;;
 esac

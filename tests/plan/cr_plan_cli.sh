@@ -177,6 +177,17 @@ else
   echo "note: cr_full/cr_incr/cr_info not built next to cr_plan: --from not checked"
 fi
 
+# --stats with a job's lines: cr_restart --json of a 5-process job reads each
+# generation once per process (generations_read 5 = a full, 10 = full + 1).
+JOBSTATS=$(mktemp)
+printf '%s\n' '{"kind":"full","total_seconds":2,"processes":5}' \
+  '{"restore_seconds":3,"generations_read":5,"processes":5}' \
+  '{"restore_seconds":4,"generations_read":10,"processes":5}' >"$JOBSTATS"
+jq_ok stats.job-R '.inputs.R.value == 3 and .inputs.R.source == "stats"' interval --stats "$JOBSTATS" --mtbf 1d
+jq_ok stats.job-Rfi '.inputs.Rf.value == 3 and .inputs.Rfi.value == 4' \
+  incrementals --stats "$JOBSTATS" --Oi 1 --mtbf 1d
+rm -f "$JOBSTATS"
+
 if ((failures)); then
   echo "$failures check(s) failed"
   exit 1

@@ -1,4 +1,4 @@
-// cr_run --dir DIR [--interval S] [--incrementals N] [--keep K] [--restarts R]
+// cr_run --dir DIR [--interval S|auto [--mtbf T]] [--incrementals N] [--keep K] [--restarts R]
 //        [--json] [--log FILE] -- COMMAND ARGS...
 // cr_run --resume DIR [--json] [--log FILE]
 // The launcher that embeds libckpt: runs a job, checkpoints it on a schedule,
@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "common/cli.hpp"
+#include "cr_run/auto_interval.hpp"
 #include "cr_run/supervisor.hpp"
 
 int main(int argc, char** argv) {
@@ -17,16 +19,21 @@ int main(int argc, char** argv) {
       "chains pruned to K. When the job dies by a signal it is restarted from the\n"
       "newest committed checkpoint, up to R times. --resume DIR continues the job of\n"
       "a cr_run that died (or a node that rebooted). Exits with the job's status."};
-  std::string dir, resume, log_path;
+  std::string dir, resume, log_path, interval = "60", mtbf;
   cr_run::Schedule sched;
   bool json = false;
   std::vector<std::string> command;
   auto* d = app.add_option("--dir", dir, "directory of the job's checkpoints and state");
   auto* r = app.add_option("--resume", resume, "continue the job recorded in this directory");
   d->excludes(r);
-  app.add_option("--interval", sched.interval_s,
-                 "seconds between checkpoints (default 60; 0: only on SIGUSR1)")
-      ->check(CLI::Range(0.0, 1e9));
+  auto* iv =
+      app.add_option("--interval", interval,
+                     "seconds between checkpoints (default 60; 0: only on SIGUSR1), or auto: "
+                     "planned by cr_plan from this job's measured checkpoint costs and --mtbf");
+  auto* mt =
+      app.add_option("--mtbf", mtbf,
+                     "with --interval auto: the platform's MTBF (seconds, or 30min, 12h, 2d; "
+                     "default 1d)");
   app.add_option("--incrementals", sched.incrementals,
                  "incrementals after each full before a new chain (default 4)");
   app.add_option("--keep", sched.keep, "chains kept (default 2)")->check(CLI::Range(1, 1000000));
@@ -38,6 +45,28 @@ int main(int argc, char** argv) {
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
   if (dir.empty() && resume.empty())
     return ckpt::cli::fail("cr_run", "say --dir DIR or --resume DIR");
+  if (interval == "auto") {
+    sched.auto_interval = true;
+    sched.interval_s = 0;
+    sched.mtbf_s = cr_run::AutoInterval::kDefaultMtbf_s;
+    if (!mtbf.empty()) {
+      auto m = cr_run::parse_duration(mtbf);
+      if (!m) return ckpt::cli::fail("cr_run", "--mtbf: not a positive duration: " + mtbf);
+      sched.mtbf_s = *m;
+    }
+    cr_run::AutoInterval first(sched.mtbf_s);  // the provisional plan must hold
+    if (std::string err; !first.plan(err))
+      return ckpt::cli::fail("cr_run", "--interval auto --mtbf " + mtbf + ": " + err);
+  } else {
+    char* end = nullptr;
+    sched.interval_s = std::strtod(interval.c_str(), &end);
+    if (interval.empty() || *end || !(sched.interval_s >= 0 && sched.interval_s <= 1e9))
+      return ckpt::cli::fail("cr_run", "--interval: not seconds in [0, 1e9] or auto: " + interval);
+    if (!mtbf.empty()) return ckpt::cli::fail("cr_run", "--mtbf needs --interval auto");
+  }
+  if (!resume.empty() && (iv->count() || mt->count()))
+    return ckpt::cli::fail("cr_run",
+                           "--resume keeps the recorded schedule: no --interval or --mtbf");
   if (!resume.empty() && !command.empty())
     return ckpt::cli::fail("cr_run", "--resume takes no command: it runs the recorded one");
   if (!dir.empty() && command.empty())

@@ -13,10 +13,12 @@
 namespace cr_run {
 
 struct Schedule {
-  double interval_s = 60;     // 0: only on SIGUSR1
-  uint64_t incrementals = 4;  // per full
-  uint64_t keep = 2;          // chains kept
-  uint64_t restarts = 3;      // automatic restarts after a death by signal
+  double interval_s = 60;      // 0: only on SIGUSR1
+  uint64_t incrementals = 4;   // per full
+  uint64_t keep = 2;           // chains kept
+  uint64_t restarts = 3;       // automatic restarts after a death by signal
+  bool auto_interval = false;  // --interval auto: planned from measured costs (interval_s unused)
+  double mtbf_s = 0;           // the MTBF that plan assumes
 };
 
 struct State {

@@ -76,6 +76,32 @@ void Supervisor::save() {
                {{"message", s.error().message}});
 }
 
+void Supervisor::start_planning() {
+  if (!state_.schedule.auto_interval) return;
+  auto_.emplace(state_.schedule.mtbf_s);
+  std::string err;
+  if (!auto_->plan(err))  // main() checked these figures: cannot happen
+    log_.event("warning", "--interval auto: " + err, {{"message", err}});
+}
+
+double Supervisor::period() const {
+  return auto_ ? auto_->interval_s() : state_.schedule.interval_s;
+}
+
+// --interval auto, after a measured checkpoint or restore: plans again and
+// adds the period and the figures it came from to the event's fields.
+void Supervisor::replan(nlohmann::json& fields) {
+  if (!auto_) return;
+  std::string err;
+  if (!auto_->plan(err))
+    log_.event("warning", "--interval auto keeps " + fixed(auto_->interval_s(), 3) + " s: " + err,
+               {{"message", err}, {"interval_s", auto_->interval_s()}});
+  fields["plan"] = {{"C", auto_->C()},
+                    {"R", auto_->R()},
+                    {"R_source", auto_->r_source()},
+                    {"mtbf_s", auto_->mtbf_s()}};
+}
+
 void Supervisor::record_root(pid_t pid) {
   state_.root = pid;
   state_.root_start = start_time(pid);
@@ -135,21 +161,29 @@ bool Supervisor::checkpoint(const std::string& why) {
   state_.chain = chain;
   save();
   const ckpt::CheckpointStats& s = *r;
+  nlohmann::json fields = {{"reason", why},
+                           {"kind", full ? "full" : "incremental"},
+                           {"chain", chain},
+                           {"generation", s.generation},
+                           {"bytes", s.bytes_written},
+                           {"frozen_seconds", s.frozen_seconds},
+                           {"total_seconds", s.total_seconds},
+                           {"processes", s.processes},
+                           {"pages_written", s.pages_written},
+                           {"tracker", s.tracker}};
+  if (auto_) auto_->checkpoint_done(s.total_seconds, full);
+  replan(fields);
+  fields["interval_s"] = period();
+  std::string next = period() > 0 ? ", next in " + fixed(period(), 3) + " s" : "";
+  if (auto_)
+    next += " (auto: C " + fixed(auto_->C(), 3) + " s, R " + fixed(auto_->R(), 3) + " s, MTBF " +
+            fixed(auto_->mtbf_s(), 0) + " s)";
   log_.event("checkpoint",
              std::string(full ? "full" : "incremental") + " checkpoint (" + why + "): chain " +
                  std::to_string(chain) + " generation " + std::to_string(s.generation) + ", " +
                  mib(s.bytes_written) + ", frozen " + fixed(s.frozen_seconds, 3) + " s, " +
-                 std::to_string(s.processes) + " process" + (s.processes == 1 ? "" : "es"),
-             {{"reason", why},
-              {"kind", full ? "full" : "incremental"},
-              {"chain", chain},
-              {"generation", s.generation},
-              {"bytes", s.bytes_written},
-              {"frozen_seconds", s.frozen_seconds},
-              {"total_seconds", s.total_seconds},
-              {"processes", s.processes},
-              {"pages_written", s.pages_written},
-              {"tracker", s.tracker}});
+                 std::to_string(s.processes) + " process" + (s.processes == 1 ? "" : "es") + next,
+             fields);
   if (full) prune(dir_, state_.schedule.keep);
   return true;
 }
@@ -191,18 +225,24 @@ bool Supervisor::restore_newest(const std::string& why) {
   // a new chain with a full.
   state_.chain = 0;
   record_root(r->pid);
+  nlohmann::json fields = {{"reason", why},
+                           {"chain", p.chain},
+                           {"generation", p.generation},
+                           {"pid", r->pid},
+                           {"processes", r->processes},
+                           {"restore_seconds", r->seconds},
+                           {"restarts_used", state_.restarts_used}};
+  if (auto_) {
+    auto_->restore_done(r->seconds);
+    replan(fields);
+    fields["interval_s"] = period();
+  }
   log_.event("restart",
              "restored chain " + std::to_string(p.chain) + " generation " +
                  std::to_string(p.generation) + " (" + why + ") as PID " + std::to_string(r->pid) +
                  ", " + std::to_string(r->processes) + " process" +
                  (r->processes == 1 ? "" : "es") + ", restore " + fixed(r->seconds, 3) + " s",
-             {{"reason", why},
-              {"chain", p.chain},
-              {"generation", p.generation},
-              {"pid", r->pid},
-              {"processes", r->processes},
-              {"restore_seconds", r->seconds},
-              {"restarts_used", state_.restarts_used}});
+             fields);
   return true;
 }
 
@@ -220,8 +260,7 @@ int Supervisor::finish(int st) {
 }
 
 int Supervisor::loop() {
-  const double interval = state_.schedule.interval_s;
-  double next = interval > 0 ? now() + interval : 0;
+  double next = period() > 0 ? now() + period() : 0;
   for (;;) {
     int st = 0;
     pid_t w;
@@ -242,16 +281,16 @@ int Supervisor::loop() {
       if (!restore_newest("restart " + std::to_string(state_.restarts_used) + " of " +
                           std::to_string(state_.schedule.restarts)))
         return finish(st);
-      next = interval > 0 ? now() + interval : 0;
+      next = period() > 0 ? now() + period() : 0;
     }
-    if (interval > 0 && now() >= next) {
+    if (period() > 0 && now() >= next) {
       checkpoint("scheduled");
-      next = now() + interval;
+      next = now() + period();
       continue;
     }
     timespec timeout{};
     timespec* tp = nullptr;
-    if (interval > 0) {
+    if (period() > 0) {
       double left = std::max(0.0, next - now());
       timeout.tv_sec = time_t(left);
       timeout.tv_nsec = long((left - std::floor(left)) * 1e9);
@@ -261,7 +300,7 @@ int Supervisor::loop() {
     int sig = ::sigtimedwait(&g_taken, &info, tp);
     if (sig == SIGUSR1) {
       checkpoint("SIGUSR1");
-      if (interval > 0) next = now() + interval;
+      if (period() > 0) next = now() + period();
     } else if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
       terminating_ = true;
       log_.event("signal", std::string("forwarding SIG") + ::sigabbrev_np(sig) + " to the job",
@@ -273,6 +312,7 @@ int Supervisor::loop() {
 
 int Supervisor::run() {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  start_planning();
   if (!start_command()) return 1;
   return loop();
 }
@@ -320,6 +360,7 @@ bool Supervisor::adopt() {
 
 int Supervisor::resume() {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  start_planning();
   if (state_.finished) {
     log_.event("exit",
                "the job already finished (exit code " + std::to_string(state_.exit_code) + ")",

@@ -7,8 +7,10 @@
 #include <sys/types.h>
 
 #include <ckpt/result.hpp>
+#include <optional>
 #include <string>
 
+#include "cr_run/auto_interval.hpp"
 #include "cr_run/log.hpp"
 #include "cr_run/state.hpp"
 
@@ -34,11 +36,15 @@ class Supervisor {
   void kill_leftovers();
   void save();
   void record_root(pid_t pid);
+  void start_planning();
+  void replan(nlohmann::json& fields);
+  double period() const;
 
   std::string dir_;
   State state_;
   Log& log_;
-  bool terminating_ = false;  // a termination signal was forwarded: no restart
+  bool terminating_ = false;          // a termination signal was forwarded: no restart
+  std::optional<AutoInterval> auto_;  // --interval auto
 };
 
 // Blocks the signals the loop takes synchronously (call before any fork).

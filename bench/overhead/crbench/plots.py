@@ -5,7 +5,7 @@ import subprocess
 
 from .errors import BenchError
 
-_HEAD = """set terminal pngcairo size 900,560 font ",11"
+_HEAD = """set terminal pngcairo size 900,560 font ",11" noenhanced
 set datafile separator ","
 set key outside right top
 set grid

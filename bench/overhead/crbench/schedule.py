@@ -22,19 +22,34 @@ def _record(index, kind, chain, t, st, wall, gen_bytes, full_pages):
         # Pages this checkpoint saved over the pages its chain's full saved.
         "dirty_fraction": (pages / full_pages) if kind == "incr" and full_pages else None,
         "tracker_reset": st.get("tracker_reset", ""),
+        "processes": st.get("processes", 1),
     }
 
 
 def _sleep_until(p, t, timeout, what):
-    """Waits until the workload has run t seconds; False if it ended first."""
-    while p.elapsed() < t:
+    """Waits until the workload has run t seconds and is ready (Spec.ready);
+    False if it ended first."""
+    while p.elapsed() < t or not p.is_ready():
         if p.poll():
             return False
         if p.elapsed() > timeout:
             p.kill()
             raise BenchError(f"{what}: still running after {timeout:.0f} s (--timeout)")
-        time.sleep(min(0.01, max(0.0, t - p.elapsed())))
+        time.sleep(min(0.01, max(0.001, t - p.elapsed())))
     return not p.poll()
+
+
+def _ending(p, grace=10):
+    """After a failed checkpoint: whether the workload was ending. A job's
+    launcher outlives its ranks by a moment (MPI_Finalize), during which a
+    checkpoint can fail (a rank's shared segments going away): it counts as
+    ended if it exits within `grace` seconds."""
+    deadline = time.monotonic() + (grace if p.spec.job else 0)
+    while not p.poll():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def checkpointed_run(spec, tools, interval, incrementals, tracker, ckpt_base, log_path,
@@ -59,10 +74,20 @@ def checkpointed_run(spec, tools, interval, incrementals, tracker, ckpt_base, lo
         try:
             st, wall = tools.checkpoint(kind, d, p.pid, tracker)
         except BenchError as e:
-            if p.poll():  # it finished while being checkpointed: the schedule ends
+            if _ending(p):  # it finished while being checkpointed: the schedule ends
+                progress.show(f"{label}: the {kind} checkpoint at {t:.1f} s failed as the "
+                              f"workload ended (not counted): {e}", True)
                 break
             p.kill()
             raise BenchError(f"{label}: {kind} checkpoint at {t:.1f} s failed: {e}")
+        if records and st.get("processes", 1) < records[0]["processes"]:
+            # A job whose members are exiting (MPI_Finalize done, mpirun
+            # left): not a checkpoint of the job that ran; the schedule ends.
+            progress.show(f"{label}: the checkpoint at {t:.1f} s held {st.get('processes')} of "
+                          f"{records[0]['processes']} processes: the job was ending (not counted)",
+                          True)
+            tools.forget_last()
+            break
         gen_bytes = dir_bytes(generation_dir(d, st["generation"]))
         if kind == "full":
             full_pages = st["pages_written"] + st["pages_zero"]
@@ -111,11 +136,16 @@ def _restart_study(spec, tools, interval, n, tracker, ckpt_dir, log_dir, timeout
         try:
             st, _ = tools.checkpoint(kind, ckpt_dir, p.pid, tracker)
         except BenchError as e:
-            if p.poll():
+            if _ending(p):
                 raise _EndedEarly(f"{label}: the workload ended during the {kind} checkpoint at "
                                   f"{p.elapsed():.1f} s")
             p.kill()
             raise BenchError(f"{label}: {kind} checkpoint failed: {e}")
+        if chain and st.get("processes", 1) < chain[0].get("processes", 1):
+            tools.forget_last()
+            p.kill()
+            raise _EndedEarly(f"{label}: the job was ending at the {kind} checkpoint at "
+                              f"{p.elapsed():.1f} s ({st.get('processes')} processes left)")
         chain.append(st)
         progress.show(f"{label}: {len(chain)} of {n + 1} checkpoints")
     t_kill = p.elapsed()
@@ -124,6 +154,10 @@ def _restart_study(spec, tools, interval, n, tracker, ckpt_dir, log_dir, timeout
     for k, st in enumerate(chain):
         g = st["generation"]
         progress.show(f"{label}: restart from full + {k} incrementals (generation {g})", True)
+        waited = 0.0
+        if spec.job:  # outside restore_s: the kernel's TIME-WAIT, not the restore
+            spec.job.cleanup()
+            waited = spec.job.wait_time_wait()
         rs, wall, rc, lines = tools.restart(ckpt_dir, g, os.path.join(log_dir, f"restart-{k}.log"),
                                             timeout)
         check_output(spec, lines, rc, f"{label}: restart from full + {k} incrementals", reference)
@@ -133,6 +167,6 @@ def _restart_study(spec, tools, interval, n, tracker, ckpt_dir, log_dir, timeout
             "restore_s": rs["restore_seconds"], "generations_read": rs["generations_read"],
             "pages_read": rs["pages_read"], "pages_written": rs["pages_written"],
             "pages_skipped": rs["pages_skipped"], "bytes_read": rs["bytes_read"],
-            "run_to_end_s": round(wall, 3), "verified": True,
+            "run_to_end_s": round(wall, 3), "verified": True, "time_wait_s": round(waited, 3),
         })
     return out

@@ -34,6 +34,11 @@ class Tools:
             self.collect.append(line)
         return json.loads(line), wall
 
+    def forget_last(self):
+        """Drops the newest collected line (a checkpoint not counted)."""
+        if self.collect:
+            self.collect.pop()
+
     def checkpoint(self, kind, ckpt_dir, pid, tracker):
         """cr_full or cr_incr (with --tree when self.tree): (stats json, wall seconds)."""
         argv = ["cr_full" if kind == "full" else "cr_incr", "--dir", ckpt_dir, "--json", str(pid)]

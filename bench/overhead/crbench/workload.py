@@ -6,6 +6,7 @@ import subprocess
 import threading
 import time
 
+from . import mpijob
 from .errors import BenchError
 
 _SECONDS = re.compile(r"\s+seconds\s+\S+")
@@ -20,11 +21,15 @@ class Spec:
     empty: nothing compared beyond success.
     """
 
-    def __init__(self, name, argv, success, compare):
+    def __init__(self, name, argv, success, compare, job=None, ready=None):
         self.name = name
         self.argv = argv
         self.success = re.compile(success)
         self.compare = re.compile(compare) if compare else None
+        self.job = job  # an mpijob.Job: a process tree with its own TMPDIR and cwd
+        # No checkpoint before a line matches this (an MPI job: its first
+        # progress line, once MPI_Init is over).
+        self.ready = re.compile(ready) if ready else None
 
 
 def result_lines(spec, lines):
@@ -56,8 +61,13 @@ class Process:
         self.log = open(log_path, "w")
         self.t0 = time.monotonic()
         try:
+            # close_fds (the default) matters: an inherited descriptor would
+            # make the checkpoint of the job refuse it.
+            job = spec.job
             self.popen = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, text=True, bufsize=1)
+                                          stdin=subprocess.DEVNULL, text=True, bufsize=1,
+                                          env=job.env() if job else None,
+                                          cwd=job.cwd if job else None)
         except OSError as e:
             raise BenchError(f"cannot start {spec.argv[0]}: {e.strerror}")
         self.pid = self.popen.pid
@@ -72,6 +82,9 @@ class Process:
             self.lines.append(line.rstrip("\n"))
             self.log.write(line)
         self.log.flush()
+
+    def is_ready(self):
+        return self.spec.ready is None or any(self.spec.ready.search(l) for l in self.lines[-50:])
 
     def elapsed(self):
         return time.monotonic() - self.t0
@@ -96,14 +109,20 @@ class Process:
         return self.status
 
     def kill(self):
-        """SIGKILL, as a failing node would; reaps it."""
+        """SIGKILL, as a failing node would (to every process of a job); reaps it."""
         if self.status is None:
+            if self.spec.job:
+                pids = mpijob.tree_pids(self.pid)
+                self.spec.job.record(pids)
+                mpijob.kill_tree(pids)
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             _, st, ru = os.wait4(self.pid, 0)
             self._reaped(st, ru)
+            if self.spec.job:
+                self.spec.job.cleanup()
 
     def _reaped(self, st, ru):
         self.wall = self.elapsed()

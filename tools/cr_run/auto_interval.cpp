@@ -1,0 +1,61 @@
+#include "cr_run/auto_interval.hpp"
+
+#include <ckpt/plan.h>
+
+#include <cmath>
+#include <cstdlib>
+
+namespace cr_run {
+
+void AutoInterval::checkpoint_done(double total_s, bool full) {
+  // C: the mean cost of the checkpoints the schedule takes (fulls and
+  // incrementals alike: the period is between any two of them).
+  sum_s_ += total_s;
+  ++count_;
+  C_ = sum_s_ / count_;
+  // R, until a restore is measured: the newest full's cost. A restore reads
+  // about what that full wrote (docs/performance.md: R_f was 0.3-0.7 O_f).
+  if (full && r_source_[0] != 'r') {
+    R_ = total_s;
+    r_source_ = "full";
+  }
+}
+
+void AutoInterval::restore_done(double seconds) {
+  R_ = seconds;
+  r_source_ = "restore";
+}
+
+std::optional<double> parse_duration(const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  double v = std::strtod(begin, &end);
+  if (end == begin) return std::nullopt;
+  const std::string unit(end);
+  double scale = unit.empty() || unit == "s" ? 1
+                 : unit == "min"             ? 60
+                 : unit == "h"               ? 3600
+                 : unit == "d"               ? 86400
+                                             : 0;
+  if (scale == 0 || !std::isfinite(v) || !(v > 0)) return std::nullopt;
+  return v * scale;
+}
+
+bool AutoInterval::plan(std::string& error) {
+  ckpt_plan_interval_opts o{};
+  o.size = sizeof o;
+  o.checkpoint_s = C_;
+  o.restart_s = R_;
+  o.mtbf_s = mtbf_s_;
+  ckpt_plan_interval_result r{};
+  r.size = sizeof r;
+  char msg[256] = "";
+  if (int rc = ckpt_plan_interval(&o, &r, msg, sizeof msg); rc != 0) {
+    error = msg;
+    return false;
+  }
+  interval_s_ = r.exact_period_s;
+  return true;
+}
+
+}  // namespace cr_run
