@@ -3,9 +3,9 @@ by mpirun's PID with --tree (as tests/e2e/mpi.sh runs them; docs/mpi.md).
 
 What a failure leaves and a restart must do without is made explicit here:
 every process of the job is killed, the session directory (under the job's
-own TMPDIR, on tmpfs) and the job's /dev/shm files are removed, and the
-restart waits, outside its own timing, for the TIME-WAIT sockets that hold
-the job's listening ports (docs/jobs.md) to go away."""
+own TMPDIR, on tmpfs) and the job's /dev/shm files are removed. The
+TIME-WAIT sockets the kill leaves on the job's listening ports are ended by
+the restore itself (docs/jobs.md), inside its measured time."""
 import os
 import shutil
 import signal
@@ -15,7 +15,6 @@ import time
 from .errors import BenchError
 
 WORKLOADS = ("cg_mpi", "stencil_mpi", "transpose_mpi")
-_TIME_WAIT, _LISTEN = "06", "0A"
 
 
 def launcher():
@@ -44,7 +43,6 @@ class Job:
         self.tmp = tempfile.mkdtemp(prefix=f"cr_bench-{name}.", dir=base)
         self.cwd = tempfile.mkdtemp(prefix=f"cr_bench-{name}.cwd.")
         self.shm_files = set()
-        self.ports = set()  # the job's listening TCP ports
 
     def env(self):
         e = dict(os.environ)
@@ -52,8 +50,7 @@ class Job:
         return e
 
     def record(self, pids):
-        """Before the kill: the job's /dev/shm files and listening ports."""
-        inodes = set()
+        """Before the kill: the job's /dev/shm files."""
         for p in pids:
             try:
                 with open(f"/proc/{p}/maps") as f:
@@ -66,15 +63,10 @@ class Job:
                         link = os.readlink(f"/proc/{p}/fd/{fd}")
                     except OSError:
                         continue
-                    if link.startswith("socket:["):
-                        inodes.add(link[8:-1])
-                    elif link.startswith("/dev/shm/") and not link.endswith(" (deleted)"):
+                    if link.startswith("/dev/shm/") and not link.endswith(" (deleted)"):
                         self.shm_files.add(link)
             except OSError:
                 continue
-        for local, _, state, inode in _tcp_rows():
-            if state == _LISTEN and inode in inodes:
-                self.ports.add(local)
 
     def cleanup(self):
         """What a failed node leaves of the job: nothing on tmpfs."""
@@ -88,32 +80,9 @@ class Job:
             p = os.path.join(self.tmp, entry)
             shutil.rmtree(p, ignore_errors=True) if os.path.isdir(p) else os.unlink(p)
 
-    def wait_time_wait(self, limit=70):
-        """Waits until no TIME-WAIT socket holds a listening port of the job;
-        returns the seconds waited."""
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < limit:
-            if not any(st == _TIME_WAIT and local in self.ports for local, _, st, _ in _tcp_rows()):
-                break
-            time.sleep(0.2)
-        return time.monotonic() - t0
-
     def remove(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
         shutil.rmtree(self.cwd, ignore_errors=True)
-
-
-def _tcp_rows():
-    """(local port, remote port, state, inode) of every TCP socket here."""
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(path) as f:
-                next(f)
-                for line in f:
-                    x = line.split()
-                    yield int(x[1].rsplit(":", 1)[1], 16), int(x[2].rsplit(":", 1)[1], 16), x[3], x[9]
-        except OSError:
-            continue
 
 
 def tree_pids(root):

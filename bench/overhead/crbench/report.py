@@ -12,7 +12,7 @@ OVERHEAD_FIELDS = ["workload", "interval_s", "runs", "baseline_s", "wall_s", "sl
                    "cpu_baseline_s", "cpu_s", "cpu_slowdown_pct", "checkpoints_per_run"]
 RESTART_FIELDS = ["workload", "chain_length", "generation", "interval_s", "killed_at_s", "restore_s",
                   "generations_read", "pages_read", "pages_written", "pages_skipped", "bytes_read",
-                  "run_to_end_s", "verified", "time_wait_s"]
+                  "run_to_end_s", "verified"]
 SUMMARY_FIELDS = ["workload", "baseline_s", "interval_s", "slowdown_pct", "cpu_slowdown_pct",
                   "O_f", "O_i", "frozen_f", "frozen_i", "R_f", "R_f1i", "R_f3i", "S_1", "S_3",
                   "full_MiB", "incr_MiB", "full_disk_MiB", "incr_disk_MiB", "dirty_pct",
