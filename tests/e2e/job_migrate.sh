@@ -73,16 +73,12 @@ ADDR_B=$NET.2
 RPIDS=()
 LOGS=("$WORK/prog.err" "$WORK/recv.err" "$WORK/migrate.err" "$WORK/tool.err" "$WORK/pause.err")
 
-kill_tree() {
-  local c
-  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do kill_tree "$c"; done
-  kill -9 "$1" 2>/dev/null || true
-}
+# shellcheck source=netns.sh
+source "$HERE/netns.sh"
 cleanup() {
   local p
   for p in "${RPIDS[@]}"; do kill_tree "$p"; done
-  ip netns del "$NS_A" 2>/dev/null || true
-  ip netns del "$NS_B" 2>/dev/null || true
+  netns_remove "$NS_A" "$NS_B"
   cleanup_common
 }
 trap cleanup EXIT
@@ -91,16 +87,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 if [[ $TEST != *pause* ]]; then
-  command -v ip >/dev/null || skip "no ip command (iproute2)"
-  ip netns add "$NS_A" && ip netns add "$NS_B" || skip "cannot create network namespaces"
-  ip link add "jA$TAG" type veth peer name "jB$TAG" || skip "cannot create a veth pair"
-  ip link set "jA$TAG" netns "$NS_A"
-  ip link set "jB$TAG" netns "$NS_B"
-  ip -n "$NS_A" addr add "$NET.1/24" dev "jA$TAG"
-  ip -n "$NS_B" addr add "$ADDR_B/24" dev "jB$TAG"
-  for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
-  ip -n "$NS_A" link set "jA$TAG" up
-  ip -n "$NS_B" link set "jB$TAG" up
+  netns_pair "$NS_A" "$NS_B" "$NET" "j$TAG" || skip "$NETNS_WHY"
 fi
 head -c 32 /dev/urandom >"$WORK/token"
 chmod 600 "$WORK/token"
@@ -225,7 +212,7 @@ case $TEST in
     ;;
 
   recv-killed)
-    ip netns exec "$NS_A" tc qdisc add dev "jA$TAG" root tbf rate 20mbit burst 64kb latency 200ms ||
+    ip netns exec "$NS_A" tc qdisc add dev "j$TAG-A" root tbf rate 20mbit burst 64kb latency 200ms ||
       skip "no tc/tbf to throttle the link"
     start_receiver
     start_job 800 "$NS_A"

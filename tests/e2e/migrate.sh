@@ -74,19 +74,13 @@ NS_B=ckmB$TAG
 PORT=$((20000 + TAG % 20000))
 ADDR_B=10.251.$((TAG % 250)).2
 RPIDS=()
-# kill_tree PID: SIGKILL to PID's children, then PID (ip netns exec and
-# unshare stand between the test and the tool).
-kill_tree() {
-  local c
-  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do kill -9 "$c" 2>/dev/null || true; done
-  kill -9 "$1" 2>/dev/null || true
-}
+# shellcheck source=netns.sh
+source "$HERE/netns.sh"
 
 cleanup() {
   local p
   for p in "${RPIDS[@]}"; do kill_tree "$p"; done
-  ip netns del "$NS_A" 2>/dev/null || true
-  ip netns del "$NS_B" 2>/dev/null || true
+  netns_remove "$NS_A" "$NS_B"
   cleanup_common
 }
 trap cleanup EXIT
@@ -96,17 +90,7 @@ trap 'exit 143' TERM
 LOGS=("$WORK/prog.err" "$WORK/recv.err" "$WORK/migrate.err" "$WORK/tool.err")
 
 if [[ $TEST != pause* ]]; then
-  ip netns add "$NS_A" && ip netns add "$NS_B" || skip "cannot create network namespaces"
-  ip link add "vA$TAG" type veth peer name "vB$TAG" || skip "cannot create a veth pair"
-  ip link set "vA$TAG" netns "$NS_A"
-  ip link set "vB$TAG" netns "$NS_B"
-  ip -n "$NS_A" addr add "10.251.$((TAG % 250)).1/24" dev "vA$TAG"
-  ip -n "$NS_B" addr add "$ADDR_B/24" dev "vB$TAG"
-  for ns in "$NS_A" "$NS_B"; do
-    ip -n "$ns" link set lo up
-  done
-  ip -n "$NS_A" link set "vA$TAG" up
-  ip -n "$NS_B" link set "vB$TAG" up
+  netns_pair "$NS_A" "$NS_B" "10.251.$((TAG % 250))" "v$TAG" || skip "$NETNS_WHY"
 fi
 
 head -c 32 /dev/urandom >"$WORK/token"
@@ -245,7 +229,7 @@ expect_nothing_restored() {
 }
 
 throttle() { # slows the link A->B to $1 so a transfer takes seconds
-  ip netns exec "$NS_A" tc qdisc add dev "vA$TAG" root tbf rate "$1" burst 64kb latency 200ms ||
+  ip netns exec "$NS_A" tc qdisc add dev "v$TAG-A" root tbf rate "$1" burst 64kb latency 200ms ||
     skip "no tc/tbf to throttle the link"
 }
 

@@ -19,16 +19,12 @@ PORT=$((20000 + ($$ + 11) % 20000))
 NET=10.253.$(($$ % 250))
 ADDR_B=$NET.2
 
-kill_tree() {
-  local c
-  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do kill_tree "$c"; done
-  kill -9 "$1" 2>/dev/null || true
-}
+# shellcheck source=netns.sh
+source "$HERE/netns.sh"
 move_cleanup() {
   local p
   for p in "${RPIDS[@]}"; do kill_tree "$p"; done
-  ip netns del "$NS_A" 2>/dev/null || true
-  ip netns del "$NS_B" 2>/dev/null || true
+  netns_remove "$NS_A" "$NS_B"
   cleanup
 }
 trap move_cleanup EXIT
@@ -84,16 +80,7 @@ case $ACTION in
     pass "checkpoint at iter $at_full, rolled back at iter $at_pause; $(grep -o '"frozen_seconds":[0-9.]*' "$WORK/pause.out"); reference run ${REF_TIME}s"
     ;;
   migrate-frozen | migrate-live)
-    command -v ip >/dev/null || skip "no ip command (iproute2)"
-    ip netns add "$NS_A" && ip netns add "$NS_B" || skip "cannot create network namespaces"
-    ip link add "pA$$" type veth peer name "pB$$" || skip "cannot create a veth pair"
-    ip link set "pA$$" netns "$NS_A"
-    ip link set "pB$$" netns "$NS_B"
-    ip -n "$NS_A" addr add "$NET.1/24" dev "pA$$"
-    ip -n "$NS_B" addr add "$ADDR_B/24" dev "pB$$"
-    for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
-    ip -n "$NS_A" link set "pA$$" up
-    ip -n "$NS_B" link set "pB$$" up
+    netns_pair "$NS_A" "$NS_B" "$NET" "p$$" || skip "$NETNS_WHY"
     head -c 32 /dev/urandom >"$WORK/token"
     chmod 600 "$WORK/token"
     (close_fds && exec ip netns exec "$NS_B" unshare --pid --fork --mount-proc --kill-child \

@@ -1,0 +1,35 @@
+# shellcheck shell=bash
+# Two "nodes" for the migration tests (migrate.sh, job_migrate.sh,
+# mpi_move.sh): network namespaces joined by a veth pair. Sourced.
+
+# netns_pair NS_A NS_B NET LINK: creates NS_A (address NET.1) and NS_B
+# (NET.2), NET a /24 prefix such as 10.252.7, joined by the veth pair
+# LINK-A/LINK-B, every link up. Returns 1 with the reason in NETNS_WHY when
+# this machine cannot (no iproute2, no privilege): the caller skips.
+netns_pair() {
+  local a=$1 b=$2 net=$3 link=$4 ns
+  command -v ip >/dev/null || { NETNS_WHY="no ip command (iproute2)"; return 1; }
+  { ip netns add "$a" && ip netns add "$b"; } || { NETNS_WHY="cannot create network namespaces"; return 1; }
+  ip link add "$link-A" type veth peer name "$link-B" || { NETNS_WHY="cannot create a veth pair"; return 1; }
+  ip link set "$link-A" netns "$a"
+  ip link set "$link-B" netns "$b"
+  ip -n "$a" addr add "$net.1/24" dev "$link-A"
+  ip -n "$b" addr add "$net.2/24" dev "$link-B"
+  for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
+  ip -n "$a" link set "$link-A" up
+  ip -n "$b" link set "$link-B" up
+}
+
+# netns_remove NS...: the namespaces go (their veth ends with them).
+netns_remove() {
+  local ns
+  for ns in "$@"; do ip netns del "$ns" 2>/dev/null || true; done
+}
+
+# kill_tree PID: SIGKILL to PID's descendants, then PID (ip netns exec and
+# unshare stand between the test and the tool).
+kill_tree() {
+  local c
+  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do kill_tree "$c"; done
+  kill -9 "$1" 2>/dev/null || true
+}
