@@ -62,11 +62,10 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts) {
   const double t0 = now_seconds();
   MigrateStats stats;
   stats.live = opts.live;
-  CKPT_ASSIGN(std::vector<uint8_t> token, load_token(opts.token_file));
-  CKPT_ASSIGN(UniqueFd fd, connect_to(opts.to, opts.timeout_seconds));
-  FrameWriter w(fd.get());
-  FrameReader r(fd.get());
-  CKPT_ASSIGN(uint64_t first_gen, sender_handshake(w, r, token));
+  CKPT_ASSIGN(auto link, open_link(opts));
+  FrameWriter& w = link->w;
+  FrameReader& r = link->r;
+  const uint64_t first_gen = link->first_gen;
 
   LocalChain local;
   const char* tmp = std::getenv("TMPDIR");

@@ -96,6 +96,14 @@ Result<uint64_t> sender_handshake(FrameWriter& w, FrameReader& r,
   return first;
 }
 
+Result<std::unique_ptr<SenderLink>> open_link(const MigrateOptions& opts) {
+  CKPT_ASSIGN(std::vector<uint8_t> token, load_token(opts.token_file));
+  CKPT_ASSIGN(UniqueFd fd, connect_to(opts.to, opts.timeout_seconds));
+  auto link = std::make_unique<SenderLink>(std::move(fd));
+  CKPT_ASSIGN(link->first_gen, sender_handshake(link->w, link->r, token));
+  return link;
+}
+
 }  // namespace migrate
 
 namespace {
@@ -107,11 +115,10 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
   const double t0 = now_seconds();
   MigrateStats stats;
   stats.live = opts.live;
-  CKPT_ASSIGN(std::vector<uint8_t> token, load_token(opts.token_file));
-  CKPT_ASSIGN(UniqueFd fd, connect_to(opts.to, opts.timeout_seconds));
-  FrameWriter w(fd.get());
-  FrameReader r(fd.get());
-  CKPT_ASSIGN(uint64_t first_gen, sender_handshake(w, r, token));
+  CKPT_ASSIGN(auto link, open_link(opts));
+  FrameWriter& w = link->w;
+  FrameReader& r = link->r;
+  const uint64_t first_gen = link->first_gen;
 
   CheckpointOptions co;
   co.pid = opts.pid;

@@ -4,6 +4,7 @@
 
 #include <ckpt/migrate.hpp>
 #include <ckpt/result.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,17 @@ Result<UniqueFd> connect_to(const std::string& to, double timeout);
 // Mutual challenge-response; returns the first generation number to use.
 Result<uint64_t> sender_handshake(FrameWriter& w, FrameReader& r,
                                   const std::vector<uint8_t>& token);
+
+// An authenticated connection to the receiver of opts.to.
+struct SenderLink {
+  explicit SenderLink(UniqueFd f) : fd(std::move(f)), w(fd.get()), r(fd.get()) {}
+  UniqueFd fd;
+  FrameWriter w;
+  FrameReader r;
+  uint64_t first_gen = 0;  // the receiver's first generation number
+};
+// Loads the token, connects and authenticates both ways.
+Result<std::unique_ptr<SenderLink>> open_link(const MigrateOptions& opts);
 // cr_migrate --tree: the job of opts.pid (migrate/job_sender.cpp).
 Result<MigrateStats> migrate_job(const MigrateOptions& opts);
 
