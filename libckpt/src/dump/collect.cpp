@@ -1,4 +1,5 @@
 #include "dump/collect.hpp"
+#include "ipc/sysv_shm.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -82,6 +83,8 @@ Result<std::vector<VmaRecord>> collect_vmas(pid_t pid, const std::vector<proc::M
       // Its inode names the object, which several mappings (and processes) may share.
       v.ino = m.inode;
       v.pgoff = m.offset;
+    } else if (ipc::is_sysv_mapping(m)) {
+      CKPT_TRY(ipc::collect_sysv(m, where, &v));
     } else if (m.inode != 0) {
       if (ends_with(m.path, " (deleted)"))
         return make_error(ENOTSUP, where + ": mapped file was deleted: not supported yet");

@@ -14,7 +14,8 @@ Status SharedMemory::create(const std::vector<const image::ImageMeta*>& metas) {
   std::map<uint64_t, uint64_t> size;  // inode -> bytes the mappings reach
   for (const image::ImageMeta* m : metas)
     for (const image::VmaRecord& v : m->vmas)
-      if (v.is_shared_anon() && v.ino) size[v.ino] = std::max(size[v.ino], v.pgoff + v.size());
+      if (v.is_shared_anon() && v.ino && !(v.flags & image::kVmaSysv))
+        size[v.ino] = std::max(size[v.ino], v.pgoff + v.size());
   for (auto [ino, bytes] : size) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -28,6 +29,8 @@ Status SharedMemory::create(const std::vector<const image::ImageMeta*>& metas) {
     paths_[ino] = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd.get());
     fds_.push_back(std::move(fd));
   }
+  CKPT_TRY(sysv_.create(metas));
+  sysv_.add_paths(&paths_);
   return {};
 }
 

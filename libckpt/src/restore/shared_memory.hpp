@@ -12,6 +12,7 @@
 
 #include "image/chain.hpp"
 #include "image/model.hpp"
+#include "ipc/sysv_shm.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::restore {
@@ -25,6 +26,7 @@ class SharedMemory {
  private:
   std::vector<UniqueFd> fds_;
   std::map<uint64_t, std::string> paths_;
+  ipc::SysvSegments sysv_;  // SysV segments: "sysv:ID" in paths_
 };
 
 // The member that holds the content of each shared object (by inode): the
