@@ -24,6 +24,9 @@ enum VmaFlag : uint32_t {
   kVmaMayWrite = 1u << 6,   // file opened for writing allowed (shared writable mappings)
   kVmaSysv = 1u << 7,       // a SysV shm attachment (with kVmaShared): ino = shmid, and
                             // dev, file_size, mtime_ns pack the segment (ipc/sysv_shm.hpp)
+  kVmaDeletedShared = 1u << 8,  // MAP_SHARED of a file deleted since (UCX's /dev/shm segments):
+                                // saved as shared memory, the file made again unlinked; dev, ino,
+                                // file_size are the file's, name ends in " (deleted)"
 };
 
 struct VmaRecord {

@@ -12,8 +12,13 @@
 // At the end both check the segments by id (the ids the program got before
 // the checkpoint: the same after a restore), the key, size and mode, and
 // detach them (shmdt finds real attachments).
+// Also, as UCX does: a file in /dev/shm, mapped shared by both, unlinked,
+// whose fd the root keeps; the child writes a page through the mapping, the
+// root writes one through the fd (pwrite); at the end the root checks that
+// the fd and the mapping still show the same file.
 #define _GNU_SOURCE
 #include <sys/ipc.h>
+#include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/wait.h>
 
@@ -69,6 +74,13 @@ int main(int argc, char** argv) {
   if (pid_seg < 0 || key_seg < 0) e2e_fail("shmget: %s", strerror(errno));
   struct page* priv = shmat(pid_seg, NULL, 0);
   if (priv == (void*)-1) e2e_fail("shmat: %s", strerror(errno));
+  char dpath[200];
+  snprintf(dpath, sizeof dpath, "/dev/shm/ckpt_e2e_sysv_%d", getpid());
+  int dfd = open(dpath, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (dfd < 0 || ftruncate(dfd, 4 * PAGE) != 0) e2e_fail("%s: %s", dpath, strerror(errno));
+  struct page* del = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, dfd, 0);
+  if (del == MAP_FAILED) e2e_fail("mmap %s: %s", dpath, strerror(errno));
+  unlink(dpath);
   int go[2];
   if (pipe(go) != 0) e2e_fail("pipe: %s", strerror(errno));
   fflush(NULL);
@@ -85,6 +97,7 @@ int main(int argc, char** argv) {
     for (long r = 1; r <= nrounds; r++) {
       fill(&priv[1], (uint64_t)r, 1);
       fill(&keyed[3], (uint64_t)r, 2);
+      fill(&del[1], (uint64_t)r, 5);
       seen = check(&priv[0], 0, seen, "child");
       e2e_sleep_ms(10);
     }
@@ -103,8 +116,14 @@ int main(int argc, char** argv) {
   while (__atomic_load_n(&priv[1].round, __ATOMIC_ACQUIRE) == 0) e2e_sleep_ms(1);
   e2e_ready(argv[1]);
   uint64_t seen1 = 0, seen2 = 0;
+  uint64_t seen3 = 0;
   for (long r = 1; r <= nrounds; r++) {
     fill(&priv[0], (uint64_t)r, 0);
+    struct page pg;
+    fill(&pg, (uint64_t)r, 6);
+    if (pwrite(dfd, &pg, PAGE, 2 * PAGE) != PAGE) e2e_fail("pwrite: %s", strerror(errno));
+    seen3 = check(&del[2], 6, seen3, "root (deleted file, written through its fd)");
+    check(&del[1], 5, 0, "root (deleted file)");
     seen1 = check(&priv[1], 1, seen1, "root (private segment)");
     seen2 = check(&keyed[3], 2, seen2, "root (keyed segment)");
     e2e_sleep_ms(10);
@@ -114,6 +133,9 @@ int main(int argc, char** argv) {
     e2e_fail("child failed (status 0x%x)", st);
   if (seen1 != (uint64_t)nrounds && check(&priv[1], 1, seen1, "root") != (uint64_t)nrounds)
     e2e_fail("root: the child's last round is missing");
+  struct page pg;
+  if (pread(dfd, &pg, PAGE, PAGE) != PAGE || memcmp(&pg, &del[1], PAGE) != 0)
+    e2e_fail("root: the deleted file's fd and its mapping differ");
   check_segment(pid_seg, psize, 0640, IPC_PRIVATE, "root");
   check_segment(key_seg, ksize, 0600, key, "root");
   if (shmdt(keyed) != 0 || shmdt(priv) != 0) e2e_fail("root: shmdt: %s", strerror(errno));
