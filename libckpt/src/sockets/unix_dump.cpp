@@ -104,7 +104,7 @@ int get_int(int sock, int level, int opt) {
 
 // The receive queue, message by message (a stream's in the chunks the
 // kernel returns), without consuming it.
-Status peek_queue(int sock, int type, const std::string& what,
+Status peek_queue(int sock, int type, bool read_shut, const std::string& what,
                   std::vector<std::pair<std::string, std::vector<uint8_t>>>* out) {
   const int saved_off = get_int(sock, SOL_SOCKET, SO_PEEK_OFF);
   int off = 0;
@@ -149,8 +149,10 @@ Status peek_queue(int sock, int type, const std::string& what,
       break;
     }
     if (n == 0) {
-      if (type == SOCK_STREAM) break;  // end of stream (the peer shut down its side)
-      s = make_error(ENOTSUP, what + ": an empty datagram in its queue: not supported");
+      // End of file (the peer shut its side down or closed): nothing more
+      // is queued. A datagram socket has no end of file: an empty datagram.
+      if (type == SOCK_STREAM || (type == SOCK_SEQPACKET && read_shut)) break;
+      s = make_error(ENOTSUP, what + ": an empty message in its queue: not supported");
       break;
     }
     out->emplace_back(type == SOCK_STREAM ? std::string() : name_of(from, mh.msg_namelen),
@@ -219,16 +221,16 @@ Status collect_unix(int sock, uint64_t ino, const std::set<uint64_t>& job_socket
   if (!name.empty() && name[0] == '/') {
     struct stat st;
     if (::lstat(name.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-      p[image::kUnixFileMode] = st.st_mode & 07777 ? st.st_mode & 07777 : 0;
+      // S_IFSOCK kept in the word, so a file of mode 0 is still "a file".
+      p[image::kUnixFileMode] = st.st_mode & (S_IFMT | 07777);
       p[image::kUnixFileUid] = st.st_uid;
       p[image::kUnixFileGid] = st.st_gid;
-      if (!p[image::kUnixFileMode]) p[image::kUnixFileMode] = S_IFSOCK;  // mode 0: still a file
     }
   }
 
   std::vector<std::pair<std::string, std::vector<uint8_t>>> queue;
   if (p[image::kUnixState] != image::kUnixListening)
-    CKPT_TRY(peek_queue(sock, d.type, desc + ")", &queue));
+    CKPT_TRY(peek_queue(sock, d.type, d.shutdown & 1, desc + ")", &queue));
   // Who sends each datagram again at restore: the peer of a connected
   // socket, else the socket with the sender's name (or an unnamed one).
   const bool connected = p[image::kUnixState] == image::kUnixConnected;

@@ -2,7 +2,8 @@
 // for cr_full --tree (job.sh with E2E_JOB_PROG=unix_pair E2E_JOB_PROCS=2).
 // Before the fork the root makes: a stream socketpair, a seqpacket
 // socketpair, a half-closed stream pair (the child writes "half-closed" and
-// shuts its sending side), a datagram socket bound to WORKDIR/dg.sock and an
+// shuts its sending side), a half-closed seqpacket pair (one record, then
+// the child's shutdown), a datagram socket bound to WORKDIR/dg.sock and an
 // abstract listener (SO_PASSCRED on the seqpacket end). The child connects to the listener
 // (the root accepts), binds an abstract datagram socket, and keeps an
 // unnamed one. Each round the root sends, one round ahead of the child, a
@@ -82,7 +83,7 @@ static void recv_msg(int fd, uint8_t* buf, size_t want, struct sockaddr_un* from
   memcpy(buf, big, want);
 }
 
-static void child(int st, int sq, int half) {
+static void child(int st, int sq, int half, int sqhalf) {
   struct sockaddr_un a;
   int conn = socket(AF_UNIX, SOCK_STREAM, 0);
   if (connect(conn, (struct sockaddr*)&a, abstract(&a, lname, llen)) != 0)
@@ -92,6 +93,8 @@ static void child(int st, int sq, int half) {
     e2e_fail("child: bind: %s", strerror(errno));
   io_all(half, "half-closed", 11, 1, "child: writing the half-closed pair");
   shutdown(half, SHUT_WR);
+  if (send(sqhalf, "seq-end", 7, 0) != 7) e2e_fail("child: seqpacket record: %s", strerror(errno));
+  shutdown(sqhalf, SHUT_WR);
   io_all(conn, "k", 1, 1, "child: hello");  // the root waits for this before it is ready
   uint8_t buf[BLOCK], want[BLOCK];
   uint64_t total = 0;
@@ -158,9 +161,9 @@ int main(int argc, char** argv) {
   snprintf(dgpath, sizeof dgpath, "%s/dg.sock", argv[2]);
   llen = 1 + (size_t)snprintf(lname + 1, sizeof lname - 1, "unix_pair_%d_l", getpid());
   clen = 1 + (size_t)snprintf(cname + 1, sizeof cname - 1, "unix_pair_%d_c", getpid());
-  int st[2], sq[2], half[2];
+  int st[2], sq[2], half[2], sqhalf[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, st) || socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sq) ||
-      socketpair(AF_UNIX, SOCK_STREAM, 0, half))
+      socketpair(AF_UNIX, SOCK_STREAM, 0, half) || socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sqhalf))
     e2e_fail("socketpair: %s", strerror(errno));
   struct sockaddr_un a;
   int l = socket(AF_UNIX, SOCK_STREAM, 0), dg = socket(AF_UNIX, SOCK_DGRAM, 0);
@@ -177,10 +180,10 @@ int main(int argc, char** argv) {
   if (c < 0) e2e_fail("fork: %s", strerror(errno));
   if (c == 0) {
     e2e_name = "unix_pair (child)";
-    close(st[0]), close(sq[0]), close(half[0]), close(l), close(dg);
-    child(st[1], sq[1], half[1]);
+    close(st[0]), close(sq[0]), close(half[0]), close(sqhalf[0]), close(l), close(dg);
+    child(st[1], sq[1], half[1], sqhalf[1]);
   }
-  close(st[1]), close(sq[1]), close(half[1]);
+  close(st[1]), close(sq[1]), close(half[1]), close(sqhalf[1]);
   int conn = accept(l, NULL, NULL);
   if (conn < 0) e2e_fail("accept: %s", strerror(errno));
   char hello;
@@ -221,6 +224,10 @@ int main(int argc, char** argv) {
   if (memcmp(h, "half-closed", 11) != 0) e2e_fail("root: wrong bytes on the half-closed pair");
   if (read(half[0], h, 1) != 0) e2e_fail("root: the half-closed pair is not at end of file");
   io_all(half[0], "ok", 2, 1, "root: last word");
+  // The half-closed seqpacket pair: one record, then end of file.
+  if (recv(sqhalf[0], h, sizeof h, 0) != 7 || memcmp(h, "seq-end", 7) != 0)
+    e2e_fail("root: the seqpacket record before the shutdown is lost");
+  if (recv(sqhalf[0], h, sizeof h, 0) != 0) e2e_fail("root: the seqpacket pair is not at end of file");
   int pc = 0;
   socklen_t pl = sizeof pc;
   if (getsockopt(sq[0], SOL_SOCKET, SO_PASSCRED, &pc, &pl) != 0 || !pc)
