@@ -85,15 +85,15 @@ Result<std::vector<VmaRecord>> collect_vmas(pid_t pid, const std::vector<proc::M
       v.pgoff = m.offset;
     } else if (ipc::is_sysv_mapping(m)) {
       CKPT_TRY(ipc::collect_sysv(m, where, &v));
-    } else if (m.inode != 0 && m.shared && ends_with(m.path, " (deleted)") &&
-               m.path[0] == '/' && m.path.rfind("/memfd:", 0) != 0) {
+    } else if (m.inode != 0 && m.shared && ends_with(m.path, " (deleted)") && m.path[0] == '/' &&
+               m.path.rfind("/memfd:", 0) != 0) {
       // A shared mapping of a deleted file: memory shared like MAP_SHARED
       // anonymous memory (content once per job), its file made again at restore.
       std::string mf = proc_path(pid, "map_files/") + hex(m.start, false) + "-" + hex(m.end, false);
       struct stat st;
       if (::stat(mf.c_str(), &st) != 0) return sys_error(where);
       if (!S_ISREG(st.st_mode)) return make_error(ENOTSUP, where + ": unsupported mapping");
-      v.flags |= image::kVmaDeletedShared;
+      v.flags |= image::kVmaDelShared;
       v.pgoff = m.offset;
       v.dev = st.st_dev;
       v.ino = st.st_ino;

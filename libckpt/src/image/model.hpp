@@ -24,9 +24,9 @@ enum VmaFlag : uint32_t {
   kVmaMayWrite = 1u << 6,   // file opened for writing allowed (shared writable mappings)
   kVmaSysv = 1u << 7,       // a SysV shm attachment (with kVmaShared): ino = shmid, and
                             // dev, file_size, mtime_ns pack the segment (ipc/sysv_shm.hpp)
-  kVmaDeletedShared = 1u << 8,  // MAP_SHARED of a file deleted since (UCX's /dev/shm segments):
-                                // saved as shared memory, the file made again unlinked; dev, ino,
-                                // file_size are the file's, name ends in " (deleted)"
+  kVmaDelShared = 1u << 8,  // MAP_SHARED of a file deleted since (UCX's /dev/shm segments):
+                            // saved as shared memory, the file made again unlinked; dev, ino,
+                            // file_size are the file's, name ends in " (deleted)"
 };
 
 struct VmaRecord {
@@ -189,25 +189,30 @@ enum : size_t {
   kPtyLocked = 11,   // 1: the slave is locked (TIOCSPTLCK)
   kPtyParams = 12,
   // kUnix (sockets/unix.hpp).
-  kUnixType = 0,         // SOCK_STREAM, SOCK_DGRAM or SOCK_SEQPACKET
-  kUnixState = 1,        // kUnixListening, kUnixConnected, kUnixUnconnected, kUnixPeerClosed
-  kUnixPeer = 2,         // the peer's inode (connected)
-  kUnixBacklog = 3,      // listening: the listen(2) backlog
-  kUnixShutdown = 4,     // its own shutdown bits (1 receive, 2 send)
-  kUnixOptions = 5,      // kUnixOpt* bits
-  kUnixPeekOff = 6,      // SO_PEEK_OFF + 1 (0: off)
-  kUnixSndBuf = 7,       // SO_SNDBUF, SO_RCVBUF as getsockopt reports them
+  kUnixType = 0,      // SOCK_STREAM, SOCK_DGRAM or SOCK_SEQPACKET
+  kUnixState = 1,     // kUnixListening, kUnixConnected, kUnixUnconnected, kUnixPeerClosed
+  kUnixPeer = 2,      // the peer's inode (connected)
+  kUnixBacklog = 3,   // listening: the listen(2) backlog
+  kUnixShutdown = 4,  // its own shutdown bits (1 receive, 2 send)
+  kUnixOptions = 5,   // kUnixOpt* bits
+  kUnixPeekOff = 6,   // SO_PEEK_OFF + 1 (0: off)
+  kUnixSndBuf = 7,    // SO_SNDBUF, SO_RCVBUF as getsockopt reports them
   kUnixRcvBuf = 8,
-  kUnixNameLen = 9,      // bytes of its name at the start of `data` (abstract: leading NUL)
+  kUnixNameLen = 9,       // bytes of its name at the start of `data` (abstract: leading NUL)
   kUnixPeerNameLen = 10,  // bytes of its peer's name after it
-  kUnixFileMode = 11,    // a path name: the socket file's mode (0: no file), owner and group
+  kUnixFileMode = 11,     // a path name: the socket file's mode (0: no file), owner and group
   kUnixFileUid = 12,
   kUnixFileGid = 13,
   kUnixParams = 14,
 };
 
 // kUnixState values.
-enum : uint64_t { kUnixListening = 1, kUnixConnected = 2, kUnixUnconnected = 3, kUnixPeerClosed = 4 };
+enum : uint64_t {
+  kUnixListening = 1,
+  kUnixConnected = 2,
+  kUnixUnconnected = 3,
+  kUnixPeerClosed = 4
+};
 // kUnixOptions bits.
 enum : uint64_t { kUnixOptPassCred = 1 << 0, kUnixOptPassSec = 1 << 1 };
 

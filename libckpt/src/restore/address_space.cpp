@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <linux/prctl.h>
 #include <sys/mman.h>
-#include <sys/shm.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
@@ -187,8 +187,8 @@ Status AddressSpaceBuilder::map_vmas() {
       // The restorer made the segment again: attach it here (shmat, not
       // mmap, so it is an attachment that shmdt(2) finds).
       const int id = std::atoi(shared_->at(v.ino).c_str() + 5);  // "sysv:ID"
-      const uint64_t f = SHM_REMAP | ((prot & PROT_WRITE) ? 0 : SHM_RDONLY) |
-                         ((prot & PROT_EXEC) ? SHM_EXEC : 0);
+      const uint64_t f =
+          SHM_REMAP | ((prot & PROT_WRITE) ? 0 : SHM_RDONLY) | ((prot & PROT_EXEC) ? SHM_EXEC : 0);
       auto got = sys("shmat", SYS_shmat, uint64_t(id), v.start, f);
       if (!got.ok())
         st = got.error().context(where);

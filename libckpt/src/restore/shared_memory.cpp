@@ -19,7 +19,7 @@ Status SharedMemory::create_deleted(const std::vector<const image::ImageMeta*>& 
                                     std::map<uint64_t, uint64_t>* anon) {
   for (const image::ImageMeta* m : metas)
     for (const image::VmaRecord& v : m->vmas) {
-      if (!(v.flags & image::kVmaDeletedShared)) continue;
+      if (!(v.flags & image::kVmaDelShared)) continue;
       anon->erase(v.ino);
       const auto key = std::make_pair(v.dev, v.ino);
       if (deleted_.count(key)) continue;

@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
       char buf[CMSG_SPACE(sizeof(int))];
       struct cmsghdr align;
     } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof u.buf};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
     memcpy(CMSG_DATA(c), &passed, sizeof passed);
     if (sendmsg(4, &mh, 0) != 1) e2e_fail("sendmsg: %s", strerror(errno));
     close(passed);
-  } else if (strcmp(mode, "shared-pipe") == 0) {  } else if (strcmp(mode, "shared-pipe") == 0) {
+  } else if (strcmp(mode, "shared-pipe") == 0) {
+  } else if (strcmp(mode, "shared-pipe") == 0) {
     int p[2];
     if (pipe(p) != 0) e2e_fail("pipe: %s", strerror(errno));
     // The child is the target (a process with a child is refused for that
@@ -128,8 +129,8 @@ int main(int argc, char** argv) {
       char buf[CMSG_SPACE(sizeof(int))];
       struct cmsghdr align;
     } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof u.buf};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     if (recvmsg(3, &mh, MSG_DONTWAIT) != 1 || byte != 'x') e2e_fail("the queued byte is gone");
     struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
     if (!c || c->cmsg_type != SCM_RIGHTS) e2e_fail("the descriptor in flight is gone");

@@ -227,7 +227,8 @@ int main(int argc, char** argv) {
   // The half-closed seqpacket pair: one record, then end of file.
   if (recv(sqhalf[0], h, sizeof h, 0) != 7 || memcmp(h, "seq-end", 7) != 0)
     e2e_fail("root: the seqpacket record before the shutdown is lost");
-  if (recv(sqhalf[0], h, sizeof h, 0) != 0) e2e_fail("root: the seqpacket pair is not at end of file");
+  if (recv(sqhalf[0], h, sizeof h, 0) != 0)
+    e2e_fail("root: the seqpacket pair is not at end of file");
   int pc = 0;
   socklen_t pl = sizeof pc;
   if (getsockopt(sq[0], SOL_SOCKET, SO_PASSCRED, &pc, &pl) != 0 || !pc)
