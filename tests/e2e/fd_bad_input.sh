@@ -14,7 +14,11 @@
 #                    is no process's fd (not yet accepted) is refused with
 #                    "its peer is not in the job"; the target keeps running
 #                    and finishes by itself
-#   unix-socket      the same with a bound UNIX datagram socket
+#   unix-socket      a UNIX stream socket whose peer another process (the
+#                    target's parent) holds: "its peer is not in the job"
+#   unix-inflight    a UNIX socket with a descriptor in flight (SCM_RIGHTS
+#                    not yet received): refused; the program then finds its
+#                    byte and descriptor still queued, once
 #   shared-pipe      a pipe whose other end another process (the target's
 #                    parent) holds: refused naming that process
 #   shared-fifo      a FIFO another process (this script) holds open too:
@@ -29,8 +33,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket shared-pipe
-  shared-fifo flock inotify)
+TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket unix-inflight
+  shared-pipe shared-fifo flock inotify)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
   echo "  TEST: ${TESTS[*]}" >&2
@@ -170,7 +174,13 @@ case $TEST in
     ;;
   unix-socket)
     start fd_unsupported unix
-    refused_at_checkpoint "^cr_full: fd 3: UNIX datagram socket $WORK/ready.sock: not supported yet$"
+    # The target is the forked child; its parent holds the peer.
+    CK_PID=$(cut -d' ' -f1 "$WORK/ready")
+    refused_at_checkpoint "^cr_full: fd 3: socket:\[[0-9]+\] \(UNIX stream socket \(unnamed\) -> peer inode [0-9]+\): its peer is not in the job: checkpoint the whole job \(--tree of a common ancestor\)$"
+    ;;
+  unix-inflight)
+    start fd_unsupported unix-inflight
+    refused_at_checkpoint "^cr_full: fd 3: socket:\[[0-9]+\] \(UNIX stream socket \(unnamed\)\): descriptors in flight \(SCM_RIGHTS not yet received\): not supported$"
     ;;
   shared-pipe)
     start fd_unsupported shared-pipe

@@ -1,4 +1,5 @@
 #include "dump/collect.hpp"
+#include "ipc/sysv_shm.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -82,6 +83,22 @@ Result<std::vector<VmaRecord>> collect_vmas(pid_t pid, const std::vector<proc::M
       // Its inode names the object, which several mappings (and processes) may share.
       v.ino = m.inode;
       v.pgoff = m.offset;
+    } else if (ipc::is_sysv_mapping(m)) {
+      CKPT_TRY(ipc::collect_sysv(m, where, &v));
+    } else if (m.inode != 0 && m.shared && ends_with(m.path, " (deleted)") && m.path[0] == '/' &&
+               m.path.rfind("/memfd:", 0) != 0) {
+      // A shared mapping of a deleted file: memory shared like MAP_SHARED
+      // anonymous memory (content once per job), its file made again at restore.
+      std::string mf = proc_path(pid, "map_files/") + hex(m.start, false) + "-" + hex(m.end, false);
+      struct stat st;
+      if (::stat(mf.c_str(), &st) != 0) return sys_error(where);
+      if (!S_ISREG(st.st_mode)) return make_error(ENOTSUP, where + ": unsupported mapping");
+      v.flags |= image::kVmaDelShared;
+      v.pgoff = m.offset;
+      v.dev = st.st_dev;
+      v.ino = st.st_ino;
+      v.file_size = uint64_t(st.st_size);
+      v.mtime_ns = int64_t(((st.st_mode & 07777) | (uint64_t(st.st_uid) << 32)));
     } else if (m.inode != 0) {
       if (ends_with(m.path, " (deleted)"))
         return make_error(ENOTSUP, where + ": mapped file was deleted: not supported yet");

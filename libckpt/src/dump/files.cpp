@@ -23,6 +23,7 @@
 #include "dump/collect.hpp"
 #include "proc/fd_links.hpp"
 #include "sockets/tcp.hpp"
+#include "sockets/unix.hpp"
 #include "tty/pty.hpp"
 #include "util/fd.hpp"
 #include "util/text.hpp"
@@ -508,6 +509,10 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
       if ((family == AF_INET || family == AF_INET6) && protocol == IPPROTO_TCP) {
         if (!job_sockets) job_sockets = sockets::job_socket_inodes(members);
         CKPT_TRY(sockets::collect_tcp(pid, sock.get(), *job_sockets, false, what, &f));
+        saved_bytes += f.data.size();
+      } else if (family == AF_UNIX) {
+        if (!job_sockets) job_sockets = sockets::job_socket_inodes(members);
+        CKPT_TRY(sockets::collect_unix(sock.get(), r.st.st_ino, *job_sockets, what, &f));
         saved_bytes += f.data.size();
       } else {
         return make_error(ENOTSUP, "fd " + std::to_string(r.fd) + ": " +

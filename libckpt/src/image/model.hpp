@@ -22,6 +22,11 @@ enum VmaFlag : uint32_t {
   kVmaVdso = 1u << 4,       // [vdso]: not saved, the restored process's own vdso is moved here
   kVmaVvar = 1u << 5,       // [vvar] / [vvar_vclock]: never read, moved with the vdso
   kVmaMayWrite = 1u << 6,   // file opened for writing allowed (shared writable mappings)
+  kVmaSysv = 1u << 7,       // a SysV shm attachment (with kVmaShared): ino = shmid, and
+                            // dev, file_size, mtime_ns pack the segment (ipc/sysv_shm.hpp)
+  kVmaDelShared = 1u << 8,  // MAP_SHARED of a file deleted since (UCX's /dev/shm segments):
+                            // saved as shared memory, the file made again unlinked; dev, ino,
+                            // file_size are the file's, name ends in " (deleted)"
 };
 
 struct VmaRecord {
@@ -119,6 +124,9 @@ enum class FileKind : uint32_t {
   kPtyMaster = 13,    // /dev/ptmx of a pty whose slave is in the job: params kPty*, `data` =
                       // output not yet read from it
   kPtySlave = 14,     // /dev/pts/N of such a pty: params kPty*
+  kUnix = 15,         // a UNIX socket whose peer (if any) is in the job: params kUnix* and,
+                      // per queued message, (length, sender name length); `data` = name, peer
+                      // name, then each message's sender name and bytes (sockets/unix.hpp)
 };
 
 // FileRecord::params, by kind.
@@ -180,7 +188,33 @@ enum : size_t {
   kPtyWinsize = 10,  // rows | cols << 16 | xpixel << 32 | ypixel << 48
   kPtyLocked = 11,   // 1: the slave is locked (TIOCSPTLCK)
   kPtyParams = 12,
+  // kUnix (sockets/unix.hpp).
+  kUnixType = 0,      // SOCK_STREAM, SOCK_DGRAM or SOCK_SEQPACKET
+  kUnixState = 1,     // kUnixListening, kUnixConnected, kUnixUnconnected, kUnixPeerClosed
+  kUnixPeer = 2,      // the peer's inode (connected)
+  kUnixBacklog = 3,   // listening: the listen(2) backlog
+  kUnixShutdown = 4,  // its own shutdown bits (1 receive, 2 send)
+  kUnixOptions = 5,   // kUnixOpt* bits
+  kUnixPeekOff = 6,   // SO_PEEK_OFF + 1 (0: off)
+  kUnixSndBuf = 7,    // SO_SNDBUF, SO_RCVBUF as getsockopt reports them
+  kUnixRcvBuf = 8,
+  kUnixNameLen = 9,       // bytes of its name at the start of `data` (abstract: leading NUL)
+  kUnixPeerNameLen = 10,  // bytes of its peer's name after it
+  kUnixFileMode = 11,     // a path name: the socket file's mode (0: no file), owner and group
+  kUnixFileUid = 12,
+  kUnixFileGid = 13,
+  kUnixParams = 14,
 };
+
+// kUnixState values.
+enum : uint64_t {
+  kUnixListening = 1,
+  kUnixConnected = 2,
+  kUnixUnconnected = 3,
+  kUnixPeerClosed = 4
+};
+// kUnixOptions bits.
+enum : uint64_t { kUnixOptPassCred = 1 << 0, kUnixOptPassSec = 1 << 1 };
 
 // kTcpOptions bits.
 enum : uint64_t {

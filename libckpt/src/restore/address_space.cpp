@@ -4,11 +4,13 @@
 #include <linux/prctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -180,6 +182,19 @@ Status AddressSpaceBuilder::map_vmas() {
     if (gets_content[i] && !(prot & PROT_WRITE)) {
       prot |= PROT_WRITE;
       extra_write_.push_back(int(i));
+    }
+    if ((v.flags & image::kVmaSysv) && shared_ && shared_->count(v.ino)) {
+      // The restorer made the segment again: attach it here (shmat, not
+      // mmap, so it is an attachment that shmdt(2) finds).
+      const int id = std::atoi(shared_->at(v.ino).c_str() + 5);  // "sysv:ID"
+      const uint64_t f =
+          SHM_REMAP | ((prot & PROT_WRITE) ? 0 : SHM_RDONLY) | ((prot & PROT_EXEC) ? SHM_EXEC : 0);
+      auto got = sys("shmat", SYS_shmat, uint64_t(id), v.start, f);
+      if (!got.ok())
+        st = got.error().context(where);
+      else if (uint64_t(*got) != v.start)
+        st = make_error(EFAULT, where + ": landed at " + hex(uint64_t(*got)));
+      continue;
     }
     uint64_t flags = MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE);
     long fd = -1;

@@ -383,6 +383,11 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
           source = keep(std::move(fd));
           break;
         }
+        case FileKind::kUnix: {
+          CKPT_ASSIGN(UniqueFd fd, sockets::restore_unix(f, what, &shared->unix_sockets));
+          source = keep(std::move(fd));
+          break;
+        }
         case FileKind::kPtyMaster:
         case FileKind::kPtySlave: {
           CKPT_ASSIGN(UniqueFd fd, tty::restore_pty(f, what, &shared->ptys));
@@ -406,7 +411,8 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
 }
 
 Status finish_files(SharedFiles* shared) {
-  Status s = sockets::finish_tcp(shared->repaired);
+  Status s = sockets::finish_unix(&shared->unix_sockets);
+  if (s.ok()) s = sockets::finish_tcp(shared->repaired);
   shared->repaired.clear();
   return s;
 }

@@ -11,6 +11,7 @@
 
 #include "image/model.hpp"
 #include "sockets/tcp.hpp"
+#include "sockets/unix.hpp"
 #include "tty/pty.hpp"
 #include "util/fd.hpp"
 
@@ -52,12 +53,14 @@ struct SharedFiles {
   std::map<std::pair<int, int>, int> sources;                   // (pid, fd) -> fd here
   std::map<std::pair<int, int>, std::pair<int, int>> share_of;  // (pid, fd) -> (pid, fd)
   std::vector<sockets::Repaired> repaired;  // TCP connections still in repair mode
+  sockets::UnixJob unix_sockets;            // UNIX sockets: queues refilled at the end
   tty::Pairs ptys;
   std::vector<UniqueFd> owned;  // this process's copies, kept until every member has its own
 };
 
 // Ends what prepare_files had to leave half done until every file of the
-// job existed: TCP connections leave repair mode.
+// job existed: TCP connections leave repair mode, UNIX sockets get their
+// queues and shutdowns.
 Status finish_files(SharedFiles* shared);
 
 // Refuses a restore when a file the image refers to by path (an fd or a

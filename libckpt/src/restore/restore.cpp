@@ -179,6 +179,7 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
     // Files are opened here, handed to the members at spawn, and closed here
     // once every member holds its own.
     restore::SharedFiles shared;
+    for (auto [key, fd] : shm.deleted_files()) shared.deleted[key] = fd;  // mapped and open
     for (const image::JobShare& s : job.shares)
       shared.share_of[{s.pid, s.fd}] = {s.owner_pid, s.owner_fd};
     std::vector<restore::PreparedFiles> files(job.members.size());

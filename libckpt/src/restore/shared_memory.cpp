@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,11 +11,63 @@
 
 namespace ckpt::restore {
 
+// A deleted file mapped shared: made again under its old name and unlinked
+// at once (an unnamed O_TMPFILE in its directory if the name is taken),
+// with the content a member's fd record carries; the holder's memory then
+// writes what the mappings cover.
+Status SharedMemory::create_deleted(const std::vector<const image::ImageMeta*>& metas,
+                                    std::map<uint64_t, uint64_t>* anon) {
+  for (const image::ImageMeta* m : metas)
+    for (const image::VmaRecord& v : m->vmas) {
+      if (!(v.flags & image::kVmaDelShared)) continue;
+      anon->erase(v.ino);
+      const auto key = std::make_pair(v.dev, v.ino);
+      if (deleted_.count(key)) continue;
+      std::string path = v.name;
+      if (path.size() > 10 && path.compare(path.size() - 10, 10, " (deleted)") == 0)
+        path.resize(path.size() - 10);
+      const std::string what = "mapping " + hex(v.start) + "-" + hex(v.end) + " " + v.name;
+      UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (fd.valid()) {
+        if (::unlink(path.c_str()) != 0) return sys_error(what + ": unlink");
+      } else {
+        const std::string dir = path.substr(0, path.rfind('/'));
+        fd.reset(::open(dir.empty() ? "/" : dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+        if (!fd.valid()) return sys_error(what + ": making the deleted file again in " + dir);
+      }
+      const image::FileRecord* rec = nullptr;  // an fd of the same file, with its content
+      for (const image::ImageMeta* o : metas)
+        for (const image::FileRecord& f : o->files)
+          if (f.kind == image::FileKind::kDeleted && f.dev == v.dev && f.ino == v.ino &&
+              (!rec || !f.data.empty()))
+            rec = &f;
+      uint64_t bytes = v.file_size;
+      if (rec && !rec->data.empty()) {
+        CKPT_TRY(write_all(fd.get(), rec->data.data(), rec->data.size(), what));
+        bytes = std::max<uint64_t>(bytes, rec->data.size());
+      }
+      if (::ftruncate(fd.get(), off_t(bytes)) != 0) return sys_error(what + ": ftruncate");
+      uint32_t mode = uint32_t(uint64_t(v.mtime_ns) & 07777),
+               uid = uint32_t(uint64_t(v.mtime_ns) >> 32);
+      uint32_t gid = 0;
+      if (rec && rec->params.size() >= image::kDeletedParams)
+        gid = uint32_t(rec->params[image::kDeletedGid]);
+      if (::fchown(fd.get(), uid, gid) != 0 || ::fchmod(fd.get(), mode) != 0)
+        return sys_error(what + ": owner and mode");
+      paths_[v.ino] = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd.get());
+      deleted_[key] = fd.get();
+      fds_.push_back(std::move(fd));
+    }
+  return {};
+}
+
 Status SharedMemory::create(const std::vector<const image::ImageMeta*>& metas) {
   std::map<uint64_t, uint64_t> size;  // inode -> bytes the mappings reach
   for (const image::ImageMeta* m : metas)
     for (const image::VmaRecord& v : m->vmas)
-      if (v.is_shared_anon() && v.ino) size[v.ino] = std::max(size[v.ino], v.pgoff + v.size());
+      if (v.is_shared_anon() && v.ino && !(v.flags & image::kVmaSysv))
+        size[v.ino] = std::max(size[v.ino], v.pgoff + v.size());
+  CKPT_TRY(create_deleted(metas, &size));
   for (auto [ino, bytes] : size) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -28,6 +81,8 @@ Status SharedMemory::create(const std::vector<const image::ImageMeta*>& metas) {
     paths_[ino] = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd.get());
     fds_.push_back(std::move(fd));
   }
+  CKPT_TRY(sysv_.create(metas));
+  sysv_.add_paths(&paths_);
   return {};
 }
 

@@ -12,6 +12,7 @@
 
 #include "image/chain.hpp"
 #include "image/model.hpp"
+#include "ipc/sysv_shm.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::restore {
@@ -21,10 +22,17 @@ class SharedMemory {
   Status create(const std::vector<const image::ImageMeta*>& metas);
   // Inode -> the path a member opens to map it.
   const std::map<uint64_t, std::string>& paths() const { return paths_; }
+  // Deleted files mapped shared, made again: (dev, ino) -> fd here, which
+  // the members' fds of the same file reopen (SharedFiles::deleted).
+  const std::map<std::pair<uint64_t, uint64_t>, int>& deleted_files() const { return deleted_; }
 
  private:
+  Status create_deleted(const std::vector<const image::ImageMeta*>& metas,
+                        std::map<uint64_t, uint64_t>* anon);
   std::vector<UniqueFd> fds_;
   std::map<uint64_t, std::string> paths_;
+  ipc::SysvSegments sysv_;  // SysV segments: "sysv:ID" in paths_
+  std::map<std::pair<uint64_t, uint64_t>, int> deleted_;
 };
 
 // The member that holds the content of each shared object (by inode): the

@@ -1,7 +1,11 @@
 // fd_unsupported READY MODE: holds a file descriptor a checkpoint must refuse,
 // at fd 3, signals ready, waits ~3 s and exits 0 if the fd is still intact.
 //   tcp          a connected TCP socket (127.0.0.1) at fd 3, its listener at fd 4
-//   unix         a bound UNIX datagram socket at fd 3
+//   unix         (in a forked child, the target) a UNIX stream socket at fd 3
+//                whose peer the parent holds
+//   unix-inflight  a UNIX socketpair at fds 3 and 4, with a descriptor sent
+//                from 4 to 3 (SCM_RIGHTS) and not received; the queue is
+//                checked after the refusal
 //   shared-pipe  (in a forked child, the target) the read end of a pipe at fd 3
 //                whose write end the parent holds
 //   shared-fifo  the FIFO READY.fifo at fd 3, which the driver holds open too
@@ -18,7 +22,7 @@
 #include "e2e.h"
 
 int main(int argc, char** argv) {
-  e2e_init(argc, argv, 2, "READY tcp|unix|shared-pipe|shared-fifo|flock|inotify");
+  e2e_init(argc, argv, 2, "READY tcp|unix|unix-inflight|shared-pipe|shared-fifo|flock|inotify");
   const char* mode = argv[2];
   if (strcmp(mode, "tcp") == 0) {
     int l = socket(AF_INET, SOCK_STREAM, 0);
@@ -38,12 +42,45 @@ int main(int argc, char** argv) {
     close(100);
     close(101);
   } else if (strcmp(mode, "unix") == 0) {
-    int u = socket(AF_UNIX, SOCK_DGRAM, 0);
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof a.sun_path, "%s.sock", argv[1]);
-    unlink(a.sun_path);
-    if (u < 0 || bind(u, (struct sockaddr*)&a, sizeof a)) e2e_fail("bind: %s", strerror(errno));
-    if (u != 3 && (dup2(u, 3) != 3 || close(u))) e2e_fail("dup2: %s", strerror(errno));
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) != 0) e2e_fail("socketpair: %s", strerror(errno));
+    pid_t kid = fork();  // the child is the target; its parent holds the peer
+    if (kid < 0) e2e_fail("fork: %s", strerror(errno));
+    if (kid > 0) {
+      close(sp[0]);
+      int st = 0;
+      waitpid(kid, &st, 0);
+      _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+    }
+    e2e_pid = getpid();
+    close(sp[1]);
+    if (sp[0] != 3 && (dup2(sp[0], 3) != 3 || close(sp[0]))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "unix-inflight") == 0) {
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) != 0) e2e_fail("socketpair: %s", strerror(errno));
+    if (dup2(sp[0], 100) < 0 || dup2(sp[1], 101) < 0) e2e_fail("dup2: %s", strerror(errno));
+    close(sp[0]);
+    close(sp[1]);
+    if (dup2(100, 3) != 3 || dup2(101, 4) != 4) e2e_fail("dup2: %s", strerror(errno));
+    close(100);
+    close(101);
+    int passed = open("/dev/null", O_RDONLY);
+    char byte = 'x';
+    struct iovec iov = {&byte, 1};
+    union {
+      char buf[CMSG_SPACE(sizeof(int))];
+      struct cmsghdr align;
+    } u;
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &passed, sizeof passed);
+    if (sendmsg(4, &mh, 0) != 1) e2e_fail("sendmsg: %s", strerror(errno));
+    close(passed);
+  } else if (strcmp(mode, "shared-pipe") == 0) {
   } else if (strcmp(mode, "shared-pipe") == 0) {
     int p[2];
     if (pipe(p) != 0) e2e_fail("pipe: %s", strerror(errno));
@@ -83,5 +120,24 @@ int main(int argc, char** argv) {
   e2e_ready(argv[1]);
   e2e_sleep_ms(3000);
   if (fcntl(3, F_GETFD) < 0) e2e_fail("fd 3 is gone");
+  if (strcmp(mode, "unix-inflight") == 0) {
+    // The refused checkpoint peeked at the queue: the byte and the
+    // descriptor must still be there, once.
+    char byte = 0;
+    struct iovec iov = {&byte, 1};
+    union {
+      char buf[CMSG_SPACE(sizeof(int))];
+      struct cmsghdr align;
+    } u;
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    if (recvmsg(3, &mh, MSG_DONTWAIT) != 1 || byte != 'x') e2e_fail("the queued byte is gone");
+    struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    if (!c || c->cmsg_type != SCM_RIGHTS) e2e_fail("the descriptor in flight is gone");
+    int got;
+    memcpy(&got, CMSG_DATA(c), sizeof got);
+    close(got);
+    if (recv(3, &byte, 1, MSG_DONTWAIT) != -1 || errno != EAGAIN) e2e_fail("more data than sent");
+  }
   e2e_done();
 }

@@ -1,0 +1,262 @@
+// Saving a UNIX socket of a frozen member (unix.hpp). The socket's peer,
+// state and shutdown bits are only visible through sock_diag; its queue is
+// read with MSG_PEEK from an offset (SO_PEEK_OFF), which is put back as the
+// program had it, so a job that keeps running sees nothing.
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
+
+#include "sockets/unix.hpp"
+
+namespace ckpt::sockets {
+
+using image::FileRecord;
+
+namespace {
+
+constexpr size_t kMaxMessage = 1u << 20;  // above any UNIX socket's send buffer limit
+
+struct Diag {
+  int type = 0, state = 0;
+  uint64_t peer = 0;
+  uint32_t rqueue = 0;  // listening: connections not yet accepted
+  uint32_t wqueue = 0;  // listening: its backlog
+  int shutdown = 0;
+};
+
+// One socket's sock_diag record (by inode, in this tool's netns).
+Status query_diag(uint64_t ino, const std::string& what, Diag* out) {
+  UniqueFd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!nl.valid()) return sys_error(what + ": opening NETLINK_SOCK_DIAG");
+  struct {
+    nlmsghdr h;
+    unix_diag_req r;
+  } req{};
+  req.h.nlmsg_len = sizeof req;
+  req.h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  req.h.nlmsg_flags = NLM_F_REQUEST;
+  req.r.sdiag_family = AF_UNIX;
+  req.r.udiag_states = ~0u;
+  req.r.udiag_ino = uint32_t(ino);
+  req.r.udiag_show = UDIAG_SHOW_PEER | UDIAG_SHOW_RQLEN | UDIAG_SHOW_NAME;
+  req.r.udiag_cookie[0] = req.r.udiag_cookie[1] = ~0u;  // INET_DIAG_NOCOOKIE
+  if (::send(nl.get(), &req, sizeof req, 0) != ssize_t(sizeof req))
+    return sys_error(what + ": querying sock_diag");
+  alignas(nlmsghdr) char buf[8192];
+  ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
+  if (n < 0) return sys_error(what + ": reading sock_diag");
+  auto* h = reinterpret_cast<nlmsghdr*>(buf);
+  if (!NLMSG_OK(h, size_t(n))) return make_error(EPROTO, what + ": short sock_diag answer");
+  if (h->nlmsg_type == NLMSG_ERROR) {
+    int err = -reinterpret_cast<nlmsgerr*>(NLMSG_DATA(h))->error;
+    return make_error(err ? err : EPROTO,
+                      what +
+                          ": sock_diag does not know the socket (UNIX socket diagnostics, "
+                          "CONFIG_UNIX_DIAG, are needed): " +
+                          std::strerror(err));
+  }
+  auto* m = reinterpret_cast<unix_diag_msg*>(NLMSG_DATA(h));
+  out->type = m->udiag_type;
+  out->state = m->udiag_state;
+  int len = int(h->nlmsg_len - NLMSG_LENGTH(sizeof *m));
+  for (auto* a = reinterpret_cast<rtattr*>(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+    if (a->rta_type == UNIX_DIAG_PEER) out->peer = *static_cast<uint32_t*>(RTA_DATA(a));
+    if (a->rta_type == UNIX_DIAG_RQLEN) {
+      out->rqueue = static_cast<unix_diag_rqlen*>(RTA_DATA(a))->udiag_rqueue;
+      out->wqueue = static_cast<unix_diag_rqlen*>(RTA_DATA(a))->udiag_wqueue;
+    }
+    if (a->rta_type == UNIX_DIAG_SHUTDOWN) out->shutdown = *static_cast<uint8_t*>(RTA_DATA(a));
+  }
+  return {};
+}
+
+// A name as getsockname/getpeername/recvmsg give it (abstract: leading NUL).
+std::string name_of(const sockaddr_un& a, socklen_t len) {
+  if (len <= offsetof(sockaddr_un, sun_path)) return {};
+  std::string s(a.sun_path, len - offsetof(sockaddr_un, sun_path));
+  if (!s.empty() && s[0] != '\0') s.resize(std::strlen(s.c_str()));  // a path: up to its NUL
+  return s;
+}
+
+std::string printable(const std::string& name) {
+  if (name.empty()) return "(unnamed)";
+  return name[0] == '\0' ? "@" + name.substr(1) : name;
+}
+
+const char* type_name(int type) {
+  return type == SOCK_STREAM ? "stream" : type == SOCK_DGRAM ? "datagram" : "seqpacket";
+}
+
+int get_int(int sock, int level, int opt) {
+  int v = 0;
+  socklen_t len = sizeof v;
+  if (::getsockopt(sock, level, opt, &v, &len) != 0) return 0;
+  return v;
+}
+
+// The receive queue, message by message (a stream's in the chunks the
+// kernel returns), without consuming it.
+Status peek_queue(int sock, int type, bool read_shut, const std::string& what,
+                  std::vector<std::pair<std::string, std::vector<uint8_t>>>* out) {
+  const int saved_off = get_int(sock, SOL_SOCKET, SO_PEEK_OFF);
+  int off = 0;
+  if (::setsockopt(sock, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof off) != 0)
+    return sys_error(what + ": setting SO_PEEK_OFF");
+  std::vector<uint8_t> buf(kMaxMessage);
+  Status s;
+  for (;;) {
+    sockaddr_un from{};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 253) + CMSG_SPACE(64)];
+    iovec iov{buf.data(), buf.size()};
+    msghdr mh{};
+    mh.msg_name = &from;
+    mh.msg_namelen = sizeof from;
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = ctl;
+    mh.msg_controllen = sizeof ctl;
+    ssize_t n = ::recvmsg(sock, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    if (n < 0) {
+      s = sys_error(what + ": reading its receive queue");
+      break;
+    }
+    bool fds = false;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        // A peek installs the descriptors in this tool: close them.
+        fds = true;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; ++i) ::close(reinterpret_cast<int*>(CMSG_DATA(c))[i]);
+      }
+    if (fds || (mh.msg_flags & MSG_CTRUNC)) {
+      s = make_error(ENOTSUP, what +
+                                  ": descriptors in flight (SCM_RIGHTS not yet received): "
+                                  "not supported");
+      break;
+    }
+    if (mh.msg_flags & MSG_TRUNC) {
+      s = make_error(EFBIG, what + ": a queued message larger than 1 MiB");
+      break;
+    }
+    if (n == 0) {
+      // End of file (the peer shut its side down or closed): nothing more
+      // is queued. A datagram socket has no end of file: an empty datagram.
+      if (type == SOCK_STREAM || (type == SOCK_SEQPACKET && read_shut)) break;
+      s = make_error(ENOTSUP, what + ": an empty message in its queue: not supported");
+      break;
+    }
+    out->emplace_back(type == SOCK_STREAM ? std::string() : name_of(from, mh.msg_namelen),
+                      std::vector<uint8_t>(buf.begin(), buf.begin() + n));
+    if (out->size() > 100000) {
+      s = make_error(EFBIG, what + ": more than 100000 queued messages");
+      break;
+    }
+  }
+  if (::setsockopt(sock, SOL_SOCKET, SO_PEEK_OFF, &saved_off, sizeof saved_off) != 0 && s.ok())
+    s = sys_error(what + ": restoring SO_PEEK_OFF");
+  return s;
+}
+
+}  // namespace
+
+Status collect_unix(int sock, uint64_t ino, const std::set<uint64_t>& job_sockets,
+                    const std::string& what, FileRecord* f) {
+  Diag d;
+  CKPT_TRY(query_diag(ino, what, &d));
+  f->kind = image::FileKind::kUnix;
+  f->params.assign(image::kUnixParams, 0);
+  auto& p = f->params;
+  sockaddr_un a{};
+  socklen_t len = sizeof a;
+  if (::getsockname(sock, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    return sys_error(what + ": reading its name");
+  const std::string name = name_of(a, len);
+  std::string peer_name;
+  const std::string desc = what + " (UNIX " + type_name(d.type) + " socket " + printable(name);
+  if (!name.empty() && name[0] != '\0' && name[0] != '/')
+    return make_error(ENOTSUP, desc + "): bound by a relative path: not supported");
+
+  p[image::kUnixType] = uint64_t(d.type);
+  p[image::kUnixShutdown] = uint64_t(d.shutdown);
+  constexpr int kListen = 10, kEstablished = 1;  // TCP_LISTEN, TCP_ESTABLISHED
+  if (d.state == kListen) {
+    if (d.rqueue > 0)
+      return make_error(ENOTSUP, desc + "): " + std::to_string(d.rqueue) +
+                                     " connection(s) not yet accepted: not supported yet");
+    p[image::kUnixState] = image::kUnixListening;
+    p[image::kUnixBacklog] = d.wqueue;
+  } else if (d.peer != 0 && job_sockets.count(d.peer)) {
+    p[image::kUnixState] = image::kUnixConnected;
+    p[image::kUnixPeer] = d.peer;
+    len = sizeof a;
+    a = {};
+    if (::getpeername(sock, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      peer_name = name_of(a, len);
+  } else if (d.type != SOCK_DGRAM && d.state == kEstablished && (d.peer == 0 || d.shutdown == 3)) {
+    // Its peer was closed: what is left to read stays, then end of file.
+    p[image::kUnixState] = image::kUnixPeerClosed;
+  } else if (d.peer != 0) {
+    return make_error(ENOTSUP, desc + " -> peer inode " + std::to_string(d.peer) +
+                                   "): its peer is not in the job: checkpoint the whole job "
+                                   "(--tree of a common ancestor)");
+  } else {
+    p[image::kUnixState] = image::kUnixUnconnected;
+  }
+
+  if (get_int(sock, SOL_SOCKET, SO_PASSCRED)) p[image::kUnixOptions] |= image::kUnixOptPassCred;
+  if (get_int(sock, SOL_SOCKET, SO_PASSSEC)) p[image::kUnixOptions] |= image::kUnixOptPassSec;
+  p[image::kUnixPeekOff] = uint64_t(int64_t(get_int(sock, SOL_SOCKET, SO_PEEK_OFF)) + 1);
+  p[image::kUnixSndBuf] = uint64_t(get_int(sock, SOL_SOCKET, SO_SNDBUF));
+  p[image::kUnixRcvBuf] = uint64_t(get_int(sock, SOL_SOCKET, SO_RCVBUF));
+  if (!name.empty() && name[0] == '/') {
+    struct stat st;
+    if (::lstat(name.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      // S_IFSOCK kept in the word, so a file of mode 0 is still "a file".
+      p[image::kUnixFileMode] = st.st_mode & (S_IFMT | 07777);
+      p[image::kUnixFileUid] = st.st_uid;
+      p[image::kUnixFileGid] = st.st_gid;
+    }
+  }
+
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> queue;
+  if (p[image::kUnixState] != image::kUnixListening)
+    CKPT_TRY(peek_queue(sock, d.type, d.shutdown & 1, desc + ")", &queue));
+  // Who sends each datagram again at restore: the peer of a connected
+  // socket, else the socket with the sender's name (or an unnamed one).
+  const bool connected = p[image::kUnixState] == image::kUnixConnected;
+  for (const auto& [sender, bytes] : queue) {
+    if (d.type == SOCK_DGRAM && connected && sender != peer_name)
+      return make_error(ENOTSUP, desc + "): a queued datagram from " + printable(sender) +
+                                     ", not from its peer: not supported");
+    if (d.type == SOCK_DGRAM && !connected && name.empty())
+      return make_error(ENOTSUP, desc +
+                                     "): queued datagrams on an unnamed, unconnected socket: "
+                                     "not supported");
+  }
+  p[image::kUnixNameLen] = name.size();
+  p[image::kUnixPeerNameLen] = peer_name.size();
+  f->data.assign(name.begin(), name.end());
+  f->data.insert(f->data.end(), peer_name.begin(), peer_name.end());
+  for (const auto& [sender, bytes] : queue) {
+    const std::string& s = d.type == SOCK_DGRAM ? sender : std::string();
+    p.push_back(bytes.size());
+    p.push_back(s.size());
+    f->data.insert(f->data.end(), s.begin(), s.end());
+    f->data.insert(f->data.end(), bytes.begin(), bytes.end());
+  }
+  f->path = "UNIX " + std::string(type_name(d.type)) + " " + printable(name) +
+            (connected ? " -> " + printable(peer_name) : "");
+  return {};
+}
+
+}  // namespace ckpt::sockets
