@@ -52,7 +52,7 @@ Status SysvSegments::create(const std::vector<const image::ImageMeta*>& metas) {
     int id = ::shmget(key, s.size, int(s.mode) | IPC_CREAT | IPC_EXCL);
     if (id < 0) {
       Error e = sys_error(what + ": creating it again (key " + std::to_string(s.key) + ")");
-      set_next_id(-1);
+      (void)set_next_id(-1);
       return e;
     }
     void* at = ::shmat(id, nullptr, 0);

@@ -81,7 +81,6 @@ int main(int argc, char** argv) {
     if (sendmsg(4, &mh, 0) != 1) e2e_fail("sendmsg: %s", strerror(errno));
     close(passed);
   } else if (strcmp(mode, "shared-pipe") == 0) {
-  } else if (strcmp(mode, "shared-pipe") == 0) {
     int p[2];
     if (pipe(p) != 0) e2e_fail("pipe: %s", strerror(errno));
     // The child is the target (a process with a child is refused for that
