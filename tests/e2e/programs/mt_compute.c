@@ -13,7 +13,6 @@
 #include <signal.h>
 #include <sys/syscall.h>
 
-
 #define WORKERS 4
 #define WORDS (256 * 1024)  // 2 MiB per thread
 #define ROUNDS 250
@@ -75,7 +74,8 @@ static void* worker_main(void* arg) {
     if (sigismember(&now, s) != (s == SIGRTMIN + w))
       e2e_fail("worker %d: signal %d %s blocked", w, s, sigismember(&now, s) ? "is" : "is not");
   stack_t got;
-  if (sigaltstack(NULL, &got) != 0 || got.ss_sp != altstacks[w] || got.ss_size != sizeof altstacks[w])
+  if (sigaltstack(NULL, &got) != 0 || got.ss_sp != altstacks[w] ||
+      got.ss_size != sizeof altstacks[w])
     e2e_fail("worker %d: alternate signal stack lost", w);
   void* head_now;
   size_t len_now;
