@@ -23,8 +23,10 @@
 #   escalation     the same user's images edited to claim uid 0 with every
 #                  capability (checksums recomputed), or stripped of their
 #                  credential records: root's cr_restart refuses both with one
-#                  line and starts nothing; the same edited images owned by
-#                  root (who could have written anything) restore.
+#                  line and starts nothing; so do images edited to open
+#                  /etc/shadow for the process (the user could not open it);
+#                  the same edited images owned by root (who could have
+#                  written anything) restore.
 # Needs root (setpriv, useradd). Prints "PASS creds TEST" or "FAIL creds TEST: reason".
 set -euo pipefail
 
@@ -120,6 +122,11 @@ user_checkpoint() {
   PROG=$WORK/bin/identity
   RDIR=$WORK/u
   AS_USER=(setpriv "--reuid=$TUID" "--regid=$TGID" --init-groups)
+  # Its output files are the user's, as a batch system makes them: a root
+  # restore of the user's images reopens only files the user could open.
+  : >"$WORK/prog.out"
+  : >"$WORK/prog.err"
+  chown "$TUID:$TGID" "$WORK/prog.out" "$WORK/prog.err"
   start "${AS_USER[@]}" --
   local by=("${AS_USER[@]}") owner=$TUID
   if [[ ${1:-} == root ]]; then
@@ -245,11 +252,13 @@ case $TEST in
   escalation)
     user_checkpoint
     cp -a "$WORK/u/ck" "$WORK/u/ck2"
+    cp -a "$WORK/u/ck" "$WORK/u/ck3"
     cp -a "$WORK/u/ck" "$WORK/ck-root"
     "$PROG_DIR/meta_edit" "$WORK/u/ck/gen-000001" claim-root || fail "meta_edit claim-root"
     "$PROG_DIR/meta_edit" "$WORK/u/ck2/gen-000001" drop-credentials || fail "meta_edit drop-credentials"
+    "$PROG_DIR/meta_edit" "$WORK/u/ck3/gen-000001" open-file:/etc/shadow || fail "meta_edit open-file"
     "$PROG_DIR/meta_edit" "$WORK/ck-root/gen-000001" claim-root || fail "meta_edit claim-root"
-    for d in ck ck2; do
+    for d in ck ck2 ck3; do
       rc=0
       timeout 60 "$BIN_DIR/cr_restart" --dir "$WORK/u/$d" --detach </dev/null >/dev/null \
         2>"$WORK/tool.err" || rc=$?
@@ -257,6 +266,8 @@ case $TEST in
       ((rc < 124)) || fail "cr_restart of $d: $(describe_status "$rc")"
       is_one_line "$WORK/tool.err" || fail "cr_restart of $d: not exactly one line on stderr"
       echo "  $d -> $(first_line "$WORK/tool.err")"
+      [[ $d != ck3 ]] || grep -q "could not open /etc/shadow" "$WORK/tool.err" ||
+        fail "ck3 refused for another reason: $(first_line "$WORK/tool.err")"
       [[ ! -e /proc/$TPID ]] || fail "a process with PID $TPID exists after the refusal"
     done
     # Control: root could have written anything, so the same claim in images

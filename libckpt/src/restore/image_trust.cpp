@@ -8,6 +8,8 @@
 
 #include "image/format.hpp"
 #include "image/job_image.hpp"
+#include "restore/scratch.hpp"
+#include "restore/user_access.hpp"
 
 namespace ckpt::restore {
 
@@ -113,9 +115,9 @@ Status fits_user(const image::ImageMeta& meta, uid_t uid, const std::set<gid_t>&
   }
   for (const image::ScratchFile& f : meta.scratch)
     if (f.uid != uid || !allowed.count(f.gid))
-      return make_error(EPERM, "scratch file " + f.path + " claims owner " +
-                                   std::to_string(f.uid) + ":" + std::to_string(f.gid) + " but " +
-                                   user + " could write the images");
+      return make_error(EPERM, "scratch file " + f.path + " claims owner " + std::to_string(f.uid) +
+                                   ":" + std::to_string(f.gid) + " but " + user +
+                                   " could write the images");
   if (meta.state.has_rlimits) {
     for (int r = 0; r < 16; ++r) {
       rlimit64 own;
@@ -161,6 +163,7 @@ Status check_image_trust(const std::string& dir, const image::Chain& chain) {
                                  " are writable by uid " + std::to_string(user) +
                                  " and record no credentials (written before they were saved)");
   Status st = fits_user(meta, user, groups_of(user, w.owner_groups));
+  if (st.ok()) st = check_user_access(meta, scratch_paths(meta));
   if (!st.ok()) return st.error().context("refusing to restore as root");
   return {};
 }

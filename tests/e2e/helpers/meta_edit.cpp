@@ -1,8 +1,9 @@
-// meta_edit GEN_DIR claim-root|drop-credentials: rewrites GEN_DIR/meta.img as
+// meta_edit GEN_DIR claim-root|drop-credentials|open-file:PATH: rewrites GEN_DIR/meta.img as
 // an attacker who can write the images would, checksums recomputed, so that
 // only the privilege rules of a restore (docs/security.md) can refuse it.
 //   claim-root:        every thread's uids and gids become 0, with all capabilities
 //   drop-credentials:  the credential records are removed (an "old" image)
+//   open-file:PATH     one more descriptor, fd 50, PATH opened read-only
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -20,7 +21,7 @@ using namespace ckpt::image;
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: meta_edit GEN_DIR claim-root|drop-credentials\n");
+    std::fprintf(stderr, "usage: meta_edit GEN_DIR claim-root|drop-credentials|open-file:PATH\n");
     return 2;
   }
   const std::string path = std::string(argv[1]) + "/" + kMetaFile;
@@ -56,6 +57,13 @@ int main(int argc, char** argv) {
     }
   } else if (mode == "drop-credentials") {
     m.credentials.clear();
+  } else if (mode.rfind("open-file:", 0) == 0) {
+    FileRecord f;
+    f.fd = 50;
+    f.kind = FileKind::kRegular;
+    f.flags = O_RDONLY;
+    f.path = mode.substr(10);
+    m.files.push_back(f);
   } else {
     std::fprintf(stderr, "meta_edit: unknown edit %s\n", mode.c_str());
     return 2;
