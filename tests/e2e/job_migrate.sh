@@ -129,13 +129,10 @@ start_receiver() {
     </dev/null >"$WORK/recv.out" 2>"$WORK/recv.err") &
   RPID=$!
   RPIDS+=("$RPID")
-  local i
-  for ((i = 0; i < 200; i++)); do
-    [[ -n $(ip netns exec "$NS_B" ss -Hltn "sport = :$PORT" 2>/dev/null) ]] && return 0
-    [[ -e /proc/$RPID ]] || fail "cr_recv ended before listening: $(first_line "$WORK/recv.err")"
-    sleep 0.05
-  done
-  fail "cr_recv not listening after 10 s"
+  local rc=0
+  wait_listening "$NS_B" "$PORT" "$RPID" || rc=$?
+  ((rc != 1)) || fail "cr_recv ended before listening: $(first_line "$WORK/recv.err")"
+  ((rc == 0)) || fail "cr_recv not listening after 10 s"
 }
 
 expect_done() {

@@ -89,10 +89,7 @@ case $ACTION in
     RPID=$!
     RPIDS+=("$RPID")
     LOGS+=("$WORK/recv.err" "$WORK/migrate.err")
-    for ((i = 0; i < 200; i++)); do
-      [[ -n $(ip netns exec "$NS_B" ss -Hltn "sport = :$PORT" 2>/dev/null) ]] && break
-      sleep 0.05
-    done
+    wait_listening "$NS_B" "$PORT" "$RPID" || fail "cr_recv is not listening: $(first_line "$WORK/recv.err")"
     start_job_in "$NS_A"
     wait_computing
     record_job_files

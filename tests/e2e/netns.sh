@@ -33,3 +33,16 @@ kill_tree() {
   for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do kill_tree "$c"; done
   kill -9 "$1" 2>/dev/null || true
 }
+
+# wait_listening NS PORT PID: waits (10 s at most) until a TCP socket in
+# namespace NS listens on PORT. Returns 0 then, 1 if PID ended first, 2 on
+# timeout.
+wait_listening() {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [[ -n $(ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null) ]] && return 0
+    [[ -e /proc/$3 ]] || return 1
+    sleep 0.05
+  done
+  return 2
+}
