@@ -89,6 +89,11 @@ if has e2e; then
     rc=0
     E2E_TRACKER=$t E2E_JOB_ROUNDS=3000 bash /ckpt/tests/e2e/job.sh /ckpt/bin incremental >/tmp/case.log 2>&1 || rc=$?
     result "e2e.job.incremental.$t" /tmp/case.log $rc
+    # Two processes joined by a TCP connection with queued data (repair mode).
+    rc=0
+    E2E_TRACKER=$t E2E_JOB_PROG=tcp_pair E2E_JOB_PROCS=2 E2E_JOB_ROUNDS=3000 \
+      bash /ckpt/tests/e2e/job.sh /ckpt/bin incremental >/tmp/case.log 2>&1 || rc=$?
+    result "e2e.job.tcp.incremental.$t" /tmp/case.log $rc
   done
 fi
 

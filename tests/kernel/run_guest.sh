@@ -196,7 +196,8 @@ for s in "${SUITES[@]}"; do
         cr_check.soft-dirty kernel.no_warnings) ;;
     e2e)
       for t in kmod soft-dirty; do
-        expect+=("e2e.incremental_chain.$t" "e2e.heap_pattern.new-chains.$t" "e2e.job.incremental.$t")
+        expect+=("e2e.incremental_chain.$t" "e2e.heap_pattern.new-chains.$t" "e2e.job.incremental.$t"
+          "e2e.job.tcp.incremental.$t")
         for c in heap_pattern cxx_containers; do
           expect+=("e2e.$c.incremental.$t" "e2e.$c.incremental-after-restore.$t")
         done

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     v.push_back(element(v.size()));
     e2e_sleep_ms(10);
   }
+  e2e_hold();
   for (int i = 0; i < n; ++i) {
     auto it = m.find(key(i));
     if (it == m.end() || it->second != value(i)) e2e_fail("map entry %d lost or wrong", i);
