@@ -184,6 +184,28 @@ TEST(Credentials, UserImagesFitOnlyTheUser) {
   m = user_meta(1000, 1000);
   m.credentials[0].nice = -5;
   EXPECT_FALSE(restore::fits_user(m, 1000, groups).ok());
+  // Objects the restore makes with their saved owner.
+  image::VmaRecord sysv;
+  sysv.flags = image::kVmaShared | image::kVmaSysv;
+  sysv.dev = uint64_t(1000) << 32;                  // key 0, gid 1000
+  sysv.mtime_ns = int64_t(0600 | (1000ull << 32));  // uid 1000
+  m = user_meta(1000, 1000);
+  m.vmas.push_back(sysv);
+  EXPECT_TRUE(restore::fits_user(m, 1000, groups).ok());
+  m.vmas.back().mtime_ns = 0600;  // owned by root
+  EXPECT_FALSE(restore::fits_user(m, 1000, groups).ok());
+  m.vmas.back().mtime_ns = int64_t(0600 | (1000ull << 32));
+  m.vmas.back().dev = 0;  // group root
+  EXPECT_FALSE(restore::fits_user(m, 1000, groups).ok());
+  image::VmaRecord deleted;
+  deleted.flags = image::kVmaShared | image::kVmaDelShared;
+  deleted.name = "/dev/shm/x (deleted)";
+  deleted.mtime_ns = 0600;  // owned by root
+  m = user_meta(1000, 1000);
+  m.vmas.push_back(deleted);
+  EXPECT_FALSE(restore::fits_user(m, 1000, groups).ok());
+  m.vmas.back().mtime_ns = int64_t(0600 | (1000ull << 32));
+  EXPECT_TRUE(restore::fits_user(m, 1000, groups).ok());
 }
 
 TEST(Credentials, UserLimitsAboveTheRestorersAreRefused) {

@@ -8,6 +8,7 @@
 
 #include "image/format.hpp"
 #include "image/job_image.hpp"
+#include "ipc/sysv_shm.hpp"
 #include "restore/scratch.hpp"
 #include "restore/user_access.hpp"
 
@@ -112,6 +113,21 @@ Status fits_user(const image::ImageMeta& meta, uid_t uid, const std::set<gid_t>&
     if (c.nice < 0)
       return make_error(EPERM, t + " claims nice " + std::to_string(c.nice) + " but " + user +
                                    " could write the images");
+  }
+  // Objects the restore makes with a saved owner: SysV segments and shared
+  // files deleted since (the owner is packed in the mapping record).
+  for (const image::VmaRecord& v : meta.vmas) {
+    if (v.flags & image::kVmaSysv) {
+      const ipc::SysvSegment seg = ipc::sysv_of(v);
+      if (seg.uid != uid || !allowed.count(seg.gid))
+        return make_error(EPERM, "SysV segment " + std::to_string(seg.id) + " claims owner " +
+                                     std::to_string(seg.uid) + ":" + std::to_string(seg.gid) +
+                                     " but " + user + " could write the images");
+    } else if ((v.flags & image::kVmaDelShared) && uint32_t(uint64_t(v.mtime_ns) >> 32) != uid) {
+      return make_error(EPERM, "deleted file " + v.name + " claims owner " +
+                                   std::to_string(uint64_t(v.mtime_ns) >> 32) + " but " + user +
+                                   " could write the images");
+    }
   }
   for (const image::ScratchFile& f : meta.scratch)
     if (f.uid != uid || !allowed.count(f.gid))
