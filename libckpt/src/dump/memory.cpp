@@ -76,19 +76,6 @@ static std::optional<mem::PageSelect> content_of(const image::VmaRecord& v) {
   return v.is_file() ? mem::PageSelect::kPrivateCopies : mem::PageSelect::kPopulated;
 }
 
-// Where the pages that can hold content end: a private file mapping's pages
-// past the file's end hold nothing (a touch is SIGBUS; truncation drops COW
-// copies too), and reading them fails with EIO. Pagemap can still report
-// them "swapped": uffd-wp markers a tracker armed there (fulls and
-// incrementals of Open MPI's mpirun failed so on the PROT_NONE tail of a
-// library's mapping).
-static uint64_t content_end(const image::VmaRecord& v, mem::PageSelect sel) {
-  if (sel != mem::PageSelect::kPrivateCopies) return v.end;
-  uint64_t eof = v.file_size > v.pgoff ? v.file_size - v.pgoff : 0;
-  eof = (eof + image::kPageSize - 1) / image::kPageSize * image::kPageSize;
-  return eof < v.size() ? v.start + eof : v.end;
-}
-
 Result<MemoryPlan> plan_memory(pid_t pid, const std::vector<image::VmaRecord>& vmas) {
   CKPT_ASSIGN(mem::Pagemap pm, mem::Pagemap::open(pid));
   MemoryPlan plan;
@@ -96,8 +83,7 @@ Result<MemoryPlan> plan_memory(pid_t pid, const std::vector<image::VmaRecord>& v
     auto sel = content_of(v);
     if (!sel) continue;
     plan.pages_scanned += v.size() / image::kPageSize;
-    const uint64_t end = content_end(v, *sel);
-    if (end > v.start) CKPT_TRY(pm.select(v.start, end, *sel, plan.ranges));
+    CKPT_TRY(pm.select(v.start, v.end, *sel, plan.ranges));
   }
   return plan;
 }
@@ -116,8 +102,7 @@ Result<MemoryPlan> plan_dirty_memory(pid_t pid, const std::vector<image::VmaReco
     for (size_t i = d; i < dirty.size() && dirty[i].addr < v.end; ++i) {
       uint64_t s = std::max(dirty[i].addr, v.start), e = std::min(dirty[i].end(), v.end);
       size_t first = plan.ranges.size();
-      const uint64_t se = std::min(e, content_end(v, *sel));
-      if (se > s) CKPT_TRY(pm.select(s, se, *sel, plan.ranges));
+      CKPT_TRY(pm.select(s, e, *sel, plan.ranges));
       // The dirty pages not selected hold nothing now.
       uint64_t at = s;
       for (size_t k = first; k < plan.ranges.size(); ++k) {
