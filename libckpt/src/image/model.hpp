@@ -3,7 +3,10 @@
 #pragma once
 
 #include <array>
+#include <compare>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,19 @@ enum VmaFlag : uint32_t {
                             // file_size are the file's, name ends in " (deleted)"
 };
 
+// The kernel object behind a shared mapping, to match mappings across members.
+// Shared anonymous memory, SysV segments and files on each tmpfs number their
+// objects independently (a fresh kernel's first SysV segment has id 0, and
+// small inode numbers repeat), so the kind and the device are part of the key.
+struct SharedObject {
+  uint32_t kind = 0;  // kVmaSysv, kVmaDelShared, or 0: shared anonymous memory
+  uint64_t dev = 0;   // st_dev of a deleted file; 0 otherwise
+  uint64_t ino = 0;   // inode, or the SysV segment id
+  auto operator<=>(const SharedObject&) const = default;
+};
+// At restore: each object -> the path a member opens to map it.
+using SharedPaths = std::map<SharedObject, std::string>;
+
 struct VmaRecord {
   uint64_t start = 0;
   uint64_t end = 0;
@@ -47,6 +63,14 @@ struct VmaRecord {
   // MAP_SHARED|MAP_ANONYMOUS memory: `ino` names the kernel object (0 in
   // images written before jobs), which several mappings and processes share.
   bool is_shared_anon() const { return (flags & kVmaShared) && !is_file() && !is_special(); }
+  // The object a shared mapping shows, where the image names one.
+  std::optional<SharedObject> shared_object() const {
+    if (!is_shared_anon()) return std::nullopt;
+    if (flags & kVmaSysv) return SharedObject{kVmaSysv, 0, ino};
+    if (flags & kVmaDelShared) return SharedObject{kVmaDelShared, dev, ino};
+    if (ino == 0) return std::nullopt;
+    return SharedObject{0, 0, ino};
+  }
 };
 
 // The mm fields the kernel keeps outside the VMAs (prctl PR_SET_MM_MAP).
