@@ -195,9 +195,9 @@ expect=()
 for s in "${SUITES[@]}"; do
   case $s in
     module)
-      expect+=(kmod.version kmod.permission kmod.random_sets kmod.kernel_writes kmod.madv_dontneed
+      expect+=(kmod.version kmod.access kmod.permission kmod.random_sets kmod.kernel_writes kmod.madv_dontneed
         kmod.tlb_other_cpu kmod.thp_write kmod.thp_quiet kmod.thp_split kmod.thp_after_split kmod.fork
-        kmod.fork_cow kmod.token kmod.exec kmod.exit kmod.unload unit.soft_dirty unit.kmod_tracker cr_check.kmod
+        kmod.fork_cow kmod.token kmod.reserved kmod.exec kmod.exit kmod.unload kmod.trusted_group unit.soft_dirty unit.kmod_tracker cr_check.kmod
         cr_check.soft-dirty kernel.no_warnings) ;;
     e2e)
       for t in kmod soft-dirty; do
