@@ -11,7 +11,9 @@
 //   shared-fifo  the FIFO READY.fifo at fd 3, which the driver holds open too
 //   flock        a file at fd 3 with an flock(2) lock on it
 //   inotify      an inotify instance at fd 3
+//   udp-multicast  a UDP socket at fd 3 that joined 239.1.2.3 on lo
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
@@ -22,7 +24,8 @@
 #include "e2e.h"
 
 int main(int argc, char** argv) {
-  e2e_init(argc, argv, 2, "READY tcp|unix|unix-inflight|shared-pipe|shared-fifo|flock|inotify");
+  e2e_init(argc, argv, 2,
+           "READY tcp|unix|unix-inflight|shared-pipe|shared-fifo|flock|inotify|udp-multicast");
   const char* mode = argv[2];
   if (strcmp(mode, "tcp") == 0) {
     int l = socket(AF_INET, SOCK_STREAM, 0);
@@ -113,6 +116,13 @@ int main(int argc, char** argv) {
     int i = inotify_init1(0);
     if (i < 0) e2e_fail("inotify_init1: %s", strerror(errno));
     if (i != 3 && (dup2(i, 3) != 3 || close(i))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "udp-multicast") == 0) {
+    int u = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ip_mreqn m = {.imr_ifindex = 1};  // lo
+    inet_pton(AF_INET, "239.1.2.3", &m.imr_multiaddr);
+    if (u < 0 || setsockopt(u, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0)
+      e2e_fail("IP_ADD_MEMBERSHIP: %s", strerror(errno));
+    if (u != 3 && (dup2(u, 3) != 3 || close(u))) e2e_fail("dup2: %s", strerror(errno));
   } else {
     e2e_fail("unknown mode %s", mode);
   }
