@@ -5,6 +5,7 @@
 // put back as the program had them, so a job that keeps running sees
 // nothing.
 #include <arpa/inet.h>
+#include <linux/sock_diag.h>
 #include <linux/sockios.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -240,6 +241,16 @@ Status collect_udp(pid_t pid, int sock, const std::string& what, FileRecord* f) 
 
   std::vector<Peeked> queue;
   CKPT_TRY(peek_queue(sock, family, me, desc, &queue));
+  // An empty datagram that was peeked once (by the program, or by an
+  // earlier checkpoint) is skipped by every later peek at an offset; when
+  // that leaves nothing to see, the queue's memory still tells.
+  uint32_t mem[SK_MEMINFO_VARS] = {};
+  socklen_t ml = sizeof mem;
+  if (queue.empty() && ::getsockopt(sock, SOL_SOCKET, SO_MEMINFO, mem, &ml) == 0 &&
+      mem[SK_MEMINFO_RMEM_ALLOC] > 0)
+    return make_error(ENOTSUP, desc +
+                                   ": datagrams queued that a peek cannot show (an empty "
+                                   "datagram read with MSG_PEEK before): not supported");
   for (const Peeked& d : queue) {
     const size_t at = p.size();
     p.resize(at + image::kUdpDgramWords, 0);

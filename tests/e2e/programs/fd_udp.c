@@ -3,8 +3,9 @@
 //   R4  IPv4, bound to 127.0.0.1 (SO_REUSEADDR, SO_RCVBUF 96 KiB, O_NONBLOCK),
 //       with datagrams queued from two senders: A (bound, kept open) and B
 //       (bound, closed before ready: restore sends its datagrams from a
-//       stand-in with its address), interleaved, of sizes 100, 1500, 0 (an
-//       empty datagram), 9000 and 1;
+//       stand-in with its address), interleaved, of sizes 100, 1500, 2, 9000
+//       and 1 (an empty datagram would be lost by the second checkpoint of a
+//       chain: docs/jobs.md, "UDP");
 //   R6  IPv6, bound to [::1] (IPV6_V6ONLY), two datagrams from an IPv6 sender
 //       that was closed;
 //   RD  IPv6 on [::] (dual stack, IPV6_RECVPKTINFO), a datagram from A
@@ -119,7 +120,7 @@ int main(int argc, char** argv) {
   struct sockaddr_storage r4n = name_of(r4), an = name_of(a), bn = name_of(b);
   send_to(a, 100, 1, &r4n);
   send_to(b, 1500, 2, &r4n);
-  send_to(a, 0, 3, &r4n);
+  send_to(a, 2, 3, &r4n);
   send_to(b, 9000, 4, &r4n);
   send_to(a, 1, 5, &r4n);
   close(b);  // gone: restore must send its datagrams from its address
@@ -170,7 +171,7 @@ int main(int argc, char** argv) {
   // The queues, in order, from the same senders.
   expect(r4, 100, 1, &an, "R4");
   expect(r4, 1500, 2, &bn, "R4");
-  expect(r4, 0, 3, &an, "R4");
+  expect(r4, 2, 3, &an, "R4");
   expect(r4, 9000, 4, &bn, "R4");
   expect(r4, 1, 5, &an, "R4");
   expect_empty(r4, "R4");
