@@ -216,7 +216,7 @@ enum : size_t {
   kUdpSndBuf = 8,     // SO_SNDBUF, SO_RCVBUF as getsockopt reports them
   kUdpRcvBuf = 9,
   kUdpTos = 10,         // IP_TOS or IPV6_TCLASS
-  kUdpTtl = 11,         // IP_TTL or IPV6_UNICAST_HOPS
+  kUdpTtl = 11,         // IP_TTL or IPV6_UNICAST_HOPS (0: the default)
   kUdpPeekOff = 12,     // SO_PEEK_OFF + 1 (0: off)
   kUdpRcvTimeoUs = 13,  // SO_RCVTIMEO, SO_SNDTIMEO in microseconds (0: none)
   kUdpSndTimeoUs = 14,

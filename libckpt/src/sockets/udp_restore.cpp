@@ -148,8 +148,9 @@ Result<UniqueFd> restore_udp(const FileRecord& f, const std::string& what, UdpJo
         set_opt(fd, level, family == AF_INET6 ? IPV6_RECVERR : IP_RECVERR, 1, what, "IP_RECVERR"));
   CKPT_TRY(set_opt(fd, level, family == AF_INET6 ? IPV6_TCLASS : IP_TOS, int(p[image::kUdpTos]),
                    what, "IP_TOS"));
-  CKPT_TRY(set_opt(fd, level, family == AF_INET6 ? IPV6_UNICAST_HOPS : IP_TTL,
-                   int(p[image::kUdpTtl]), what, "IP_TTL"));
+  if (p[image::kUdpTtl])  // 0: the system's default
+    CKPT_TRY(set_opt(fd, level, family == AF_INET6 ? IPV6_UNICAST_HOPS : IP_TTL,
+                     int(p[image::kUdpTtl]), what, "IP_TTL"));
   if (const int v = int(p[image::kUdpSndBuf] / 2);
       v > 0 && ::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof v) != 0)
     CKPT_TRY(set_opt(fd, SOL_SOCKET, SO_SNDBUF, v, what, "SO_SNDBUF"));
