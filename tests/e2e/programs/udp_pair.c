@@ -10,6 +10,9 @@
 // same way. Both sleep between steps, so datagrams wait in the queues of both
 // members at any moment. At the end the root checks that K is still
 // connected to L and that the child's receive timeout is the one it set.
+// Both members also hold SH (127.0.0.1, made before the fork: one socket
+// for both): each round the child sends a datagram to SH from C4 and the
+// root reads it there; at the end the child checks SH's address.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -101,13 +104,15 @@ int main(int argc, char** argv) {
   int r4 = bound(AF_INET, "127.0.0.1"), r6 = bound(AF_INET6, "::1");
   int c4 = bound(AF_INET, "127.0.0.1"), c6 = bound(AF_INET6, "::1");
   int k = bound(AF_INET, "127.0.0.1"), l = bound(AF_INET, "127.0.0.1");
+  int sh = bound(AF_INET, "127.0.0.1");
+  struct sockaddr_storage shn = name_of(sh);
   struct sockaddr_storage r4n = name_of(r4), r6n = name_of(r6), c4n = name_of(c4),
                           c6n = name_of(c6), kn = name_of(k), ln = name_of(l);
   if (connect(k, (struct sockaddr*)&ln, len_of(&ln)) ||
       connect(l, (struct sockaddr*)&kn, len_of(&kn)))
     e2e_fail("connect: %s", strerror(errno));
   struct timeval tv = {20, 0};
-  for (int *s = (int[]){c4, c6, l, r4, r6, k}, i = 0; i < 6; i++)
+  for (int *s = (int[]){c4, c6, l, r4, r6, k, sh}, i = 0; i < 7; i++)
     setsockopt(s[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   fflush(NULL);
   pid_t c = fork();
@@ -123,7 +128,10 @@ int main(int argc, char** argv) {
       put(c4, r, 4, &r4n);
       put(c6, r, 5, &r6n);
       put(l, r, 6, NULL);
+      put(c4, r, 7, &shn);
     }
+    struct sockaddr_storage now_sh = name_of(sh);
+    if (!same(&now_sh, &shn)) e2e_fail("child: SH has another address");
     struct timeval now;
     socklen_t tl = sizeof now;
     if (getsockopt(c4, SOL_SOCKET, SO_RCVTIMEO, &now, &tl) != 0 || now.tv_sec != 20)
@@ -145,6 +153,7 @@ int main(int argc, char** argv) {
     get(r4, r, 4, &c4n, "root R4");
     get(r6, r, 5, &c6n, "root R6");
     get(k, r, 6, &ln, "root K");
+    get(sh, r, 7, &c4n, "root SH");
   }
   struct sockaddr_storage peer;
   socklen_t pl = sizeof peer;
