@@ -12,9 +12,12 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <map>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -59,20 +62,25 @@ Status set_opt(int fd, int level, int opt, int v, const std::string& what, const
   return {};
 }
 
-// Datagrams queued on `fd` now, counted by peeking up to `limit` (fd is the
-// restorer's: nothing else reads it yet). A peek marks an empty datagram so
-// that no later peek at an offset shows it (the next checkpoint's), so the
-// count stops before the first empty one.
-size_t queued(int fd, size_t limit) {
-  int off = 0;
+// Whether datagram `k` of `queue` is in `fd`'s queue where it belongs: one
+// peek at the offset of the bytes before it (fd is the restorer's: nothing
+// else reads it yet). A peek skips whole datagrams at an offset, so this
+// walks the queue once; sent in order from one CPU, the datagrams before it
+// are there too (one missing would put another at that offset). The
+// datagrams before `k` must not be empty: a peek marks an empty datagram so
+// that no later peek at an offset shows it (the next checkpoint's).
+bool arrived(int fd, const std::vector<UdpJob::Datagram>& queue, size_t k) {
+  uint64_t before = 0;
+  for (size_t i = 0; i < k; ++i) before += queue[i].data.size();
+  if (before > uint64_t(INT32_MAX)) return true;  // no offset reaches it: not checked
+  int off = int(before);
   ::setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof off);
-  size_t n = 0;
-  char b[1];
-  // MSG_TRUNC: the offset moves past the whole datagram.
-  while (n < limit && ::recv(fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC) >= 0) ++n;
+  std::vector<uint8_t> b(queue[k].data.size() + 1);
+  const ssize_t n = ::recv(fd, b.data(), b.size(), MSG_PEEK | MSG_DONTWAIT);
   off = -1;
   ::setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof off);
-  return n;
+  return n == ssize_t(queue[k].data.size()) &&
+         std::equal(queue[k].data.begin(), queue[k].data.end(), b.begin());
 }
 
 // Whether `e`'s address is one of this node's (a bind without FREEBIND
@@ -184,6 +192,7 @@ Status finish_udp(UdpJob* job) {
     ::sched_setaffinity(0, sizeof one, &one);
   }
   std::map<std::pair<int, std::string>, UniqueFd> stand_ins;  // (family, "addr:port")
+  std::set<std::string> local_ok;                             // destinations checked local
   Status st;
   for (const UdpJob::Socket& r : job->sockets) {
     for (const UdpJob::Datagram& d : r.queue) {
@@ -228,11 +237,13 @@ Status finish_udp(UdpJob* job) {
         sender_family = from.family;
       }
       const Endpoint to = in_family(d.to, sender_family);
-      if (!is_local(to)) {
+      const std::string to_key = describe(to);
+      if (!local_ok.count(to_key) && !is_local(to)) {
         st = make_error(EADDRNOTAVAIL, r.what + ": a queued datagram was sent to " + describe(to) +
                                            ", which is not an address of this node");
         break;
       }
+      local_ok.insert(to_key);
       sockaddr_storage dst;
       socklen_t dst_len = sockaddr_of(to, &dst);
       iovec iov{const_cast<uint8_t*>(d.data.data()), d.data.size()};
@@ -295,13 +306,15 @@ Status finish_udp(UdpJob* job) {
     size_t want = 0;
     while (want < s.queue.size() && !s.queue[want].data.empty()) ++want;
     empties |= want < s.queue.size();
-    size_t n;
-    while ((n = queued(s.fd, want)) < want && std::chrono::steady_clock::now() < deadline)
+    if (want == 0) continue;
+    bool there;
+    while (!(there = arrived(s.fd, s.queue, want - 1)) &&
+           std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (n != want)
-      return make_error(EIO, s.what + ": " + std::to_string(n) + " of its " + std::to_string(want) +
-                                 " queued datagrams came back (another socket of its port took "
-                                 "some, or they were dropped)");
+    if (!there)
+      return make_error(EIO, s.what + ": its " + std::to_string(want) +
+                                 " queued datagrams did not all come back (another socket of its "
+                                 "port took some, or they were dropped)");
   }
   // Those after an empty datagram are not counted: loopback delivers them
   // in the sender's system call almost always; a moment covers the rest.
