@@ -151,6 +151,8 @@ enum class FileKind : uint32_t {
   kUnix = 15,         // a UNIX socket whose peer (if any) is in the job: params kUnix* and,
                       // per queued message, (length, sender name length); `data` = name, peer
                       // name, then each message's sender name and bytes (sockets/unix.hpp)
+  kUdp = 16,          // a UDP socket (IPv4 or IPv6): params kUdp* and, per queued datagram,
+                      // kUdpDgramWords words; `data` = the datagrams' bytes (sockets/udp.hpp)
 };
 
 // FileRecord::params, by kind.
@@ -228,6 +230,31 @@ enum : size_t {
   kUnixFileUid = 12,
   kUnixFileGid = 13,
   kUnixParams = 14,
+  // kUdp (sockets/udp.hpp). Addresses as kTcp's.
+  kUdpFamily = 0,  // AF_INET or AF_INET6
+  kUdpLocalPort = 1,
+  kUdpLocalAddr = 2,  // and 3
+  kUdpPeerPort = 4,   // connected: the peer (0: not connected)
+  kUdpPeerAddr = 5,   // and 6
+  kUdpOptions = 7,    // kUdpOpt* bits
+  kUdpSndBuf = 8,     // SO_SNDBUF, SO_RCVBUF as getsockopt reports them
+  kUdpRcvBuf = 9,
+  kUdpTos = 10,         // IP_TOS or IPV6_TCLASS
+  kUdpTtl = 11,         // IP_TTL or IPV6_UNICAST_HOPS (0: the default)
+  kUdpPeekOff = 12,     // SO_PEEK_OFF + 1 (0: off)
+  kUdpRcvTimeoUs = 13,  // SO_RCVTIMEO, SO_SNDTIMEO in microseconds (0: none)
+  kUdpSndTimeoUs = 14,
+  kUdpParams = 15,
+  // Then per queued datagram, oldest first: its length, the sender's port
+  // and address (two words), the address it was sent to (two words: the
+  // receiver's own address, as IP_PKTINFO/IPV6_PKTINFO said), and the
+  // sender's family.
+  kUdpDgramLen = 0,
+  kUdpDgramFromPort = 1,
+  kUdpDgramFromAddr = 2,
+  kUdpDgramToAddr = 4,
+  kUdpDgramFamily = 6,
+  kUdpDgramWords = 7,
 };
 
 // kUnixState values.
@@ -239,6 +266,16 @@ enum : uint64_t {
 };
 // kUnixOptions bits.
 enum : uint64_t { kUnixOptPassCred = 1 << 0, kUnixOptPassSec = 1 << 1 };
+
+// kUdpOptions bits.
+enum : uint64_t {
+  kUdpOptReuseAddr = 1 << 0,
+  kUdpOptReusePort = 1 << 1,
+  kUdpOptBroadcast = 1 << 2,
+  kUdpOptV6Only = 1 << 3,
+  kUdpOptPktInfo = 1 << 4,  // IP_PKTINFO or IPV6_RECVPKTINFO
+  kUdpOptRecvErr = 1 << 5,  // IP_RECVERR or IPV6_RECVERR
+};
 
 // kTcpOptions bits.
 enum : uint64_t {
