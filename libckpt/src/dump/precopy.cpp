@@ -7,6 +7,7 @@
 #include "dump/collect.hpp"
 #include "dump/member.hpp"
 #include "proc/maps.hpp"
+#include "util/phase_trace.hpp"
 
 namespace ckpt::dump {
 
@@ -26,8 +27,10 @@ std::vector<image::MemRange> subtract(const std::vector<image::MemRange>& a,
 
 Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
   const pid_t pid = pid_ = spec.fp->pid();
+  PhaseTrace pt("plan_round");
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));
   CKPT_ASSIGN(std::vector<image::VmaRecord> vmas, collect_vmas(pid, maps));
+  pt.mark("maps+vmas");
   std::vector<mem::Range> dirty;
   if (rounds_ == 0) {
     tracker = dirty::make_tracker(spec.tracker);
@@ -38,7 +41,9 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
       // From this instant every write is tracked; everything populated is copied.
       tstate.target_fd = spec.hint ? spec.hint->tracker_fd : -1;
       CKPT_TRY(tracker->arm(pid, vmas, &tstate));
+      pt.mark("arm");
       CKPT_ASSIGN(plan_, plan_memory(pid, vmas));
+      pt.mark("plan");
       plan_shared_memory(vmas, spec.saves_shared, &plan_);
       layout = std::move(vmas);
       ++rounds_;
@@ -52,6 +57,7 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
   }
   CKPT_ASSIGN(dirty::DirtySet ds,
               tracker->collect(pid, vmas, rounds_ == 0 ? spec.prev->vmas : layout, &tstate));
+  pt.mark("collect");
   if (ds.everything) {
     if (stats->tracker_reset.empty())
       stats->tracker_reset = ds.reason.empty() ? "tracking lost" : ds.reason;
@@ -63,6 +69,7 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
   std::vector<image::MemRange> round_complete;
   CKPT_ASSIGN(plan_, plan_dirty_memory(pid, vmas, dirty, &round_complete));
   plan_shared_memory(vmas, spec.saves_shared, &plan_);
+  pt.mark("plan");
   // Shared anonymous memory is re-read whole: it belongs to this round's set.
   for (const mem::Range& r : plan_.ranges) dirty.push_back(r);
   dirty::normalize(dirty);

@@ -26,6 +26,7 @@
 #include "job/generation.hpp"
 #include "proc/maps.hpp"
 #include "util/clock.hpp"
+#include "util/phase_trace.hpp"
 
 namespace ckpt {
 
@@ -140,6 +141,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
                                                 generation, chain_id, opts.direct_io);
       if (!r.ok()) return r.error();
       w = std::move(*r);
+      w->set_durable(!opts.no_sync);
     }
     return w.get();
   };
@@ -156,7 +158,9 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     uint64_t prev_bytes = 0;
     for (int round = 1;; ++round) {
       t_frozen = now_seconds();
+      PhaseTrace pt("round");
       CKPT_ASSIGN(frozen, job::FrozenJob::freeze(opts.pid, opts.tree));
+      pt.mark("freeze");
       const std::vector<job::Member>& ms = frozen->members();
       std::vector<pid_t> pids;
       for (const job::Member& m : ms) pids.push_back(m.pid);
@@ -172,6 +176,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
         bytes += pc->round_bytes();
         now[ms[i].pid] = std::move(pc);
       }
+      pt.mark("plan (collect)");
       precopies = std::move(now);  // members gone since the last round are dropped
       for (auto it = member_writers.begin(); it != member_writers.end();)
         it = precopies.count(it->first) ? std::next(it) : member_writers.erase(it);
@@ -197,14 +202,17 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
         ::usleep(useconds_t(std::atof(w) * 1e6));
     }
   }
+  PhaseTrace pt("final");
   if (!frozen) {
     t_frozen = now_seconds();
     CKPT_ASSIGN(frozen, job::FrozenJob::freeze(opts.pid, opts.tree));
+    pt.mark("freeze");
   }
   const std::vector<job::Member>& members = frozen->members();
   std::vector<pid_t> pids;
   for (const job::Member& m : members) pids.push_back(m.pid);
   const std::map<uint64_t, pid_t> owners = shared_memory_owners(members);
+  pt.mark("shared owners");
 
   // Describe every member and plan its memory, all frozen.
   std::vector<std::unique_ptr<dump::MemberDump>> dumps;
@@ -234,6 +242,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
                           m.zombie ? m.exit_status : 0});
   if (opts.tree) jm.members[0].flags |= image::kMemberTree;
   jm.shares = find_shared_files(live);
+  pt.mark("describe+plan");
 
   // Memory: each member's pages are copied into buffers the tool owns
   // (dump/capture) and drained into its own files by a writer thread; the
@@ -252,9 +261,11 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     if (!s.ok()) return job::name_member(s.error(), d->pid(), members.size());
     done += d->plan.bytes();
   }
+  pt.mark("copy");
   for (auto* d : live)
     if (Status s = d->captured(!opts.kill_after); !s.ok())
       return job::name_member(s.error(), d->pid(), members.size());
+  pt.mark("arm");
 
   // Memory is copied: a running job cannot change the image any more, so it
   // goes back to work while the files are written and made durable. With
@@ -263,15 +274,18 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   if (!opts.kill_after) {
     CKPT_TRY(frozen->release());
     t_released = now_seconds();
+    pt.mark("release");
   }
   capture.resume();
   CKPT_TRY(capture.finish());
   for (auto* d : live) d->finish_write();
   stats.memory_seconds = now_seconds() - t_mem;
   stats.capture_peak_bytes = capture.peak_bytes();
+  pt.mark("write (after release)");
   for (size_t i = 0; i < live.size(); ++i) CKPT_TRY(writers[i]->commit(live[i]->meta));
-  CKPT_TRY(image::write_job_file(gen->path(), jm));
-  CKPT_TRY(gen->commit());
+  CKPT_TRY(image::write_job_file(gen->path(), jm, !opts.no_sync));
+  CKPT_TRY(gen->commit(!opts.no_sync));
+  pt.mark("commit");
   if (opts.kill_after) {
     // The job is still frozen: a migration sends the generation now, and
     // the job lives on untouched if that fails (job/checkpoint.hpp).
@@ -330,7 +344,9 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
       newest = std::make_unique<PreviousJob>(std::move(*r));
   CKPT_ASSIGN(CheckpointStats stats,
               checkpoint_job(opts, nullptr, gens.empty() ? 1 : gens.back() + 1, t0, newest.get()));
-  image::remove_generations_before(opts.dir, stats.generation);
+  // Without fsync the new full may not survive a power loss: the chain it
+  // supersedes stays until a durable full (or cr_compact) replaces it.
+  if (!opts.no_sync) image::remove_generations_before(opts.dir, stats.generation);
   stats.moved_aside = moved_aside;
   return stats;
 }
