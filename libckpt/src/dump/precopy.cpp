@@ -26,7 +26,7 @@ std::vector<image::MemRange> subtract(const std::vector<image::MemRange>& a,
 }
 
 Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
-  const pid_t pid = pid_ = spec.fp->pid();
+  const pid_t pid = pid_ = spec.fp ? spec.fp->pid() : spec.pid;
   PhaseTrace pt("plan_round");
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));
   CKPT_ASSIGN(std::vector<image::VmaRecord> vmas, collect_vmas(pid, maps));
@@ -40,11 +40,15 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
     if (!spec.prev) {
       // From this instant every write is tracked; everything populated is copied.
       tstate.target_fd = spec.hint ? spec.hint->tracker_fd : -1;
+      if (!spec.fp) return make_error(EINVAL, "internal error: arming needs the process frozen");
       CKPT_TRY(tracker->arm(pid, vmas, &tstate));
       pt.mark("arm");
-      CKPT_ASSIGN(plan_, plan_memory(pid, vmas));
-      pt.mark("plan");
-      plan_shared_memory(vmas, spec.saves_shared, &plan_);
+      shared_saved_.clear();
+      for (const image::VmaRecord& v : vmas)
+        if (v.is_shared_anon() && spec.saves_shared && spec.saves_shared(v.ino))
+          shared_saved_.push_back(v.ino);
+      plan_ = {};
+      plan_at_copy_ = true;
       layout = std::move(vmas);
       ++rounds_;
       return {};
@@ -86,6 +90,17 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
 }
 
 Status Precopy::copy(image::SnapshotWriter& writer) {
+  if (plan_at_copy_) {
+    plan_at_copy_ = false;
+    CKPT_ASSIGN(plan_, plan_memory(pid_, layout));
+    const std::vector<uint64_t> saved = shared_saved_;
+    plan_shared_memory(
+        layout,
+        [&saved](uint64_t ino) {
+          return std::find(saved.begin(), saved.end(), ino) != saved.end();
+        },
+        &plan_);
+  }
   CKPT_TRY(writer.drop_pages(to_mem_ranges(pending), false));
   pending.clear();
   collected_now = false;

@@ -130,6 +130,25 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     return ms;
   };
 
+  // The process itself while it runs (a pre-copy round's collect): a job of one.
+  auto member_spec_running = [&](pid_t pid) {
+    dump::MemberSpec ms;
+    ms.pid = pid;
+    if (prev && prev->members.count(pid)) {
+      const image::SnapshotReader* r = prev->members.at(pid).get();
+      ms.prev = &r->meta();
+      ms.prev_hashes = &r->page_hashes();
+      ms.prev_digest = r->meta_digest();
+    }
+    if (hint && hint->members.count(pid)) ms.hint = &hint->members.at(pid)->meta();
+    ms.tracker = tracker;
+    ms.generation = generation;
+    ms.chain_id = chain_id;
+    ms.job = {pid};
+    ms.saves_shared = [](uint64_t) { return true; };
+    return ms;
+  };
+
   // The generation being written, and each member's files in it (a live
   // checkpoint fills them before the final freeze).
   CKPT_ASSIGN(auto gen, job::GenerationWriter::create(opts.dir, generation));
@@ -156,7 +175,35 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     // stop rule picks stays frozen and becomes the final one below.
     const double t_live = now_seconds();
     uint64_t prev_bytes = 0;
+    // Rounds after the arm collect while the process runs (a single
+    // process: a tree's membership is only known frozen). Only the final
+    // round freezes it, for a collect of what it wrote since the last one.
+    const bool running_rounds = !opts.tree && !::getenv("LIBCKPT_PRECOPY_FROZEN");
     for (int round = 1;; ++round) {
+      if (running_rounds && (prev || round > 1)) {
+        PhaseTrace pt("round (running)");
+        std::unique_ptr<dump::Precopy>& pc = precopies[opts.pid];
+        if (!pc) pc = std::make_unique<dump::Precopy>();
+        dump::MemberSpec ms = member_spec_running(opts.pid);
+        CKPT_TRY(pc->plan_round(ms, &stats));
+        const uint64_t bytes = pc->round_bytes();
+        pt.mark("collect+plan");
+        if (const char* why = dump::precopy_stop(dump::PrecopyLimits{}, round, bytes, prev_bytes,
+                                                 now_seconds() - t_live)) {
+          stats.live_stop = why;
+          pc->collected_now = false;  // the process ran since: the final round collects
+          break;
+        }
+        CKPT_ASSIGN(image::SnapshotWriter * w, writer_for(opts.pid));
+        CKPT_TRY(pc->copy(*w));
+        pt.mark("copy");
+        stats.live_rounds = uint64_t(round);
+        stats.precopy_bytes += bytes;
+        prev_bytes = bytes;
+        if (const char* w = ::getenv("CKPT_TEST_PRECOPY_SLEEP"))
+          ::usleep(useconds_t(std::atof(w) * 1e6));
+        continue;
+      }
       t_frozen = now_seconds();
       PhaseTrace pt("round");
       CKPT_ASSIGN(frozen, job::FrozenJob::freeze(opts.pid, opts.tree));
@@ -189,10 +236,12 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       stats.precopy_frozen_max_seconds =
           std::max(stats.precopy_frozen_max_seconds, now_seconds() - t_frozen);
       frozen.reset();
+      bytes = 0;  // round 1 of a full plans its pages in copy()
       for (auto& [pid, pc] : precopies) {
         CKPT_ASSIGN(image::SnapshotWriter * w, writer_for(pid));
         if (Status s = pc->copy(*w); !s.ok())
           return job::name_member(s.error(), pid, precopies.size());
+        bytes += pc->round_bytes();
       }
       stats.live_rounds = uint64_t(round);
       stats.precopy_bytes += bytes;
