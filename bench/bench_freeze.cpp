@@ -5,7 +5,7 @@
 //     8 MiB, the four 2 MiB buffers the checkpoint used before) and with them
 //     copied into the tool's memory first (the default budget), the writer
 //     draining meanwhile ("capture+write") or only after the release
-//     ("capture", the default);
+//     ("capture"; the default with one CPU, capture+write with more);
 //   - memcpy of SIZE MiB into fresh memory and into memory already touched,
 //     and process_vm_readv of the target's SIZE MiB into fresh memory;
 //   - with --live-size MiB (default 1024, 0 to skip): cr_full and cr_full
@@ -214,8 +214,9 @@ int main(int argc, char** argv) {
   // 100 %-dirty incrementals, alternating the two modes.
   // stream: four 2 MiB buffers, the writer draining them while frozen (the
   // checkpoint before item 3); capture+write: the default budget, writer
-  // running while frozen; capture: the default (the writer waits for the
-  // release unless the budget runs out).
+  // running while frozen (the default with two CPUs or more); capture: the
+  // writer waits for the release unless the budget runs out (the default
+  // with one CPU).
   constexpr int kModes = 3;
   std::vector<double> frozen[kModes], total[kModes], peak[kModes];
   const char* names[kModes] = {"stream (8 MiB)", "capture+write", "capture"};

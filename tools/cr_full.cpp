@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print statistics as JSON on stdout");
   app.add_flag("--live", opts.live,
                "copy memory while the process runs, then freeze it only for what it wrote since");
+  app.add_flag("--no-sync", opts.no_sync,
+               "skip the fsyncs: faster, but an OS crash or power loss may lose this generation "
+               "(a killed tool never leaves a half one visible)");
   app.add_flag("--direct", opts.direct_io,
                "write pages with O_DIRECT, bypassing the page cache (longer freeze)");
   app.add_option("--tracker", opts.tracker, "dirty-page tracker for later incrementals")

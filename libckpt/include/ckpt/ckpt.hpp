@@ -30,6 +30,13 @@ struct CheckpointOptions {
   // wrote since (needs a kernel dirty tracker; with "hash" the freeze is the
   // in-memory copy). The result is an ordinary generation.
   bool live = false;
+  // Skip every fsync of the commit (files, directories). The generation still
+  // appears only by the rename, after its files are complete: a killed tool
+  // never leaves a half one visible. An OS crash or power loss before the
+  // kernel wrote it back may lose it or leave it incomplete on disk (the
+  // restore's checks refuse it; an older generation is still restorable).
+  // A full with no_sync keeps the chain it supersedes (docs/format.md, commit protocol).
+  bool no_sync = false;
   ProgressFn progress;
 };
 

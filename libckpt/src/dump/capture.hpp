@@ -43,8 +43,10 @@ class Capture {
               std::vector<mem::Range>* missed = nullptr);
   // While held (from construction until resume()), the writer thread stays
   // idle unless the budget is used up: a frozen target gets the CPU for its
-  // copy rather than sharing it with the disk write. LIBCKPT_CAPTURE_HOLD=0
-  // lets the writer run from the start (the measured alternative).
+  // copy rather than sharing it with the disk write. Held by default only
+  // when no second CPU is free (one CPU allowed, or the load average at
+  // least the CPU count); LIBCKPT_CAPTURE_HOLD=1 or =0 forces either
+  // (docs/performance.md measures both).
   void resume();
   // Waits until every queued batch went through its sink: the first error.
   Status finish();

@@ -13,6 +13,7 @@
 #include "proc/maps.hpp"
 #include "proc/task_state.hpp"
 #include "util/clock.hpp"
+#include "util/phase_trace.hpp"
 
 namespace ckpt::dump {
 
@@ -47,20 +48,29 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
 
   // Registers are captured here, before any tracker injects calls.
   const image::ImageMeta* earlier = prev ? prev : spec.hint;
+  PhaseTrace pt("describe");
   CKPT_TRY(collect_process(pid, &meta.process));
+  pt.mark("process");
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));
   CKPT_ASSIGN(meta.vmas, collect_vmas(pid, maps));
+  pt.mark("maps+vmas");
   CKPT_TRY(collect_mm(pid, meta.vmas, &meta.mm));
   CKPT_TRY(collect_vdso(pid, meta.vmas, &meta.vdso));
+  pt.mark("mm+vdso");
   CKPT_TRY(collect_threads(*spec.fp, earlier, &meta.threads));
+  pt.mark("threads");
   CKPT_TRY(collect_signals(*spec.fp, meta.threads[0], &meta.process));
+  pt.mark("signals");
   CKPT_ASSIGN(meta.credentials, proc::read_credentials(pid, meta.threads));
   CKPT_TRY(proc::read_task_states(pid, &meta.threads, &meta.state, &meta.credentials));
+  pt.mark("credentials+states");
   int tracker_fd = earlier && earlier->tracker_fd >= 0 ? earlier->tracker_fd : dirty::kTrackerFd;
   if (spec.precopy && spec.precopy->tstate.target_fd >= 0)
     tracker_fd = spec.precopy->tstate.target_fd;
   CKPT_TRY(collect_files(pid, tracker_fd, &meta.files, spec.job));
+  pt.mark("files");
   CKPT_TRY(collect_scratch(pid, &meta, spec.scratch_saved));
+  pt.mark("scratch");
   utsname u;
   if (::uname(&u) == 0) meta.kernel_release = u.release;
 
@@ -72,6 +82,7 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   if (spec.precopy) return prepare_final_live(stats);
   if (prev && !hashing()) {
     CKPT_ASSIGN(dirty::DirtySet ds, tracker_->collect(pid, meta.vmas, prev->vmas, &tstate_));
+    pt.mark("collect");
     std::vector<mem::Range> dirty;
     if (ds.everything) {
       stats->tracker_reset = ds.reason.empty() ? "tracking lost" : ds.reason;

@@ -27,6 +27,9 @@ namespace ckpt::dump {
 
 struct MemberSpec {
   const proc::FrozenProcess* fp = nullptr;
+  // Without fp: a pre-copy round of this process while it runs
+  // (Precopy::plan_round, a collect only).
+  pid_t pid = 0;
   const image::ImageMeta* prev = nullptr;  // this process at the parent generation (incremental)
   const std::vector<image::PageHash>* prev_hashes = nullptr;  // its page-hash table (hash tracker)
   uint64_t prev_digest = 0;  // digest of prev's meta.img: bound into this generation's link

@@ -7,6 +7,7 @@
 #include "dump/collect.hpp"
 #include "dump/member.hpp"
 #include "proc/maps.hpp"
+#include "util/phase_trace.hpp"
 
 namespace ckpt::dump {
 
@@ -25,9 +26,11 @@ std::vector<image::MemRange> subtract(const std::vector<image::MemRange>& a,
 }
 
 Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
-  const pid_t pid = pid_ = spec.fp->pid();
+  const pid_t pid = pid_ = spec.fp ? spec.fp->pid() : spec.pid;
+  PhaseTrace pt("plan_round");
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));
   CKPT_ASSIGN(std::vector<image::VmaRecord> vmas, collect_vmas(pid, maps));
+  pt.mark("maps+vmas");
   std::vector<mem::Range> dirty;
   if (rounds_ == 0) {
     tracker = dirty::make_tracker(spec.tracker);
@@ -37,9 +40,15 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
     if (!spec.prev) {
       // From this instant every write is tracked; everything populated is copied.
       tstate.target_fd = spec.hint ? spec.hint->tracker_fd : -1;
+      if (!spec.fp) return make_error(EINVAL, "internal error: arming needs the process frozen");
       CKPT_TRY(tracker->arm(pid, vmas, &tstate));
-      CKPT_ASSIGN(plan_, plan_memory(pid, vmas));
-      plan_shared_memory(vmas, spec.saves_shared, &plan_);
+      pt.mark("arm");
+      shared_saved_.clear();
+      for (const image::VmaRecord& v : vmas)
+        if (v.is_shared_anon() && spec.saves_shared && spec.saves_shared(v.ino))
+          shared_saved_.push_back(v.ino);
+      plan_ = {};
+      plan_at_copy_ = true;
       layout = std::move(vmas);
       ++rounds_;
       return {};
@@ -52,6 +61,7 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
   }
   CKPT_ASSIGN(dirty::DirtySet ds,
               tracker->collect(pid, vmas, rounds_ == 0 ? spec.prev->vmas : layout, &tstate));
+  pt.mark("collect");
   if (ds.everything) {
     if (stats->tracker_reset.empty())
       stats->tracker_reset = ds.reason.empty() ? "tracking lost" : ds.reason;
@@ -63,6 +73,7 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
   std::vector<image::MemRange> round_complete;
   CKPT_ASSIGN(plan_, plan_dirty_memory(pid, vmas, dirty, &round_complete));
   plan_shared_memory(vmas, spec.saves_shared, &plan_);
+  pt.mark("plan");
   // Shared anonymous memory is re-read whole: it belongs to this round's set.
   for (const mem::Range& r : plan_.ranges) dirty.push_back(r);
   dirty::normalize(dirty);
@@ -79,6 +90,17 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
 }
 
 Status Precopy::copy(image::SnapshotWriter& writer) {
+  if (plan_at_copy_) {
+    plan_at_copy_ = false;
+    CKPT_ASSIGN(plan_, plan_memory(pid_, layout));
+    const std::vector<uint64_t> saved = shared_saved_;
+    plan_shared_memory(
+        layout,
+        [&saved](uint64_t ino) {
+          return std::find(saved.begin(), saved.end(), ino) != saved.end();
+        },
+        &plan_);
+  }
   CKPT_TRY(writer.drop_pages(to_mem_ranges(pending), false));
   pending.clear();
   collected_now = false;

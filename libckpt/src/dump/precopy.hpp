@@ -23,10 +23,14 @@ struct MemberSpec;
 
 class Precopy {
  public:
-  // Frozen: the first round of a full arms tracking for the generation
-  // being written (spec.generation) and plans every populated page; of an
-  // incremental, collects since spec.prev. Later rounds collect since the
-  // previous round. Needs a kernel tracker (not "hash").
+  // The first round of a full arms tracking for the generation being
+  // written (spec.generation), frozen (arming injects calls); copy() plans
+  // every populated page once the process runs again. Of an incremental,
+  // it collects since spec.prev. Later rounds collect since the previous
+  // round. A collect needs no freeze (spec.fp null, spec.pid): the tracker
+  // reports and re-protects each page atomically, so a write racing with it
+  // is either in this round's set or in the next one's. Needs a kernel
+  // tracker (not "hash").
   Status plan_round(const MemberSpec& spec, CheckpointStats* stats);
   // Running: copies the planned pages into `writer`, first forgetting what
   // earlier rounds copied of them. Pages that cannot be read (the process
@@ -49,6 +53,11 @@ class Precopy {
  private:
   pid_t pid_ = 0;
   MemoryPlan plan_;
+  // Round 1 of a full: the populated pages are planned by copy(), after the
+  // release (a page populated or dropped after the arm is reported written
+  // by the next collect). The shared anonymous objects this member saves.
+  bool plan_at_copy_ = false;
+  std::vector<uint64_t> shared_saved_;
   int rounds_ = 0;
 };
 

@@ -11,7 +11,7 @@ std::string member_dir(const std::string& gen_dir, pid_t pid, pid_t root) {
   return pid == root ? gen_dir : gen_dir + "/member-" + std::to_string(pid);
 }
 
-Status write_job_file(const std::string& gen_dir, const JobMeta& job) {
+Status write_job_file(const std::string& gen_dir, const JobMeta& job, bool durable) {
   ByteWriter body;
   uint64_t n = 0;
   for (const JobMember& m : job.members) {
@@ -38,7 +38,7 @@ Status write_job_file(const std::string& gen_dir, const JobMeta& job) {
   if (!fd.valid()) return sys_error("creating " + path);
   CKPT_TRY(write_all(fd.get(), head.data(), head.size(), path));
   CKPT_TRY(write_all(fd.get(), body.data().data(), body.data().size(), path));
-  if (::fsync(fd.get()) != 0) return sys_error("fsync " + path);
+  if (durable && ::fsync(fd.get()) != 0) return sys_error("fsync " + path);
   return {};
 }
 

@@ -50,8 +50,8 @@ struct JobMeta {
 // Where member `pid`'s three files are inside generation directory `gen_dir`.
 std::string member_dir(const std::string& gen_dir, pid_t pid, pid_t root);
 
-// Writes gen_dir/job.img (O_EXCL, 0600, fsynced).
-Status write_job_file(const std::string& gen_dir, const JobMeta& job);
+// Writes gen_dir/job.img (O_EXCL, 0600, fsynced unless !durable).
+Status write_job_file(const std::string& gen_dir, const JobMeta& job, bool durable = true);
 // Reads and checks gen_dir/job.img. ENOENT when the generation has none
 // (a job of one: its root is the snapshot at the top).
 Result<JobMeta> read_job_file(const std::string& gen_dir);

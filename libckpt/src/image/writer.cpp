@@ -25,12 +25,12 @@ bool is_zero_page(const uint8_t* p) {
 }
 
 Status write_small_file(const std::string& path, const std::vector<uint8_t>& header,
-                        const std::vector<uint8_t>& body) {
+                        const std::vector<uint8_t>& body, bool durable) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return sys_error("creating " + path);
   CKPT_TRY(write_all(fd.get(), header.data(), header.size(), path));
   CKPT_TRY(write_all(fd.get(), body.data(), body.size(), path));
-  if (::fsync(fd.get()) != 0) return sys_error("fsync " + path);
+  if (durable && ::fsync(fd.get()) != 0) return sys_error("fsync " + path);
   return {};
 }
 
@@ -133,6 +133,15 @@ Status SnapshotWriter::flush_iov() {
     }
   }
   iov_.clear();
+  // A durable commit fsyncs pages.img: start writeback of what is written
+  // now, so the disk works while the rest is produced and the fsync waits
+  // only for the tail (CRIU writes everything, then syncs). Asynchronous:
+  // the caller does not wait for the disk here.
+  if (durable_ && content_bytes_ - writeback_from_ >= kWritebackChunk) {
+    ::sync_file_range(pages_fd_.get(), off_t(kPagesHeaderSize + writeback_from_),
+                      off_t(content_bytes_ - writeback_from_), SYNC_FILE_RANGE_WRITE);
+    writeback_from_ = content_bytes_;
+  }
   return {};
 }
 
@@ -342,12 +351,12 @@ Status SnapshotWriter::commit(const ImageMeta& meta) {
   int fl = ::fcntl(pages_fd_.get(), F_GETFL);
   if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
   CKPT_TRY(write_all(pages_fd_.get(), ph.data(), ph.size(), pages, 0));
-  if (::fsync(pages_fd_.get()) != 0) return sys_error("fsync " + pages);
+  if (durable_ && ::fsync(pages_fd_.get()) != 0) return sys_error("fsync " + pages);
   pages_fd_.reset();
-  CKPT_TRY(write_small_file(tmp_dir_ + "/" + kAddrFile, addr_header, addr));
-  CKPT_TRY(write_small_file(tmp_dir_ + "/" + kMetaFile, meta_header, body));
+  CKPT_TRY(write_small_file(tmp_dir_ + "/" + kAddrFile, addr_header, addr, durable_));
+  CKPT_TRY(write_small_file(tmp_dir_ + "/" + kMetaFile, meta_header, body, durable_));
 
-  CKPT_TRY(fsync_dir(tmp_dir_));
+  if (durable_) CKPT_TRY(fsync_dir(tmp_dir_));
   if (final_dir_.empty()) {  // a member of a job: the job's generation is renamed as a whole
     committed_ = true;
     return {};
@@ -355,7 +364,7 @@ Status SnapshotWriter::commit(const ImageMeta& meta) {
   if (::rename(tmp_dir_.c_str(), final_dir_.c_str()) != 0)
     return sys_error("committing " + final_dir_);
   committed_ = true;
-  return fsync_dir(dir_);
+  return durable_ ? fsync_dir(dir_) : Status{};
 }
 
 }  // namespace ckpt::image

@@ -64,6 +64,8 @@ class SnapshotWriter {
   void set_page_hashes(std::vector<PageHash> hashes) { page_hashes_ = std::move(hashes); }
   // Writes the address and metadata files and commits the generation atomically.
   Status commit(const ImageMeta& meta);
+  // false: commit() fsyncs nothing (CheckpointOptions::no_sync).
+  void set_durable(bool durable) { durable_ = durable; }
 
   const std::vector<PageRun>& runs() const { return runs_; }
   const std::vector<PageHash>& page_hashes() const { return page_hashes_; }
@@ -93,6 +95,10 @@ class SnapshotWriter {
   uint64_t content_bytes_ = 0, zero_pages_ = 0, pages_ = 0, bytes_total_ = 0;
   uint64_t meta_digest_ = 0;
   bool committed_ = false;
+  bool durable_ = true;
+  // Content bytes up to which writeback was started (sync_file_range).
+  uint64_t writeback_from_ = 0;
+  static constexpr uint64_t kWritebackChunk = 16ull << 20;
 };
 
 }  // namespace ckpt::image

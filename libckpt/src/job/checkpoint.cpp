@@ -27,6 +27,7 @@
 #include "job/generation.hpp"
 #include "proc/maps.hpp"
 #include "util/clock.hpp"
+#include "util/phase_trace.hpp"
 
 namespace ckpt {
 
@@ -131,6 +132,25 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     return ms;
   };
 
+  // The process itself while it runs (a pre-copy round's collect): a job of one.
+  auto member_spec_running = [&](pid_t pid) {
+    dump::MemberSpec ms;
+    ms.pid = pid;
+    if (prev && prev->members.count(pid)) {
+      const image::SnapshotReader* r = prev->members.at(pid).get();
+      ms.prev = &r->meta();
+      ms.prev_hashes = &r->page_hashes();
+      ms.prev_digest = r->meta_digest();
+    }
+    if (hint && hint->members.count(pid)) ms.hint = &hint->members.at(pid)->meta();
+    ms.tracker = tracker;
+    ms.generation = generation;
+    ms.chain_id = chain_id;
+    ms.job = {pid};
+    ms.saves_shared = [](uint64_t) { return true; };
+    return ms;
+  };
+
   // The generation being written, and each member's files in it (a live
   // checkpoint fills them before the final freeze).
   CKPT_ASSIGN(auto gen, job::GenerationWriter::create(opts.dir, generation));
@@ -142,6 +162,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
                                                 generation, chain_id, opts.direct_io);
       if (!r.ok()) return r.error();
       w = std::move(*r);
+      w->set_durable(!opts.no_sync);
     }
     return w.get();
   };
@@ -156,9 +177,39 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     // stop rule picks stays frozen and becomes the final one below.
     const double t_live = now_seconds();
     uint64_t prev_bytes = 0;
+    // Rounds after the arm collect while the process runs (a single
+    // process: a tree's membership is only known frozen). Only the final
+    // round freezes it, for a collect of what it wrote since the last one.
+    const bool running_rounds = !opts.tree && !::getenv("LIBCKPT_PRECOPY_FROZEN");
     for (int round = 1;; ++round) {
+      if (running_rounds && (prev || round > 1)) {
+        PhaseTrace pt("round (running)");
+        std::unique_ptr<dump::Precopy>& pc = precopies[opts.pid];
+        if (!pc) pc = std::make_unique<dump::Precopy>();
+        dump::MemberSpec ms = member_spec_running(opts.pid);
+        CKPT_TRY(pc->plan_round(ms, &stats));
+        const uint64_t bytes = pc->round_bytes();
+        pt.mark("collect+plan");
+        if (const char* why = dump::precopy_stop(dump::PrecopyLimits{}, round, bytes, prev_bytes,
+                                                 now_seconds() - t_live)) {
+          stats.live_stop = why;
+          pc->collected_now = false;  // the process ran since: the final round collects
+          break;
+        }
+        CKPT_ASSIGN(image::SnapshotWriter * w, writer_for(opts.pid));
+        CKPT_TRY(pc->copy(*w));
+        pt.mark("copy");
+        stats.live_rounds = uint64_t(round);
+        stats.precopy_bytes += bytes;
+        prev_bytes = bytes;
+        if (const char* w = ::getenv("CKPT_TEST_PRECOPY_SLEEP"))
+          ::usleep(useconds_t(std::atof(w) * 1e6));
+        continue;
+      }
       t_frozen = now_seconds();
+      PhaseTrace pt("round");
       CKPT_ASSIGN(frozen, job::FrozenJob::freeze(opts.pid, opts.tree));
+      pt.mark("freeze");
       const std::vector<job::Member>& ms = frozen->members();
       std::vector<pid_t> pids;
       for (const job::Member& m : ms) pids.push_back(m.pid);
@@ -174,6 +225,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
         bytes += pc->round_bytes();
         now[ms[i].pid] = std::move(pc);
       }
+      pt.mark("plan (collect)");
       precopies = std::move(now);  // members gone since the last round are dropped
       for (auto it = member_writers.begin(); it != member_writers.end();)
         it = precopies.count(it->first) ? std::next(it) : member_writers.erase(it);
@@ -186,10 +238,12 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       stats.precopy_frozen_max_seconds =
           std::max(stats.precopy_frozen_max_seconds, now_seconds() - t_frozen);
       frozen.reset();
+      bytes = 0;  // round 1 of a full plans its pages in copy()
       for (auto& [pid, pc] : precopies) {
         CKPT_ASSIGN(image::SnapshotWriter * w, writer_for(pid));
         if (Status s = pc->copy(*w); !s.ok())
           return job::name_member(s.error(), pid, precopies.size());
+        bytes += pc->round_bytes();
       }
       stats.live_rounds = uint64_t(round);
       stats.precopy_bytes += bytes;
@@ -199,14 +253,17 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
         ::usleep(useconds_t(std::atof(w) * 1e6));
     }
   }
+  PhaseTrace pt("final");
   if (!frozen) {
     t_frozen = now_seconds();
     CKPT_ASSIGN(frozen, job::FrozenJob::freeze(opts.pid, opts.tree));
+    pt.mark("freeze");
   }
   const std::vector<job::Member>& members = frozen->members();
   std::vector<pid_t> pids;
   for (const job::Member& m : members) pids.push_back(m.pid);
   const SharedOwners owners = shared_memory_owners(members);
+  pt.mark("shared owners");
 
   // Describe every member and plan its memory, all frozen.
   std::vector<std::unique_ptr<dump::MemberDump>> dumps;
@@ -236,6 +293,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
                           m.zombie ? m.exit_status : 0});
   if (opts.tree) jm.members[0].flags |= image::kMemberTree;
   jm.shares = find_shared_files(live);
+  pt.mark("describe+plan");
 
   // Memory: each member's pages are copied into buffers the tool owns
   // (dump/capture) and drained into its own files by a writer thread; the
@@ -254,9 +312,11 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     if (!s.ok()) return job::name_member(s.error(), d->pid(), members.size());
     done += d->plan.bytes();
   }
+  pt.mark("copy");
   for (auto* d : live)
     if (Status s = d->captured(!opts.kill_after); !s.ok())
       return job::name_member(s.error(), d->pid(), members.size());
+  pt.mark("arm");
 
   // Memory is copied: a running job cannot change the image any more, so it
   // goes back to work while the files are written and made durable. With
@@ -265,15 +325,18 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   if (!opts.kill_after) {
     CKPT_TRY(frozen->release());
     t_released = now_seconds();
+    pt.mark("release");
   }
   capture.resume();
   CKPT_TRY(capture.finish());
   for (auto* d : live) d->finish_write();
   stats.memory_seconds = now_seconds() - t_mem;
   stats.capture_peak_bytes = capture.peak_bytes();
+  pt.mark("write (after release)");
   for (size_t i = 0; i < live.size(); ++i) CKPT_TRY(writers[i]->commit(live[i]->meta));
-  CKPT_TRY(image::write_job_file(gen->path(), jm));
-  CKPT_TRY(gen->commit());
+  CKPT_TRY(image::write_job_file(gen->path(), jm, !opts.no_sync));
+  CKPT_TRY(gen->commit(!opts.no_sync));
+  pt.mark("commit");
   if (opts.kill_after) {
     // The job is still frozen: a migration sends the generation now, and
     // the job lives on untouched if that fails (job/checkpoint.hpp).
@@ -332,7 +395,9 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
       newest = std::make_unique<PreviousJob>(std::move(*r));
   CKPT_ASSIGN(CheckpointStats stats,
               checkpoint_job(opts, nullptr, gens.empty() ? 1 : gens.back() + 1, t0, newest.get()));
-  image::remove_generations_before(opts.dir, stats.generation);
+  // Without fsync the new full may not survive a power loss: the chain it
+  // supersedes stays until a durable full (or cr_compact) replaces it.
+  if (!opts.no_sync) image::remove_generations_before(opts.dir, stats.generation);
   stats.moved_aside = moved_aside;
   return stats;
 }

@@ -22,11 +22,11 @@ GenerationWriter::~GenerationWriter() {
   if (!committed_) image::remove_generation_files(tmp_);
 }
 
-Status GenerationWriter::commit() {
-  CKPT_TRY(image::fsync_dir(tmp_));
+Status GenerationWriter::commit(bool durable) {
+  if (durable) CKPT_TRY(image::fsync_dir(tmp_));
   if (::rename(tmp_.c_str(), final_.c_str()) != 0) return sys_error("committing " + final_);
   committed_ = true;
-  return image::fsync_dir(dir_);
+  return durable ? image::fsync_dir(dir_) : Status{};
 }
 
 Result<image::JobMeta> read_job_or_root(const std::string& gen_dir) {

@@ -19,8 +19,9 @@ class GenerationWriter {
   // Removes everything written unless committed.
   ~GenerationWriter();
   const std::string& path() const { return tmp_; }
-  // fsync of the temporary directory, rename to DIR/gen-NNNNNN, fsync DIR.
-  Status commit();
+  // fsync of the temporary directory, rename to DIR/gen-NNNNNN, fsync DIR
+  // (the rename alone with !durable).
+  Status commit(bool durable = true);
 
  private:
   std::string dir_, tmp_, final_;
