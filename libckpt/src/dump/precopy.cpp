@@ -45,8 +45,8 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
       pt.mark("arm");
       shared_saved_.clear();
       for (const image::VmaRecord& v : vmas)
-        if (v.is_shared_anon() && spec.saves_shared && spec.saves_shared(v.ino))
-          shared_saved_.push_back(v.ino);
+        if (auto o = v.shared_object(); o && spec.saves_shared && spec.saves_shared(*o))
+          shared_saved_.push_back(*o);
       plan_ = {};
       plan_at_copy_ = true;
       layout = std::move(vmas);
@@ -93,11 +93,11 @@ Status Precopy::copy(image::SnapshotWriter& writer) {
   if (plan_at_copy_) {
     plan_at_copy_ = false;
     CKPT_ASSIGN(plan_, plan_memory(pid_, layout));
-    const std::vector<uint64_t> saved = shared_saved_;
+    const std::vector<image::SharedObject> saved = shared_saved_;
     plan_shared_memory(
         layout,
-        [&saved](uint64_t ino) {
-          return std::find(saved.begin(), saved.end(), ino) != saved.end();
+        [&saved](const image::SharedObject& o) {
+          return std::find(saved.begin(), saved.end(), o) != saved.end();
         },
         &plan_);
   }

@@ -57,7 +57,7 @@ class Precopy {
   // release (a page populated or dropped after the arm is reported written
   // by the next collect). The shared anonymous objects this member saves.
   bool plan_at_copy_ = false;
-  std::vector<uint64_t> shared_saved_;
+  std::vector<image::SharedObject> shared_saved_;
   int rounds_ = 0;
 };
 

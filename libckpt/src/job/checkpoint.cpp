@@ -147,7 +147,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     ms.generation = generation;
     ms.chain_id = chain_id;
     ms.job = {pid};
-    ms.saves_shared = [](uint64_t) { return true; };
+    ms.saves_shared = [](const image::SharedObject&) { return true; };
     return ms;
   };
 
