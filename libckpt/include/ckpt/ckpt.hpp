@@ -30,6 +30,11 @@ struct CheckpointOptions {
   // wrote since (needs a kernel dirty tracker; with "hash" the freeze is the
   // in-memory copy). The result is an ordinary generation.
   bool live = false;
+  // Save TCP connections whose peer is not in the job in repair mode (else
+  // refused). Their packets are held back (a FIB rule per connection in
+  // this network namespace) while the job is frozen, and with kill_after
+  // until the restore rebuilds them (docs/nodes.md).
+  bool tcp_established = false;
   ProgressFn progress;
 };
 

@@ -1,0 +1,12 @@
+# Jobs across nodes (docs/nodes.md): network namespaces stand for nodes.
+# tcp_outside.sh: a client connected to a server outside the job,
+# checkpointed with --tcp-established --kill and restored while the server
+# keeps streaming; also refused where its local address does not exist.
+add_executable(e2e_tcp_stream programs/tcp_stream.c)
+set_target_properties(e2e_tcp_stream PROPERTIES
+  OUTPUT_NAME tcp_stream RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin/e2e)
+add_dependencies(e2e_programs e2e_tcp_stream)
+add_test(NAME e2e.nodes.tcp-outside
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tcp_outside.sh ${CMAKE_BINARY_DIR}/bin)
+set_tests_properties(e2e.nodes.tcp-outside PROPERTIES
+  LABELS e2e SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 180)
