@@ -69,7 +69,9 @@ netns_pair "$NS_A" "$NS_B" "$NET" "crn$$" || skip "$NETNS_WHY"
 
 # The remote launch agent (mpirun's "ssh"): runs the command on the node of
 # that address, detached (setsid), so that orted is not a descendant of
-# mpirun and no pipe joins the two nodes; its PID is written for the test.
+# mpirun and no pipe joins the two nodes. Open MPI hands it a shell command
+# line (PATH and LD_LIBRARY_PATH set, then orted); the shell's PID is
+# written for the test, orted is its child.
 cat >"$WORK/agent" <<AGENT
 #!/bin/bash
 host=\$1
@@ -81,7 +83,7 @@ case \$host in
 esac
 echo "\$host: \$*" >>"$WORK/agent.log"
 cd "$WORK"
-setsid -f ip netns exec "\$ns" /bin/sh -c "echo \\\$\\\$ >'$WORK/orted.\$host.pid'; exec \$*" \\
+setsid -f ip netns exec "\$ns" /bin/sh -c "echo \\\$\\\$ >'$WORK/orted.\$host.pid'; \$*" \\
   </dev/null >>"$WORK/orted.\$host.log" 2>&1
 AGENT
 chmod +x "$WORK/agent"
@@ -103,7 +105,7 @@ rc=0
 REF=$(grep '^result: ' "$WORK/ref.out") || fail "the uninterrupted run printed no result"
 grep -qx 'check: ok' "$WORK/ref.out" || fail "the uninterrupted run's self-check failed"
 REF_TIME=$(elapsed "$START")
-grep -q "^$NET.2: *orted" "$WORK/agent.log" || fail "mpirun did not start orted on node B through the agent"
+grep -q "^$NET.2: .*/orted " "$WORK/agent.log" || fail "mpirun did not start orted on node B through the agent"
 rm -f "$WORK"/orted.*.pid
 find "$JOB_TMP" -mindepth 1 -delete
 
@@ -132,16 +134,18 @@ until grep -q '^iter ' "$WORK/prog.out"; do
   ((SECONDS < deadline)) || fail "no progress line after 120 s"
   sleep 0.1
 done
-ORTED=$(cat "$WORK/orted.$NET.2.pid")
-ROOTS+=("$ORTED")
+SHELL_B=$(cat "$WORK/orted.$NET.2.pid")
+ORTED=$(cat /proc/"$SHELL_B"/task/*/children | tr -d " ")
+ROOTS+=("$SHELL_B" "$ORTED")
+[[ $(cat /proc/"$ORTED"/comm) == orted ]] || fail "no orted under the agent's shell on B ($ORTED)"
 [[ $(ip netns identify "$ORTED") == "$NS_B" ]] || fail "orted $ORTED is not in $NS_B"
 nb=$(($(wc -w <<<"$(cat /proc/"$ORTED"/task/*/children)")))
 ((nb == 2)) || fail "orted on B has $nb children, not 2 ranks"
 printf '%s:%s %s\n%s:%s %s\n' "$NET.1" "$PORT" "$MPIRUN" "$NET.2" "$PORT" "$ORTED" >"$WORK/nodes"
 last_iter() { grep '^iter ' "$WORK/prog.out" | tail -n 1 | awk '{ print $2 }'; }
 
-job() { # cr_job ARGS: its JSON in $WORK/job.out
-  timeout 300 "$BIN_DIR/cr_job" "$@" --nodes "$WORK/nodes" --token "$WORK/token" --json \
+job() { # cr_job ARGS, run on node A (the launch node): its JSON in $WORK/job.out
+  timeout 300 ip netns exec "$NS_A" "$BIN_DIR/cr_job" "$@" --nodes "$WORK/nodes" --token "$WORK/token" --json \
     </dev/null >"$WORK/job.out" 2>"$WORK/job.err"
 }
 FROZEN=() TOTAL=()
@@ -165,7 +169,7 @@ for n in A B; do
 done
 
 # Everything on both nodes killed; the session directory goes.
-MEMBERS="$(tree_of() { local c; echo "$1"; for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree_of "$c"; done; }; tree_of "$MPIRUN"; tree_of "$ORTED")"
+MEMBERS="$(tree_of() { local c; echo "$1"; for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree_of "$c"; done; }; tree_of "$MPIRUN"; tree_of "$SHELL_B")"
 for p in $MEMBERS; do kill -9 "$p" 2>/dev/null || true; done
 for ((i = 0; i < 200; i++)); do
   alive=0

@@ -10,3 +10,13 @@ add_test(NAME e2e.nodes.tcp-outside
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tcp_outside.sh ${CMAKE_BINARY_DIR}/bin)
 set_tests_properties(e2e.nodes.tcp-outside PROPERTIES
   LABELS e2e SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 180)
+# mpi_nodes.sh: an Open MPI job across two namespaces (2 ranks each, btl
+# tcp), coordinated checkpoints by cr_job/cr_noded, a round aborted by a
+# node that fails, everything killed, cr_job restart, the exact result.
+find_program(LIBCKPT_MPIRUN_OPENMPI mpirun.openmpi)
+if(LIBCKPT_MPIRUN_OPENMPI AND TARGET cg_mpi_openmpi)
+  add_test(NAME e2e.nodes.mpi.cg_mpi
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi_nodes.sh ${CMAKE_BINARY_DIR}/bin cg_mpi)
+  set_tests_properties(e2e.nodes.mpi.cg_mpi PROPERTIES
+    LABELS "e2e;mpi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 900)
+endif()
