@@ -129,7 +129,7 @@ done
 MPIRUN=$!
 ROOTS+=("$MPIRUN")
 deadline=$((SECONDS + 120))
-until grep -q '^iter ' "$WORK/prog.out"; do
+until grep -q '^iter ' "$WORK/prog.out" 2>/dev/null; do
   [[ $(proc_state "$MPIRUN") != [Z-] ]] || fail "the job ended before computing: $(first_line "$WORK/prog.err")"
   ((SECONDS < deadline)) || fail "no progress line after 120 s"
   sleep 0.1
@@ -143,22 +143,53 @@ nb=$(($(wc -w <<<"$(cat /proc/"$ORTED"/task/*/children)")))
 ((nb == 2)) || fail "orted on B has $nb children, not 2 ranks"
 printf '%s:%s %s\n%s:%s %s\n' "$NET.1" "$PORT" "$MPIRUN" "$NET.2" "$PORT" "$ORTED" >"$WORK/nodes"
 last_iter() { grep '^iter ' "$WORK/prog.out" | tail -n 1 | awk '{ print $2 }'; }
+tree_pids() {
+  local c
+  echo "$1"
+  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree_pids "$c"; done
+}
 
 job() { # cr_job ARGS, run on node A (the launch node): its JSON in $WORK/job.out
   timeout 300 ip netns exec "$NS_A" "$BIN_DIR/cr_job" "$@" --nodes "$WORK/nodes" --token "$WORK/token" --json \
     </dev/null >"$WORK/job.out" 2>"$WORK/job.err"
 }
-FROZEN=() TOTAL=()
+# A round that a node fails (B's PID is a process that is gone) is aborted
+# on every node: A's part runs on, untraced, and no generation appears.
+true &
+gone=$!
+wait "$gone"
+cp "$WORK/nodes" "$WORK/nodes.good"
+printf '%s:%s %s\n%s:%s %s\n' "$NET.1" "$PORT" "$MPIRUN" "$NET.2" "$PORT" "$gone" >"$WORK/nodes"
+at_bad=$(last_iter)
+rc=0
+job checkpoint || rc=$?
+((rc != 0)) || fail "cr_job checkpoint succeeded with a node whose process is gone"
+grep -q "node $NET.2:$PORT: .*round aborted on every node" "$WORK/job.err" || fail "cr_job did not name node B: $(first_line "$WORK/job.err")"
+[[ -z $(ls -A "$WORK/ckA" "$WORK/ckB" 2>/dev/null) ]] || fail "the aborted round left files: $(ls -A "$WORK/ckA" "$WORK/ckB")"
+for p in $(tree_pids "$MPIRUN"); do
+  [[ $(tracer_of "$p") == 0 && $(proc_state "$p") != [tT] ]] || fail "process $p of A's part is still stopped or traced after the abort"
+done
+n=0
+until (($(last_iter) > at_bad)); do
+  ((++n < 300)) || fail "the job stopped computing after the aborted round"
+  sleep 0.1
+done
+cp "$WORK/nodes.good" "$WORK/nodes"
+
+FROZEN=() TOTAL=() NODE_FROZEN=()
+record() { # the coordinator's frozen and total time, and each agent's own frozen time
+  FROZEN+=("$(grep -o '"frozen_seconds":[0-9.e-]*' "$WORK/job.out" | head -n 1 | cut -d: -f2 | xargs printf '%.2f')")
+  TOTAL+=("$(grep -o '"total_seconds":[0-9.e-]*' "$WORK/job.out" | cut -d: -f2 | xargs printf '%.2f')")
+  NODE_FROZEN+=("$(grep -o '"frozen_seconds":[0-9.e-]*' "$WORK/job.out" | sed -n 2,3p | cut -d: -f2 | xargs printf '%.2f/' | sed 's|/$||')")
+}
 at_full=$(last_iter)
 job checkpoint || fail "cr_job checkpoint: $(first_line "$WORK/job.err")"
-FROZEN+=("$(grep -o '"frozen_seconds":[0-9.e-]*' "$WORK/job.out" | head -n 1 | cut -d: -f2)")
-TOTAL+=("$(grep -o '"total_seconds":[0-9.e-]*' "$WORK/job.out" | cut -d: -f2)")
+record
 grep -q '"generation":1' "$WORK/job.out" || fail "the full checkpoint is not generation 1: $(cat "$WORK/job.out")"
 for i in 1 2; do
   sleep 1
   job checkpoint --incremental || fail "cr_job checkpoint --incremental ($i): $(first_line "$WORK/job.err")"
-  FROZEN+=("$(grep -o '"frozen_seconds":[0-9.e-]*' "$WORK/job.out" | head -n 1 | cut -d: -f2)")
-  TOTAL+=("$(grep -o '"total_seconds":[0-9.e-]*' "$WORK/job.out" | cut -d: -f2)")
+  record
 done
 grep -q "\"generation\":3" "$WORK/job.out" || fail "the second incremental is not generation 3: $(cat "$WORK/job.out")"
 at_incr=$(last_iter)
@@ -169,7 +200,7 @@ for n in A B; do
 done
 
 # Everything on both nodes killed; the session directory goes.
-MEMBERS="$(tree_of() { local c; echo "$1"; for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree_of "$c"; done; }; tree_of "$MPIRUN"; tree_of "$SHELL_B")"
+MEMBERS="$(tree_pids "$MPIRUN") $(tree_pids "$SHELL_B")"
 for p in $MEMBERS; do kill -9 "$p" 2>/dev/null || true; done
 for ((i = 0; i < 200; i++)); do
   alive=0
@@ -198,4 +229,4 @@ got=$(grep '^result: ' "$WORK/prog.out")
 grep -qx 'check: ok' "$WORK/prog.out" || fail "the restored job's self-check failed"
 for ((i = 0; i < 40; i++)); do grep -q "process $MPIRUN exited" "$WORK/nodedA.err" && break; sleep 0.05; done
 grep -q "process $MPIRUN exited with 0" "$WORK/nodedA.err" || fail "mpirun did not exit with 0 on A: $(grep "process $MPIRUN" "$WORK/nodedA.err")"
-pass "checkpointed at iter $at_full..$at_incr of $ITERS; frozen (full, incr, incr) ${FROZEN[*]} s, cr_job total ${TOTAL[*]} s; restart to running ${T_RESTART}s; reference run ${REF_TIME}s"
+pass "checkpointed at iter $at_full..$at_incr of $ITERS; job frozen (full, incr, incr) ${FROZEN[*]} s, per node A/B ${NODE_FROZEN[*]} s, cr_job total ${TOTAL[*]} s; restart to running ${T_RESTART}s; reference run ${REF_TIME}s"

@@ -13,8 +13,8 @@ set_tests_properties(e2e.nodes.tcp-outside PROPERTIES
 # mpi_nodes.sh: an Open MPI job across two namespaces (2 ranks each, btl
 # tcp), coordinated checkpoints by cr_job/cr_noded, a round aborted by a
 # node that fails, everything killed, cr_job restart, the exact result.
-find_program(LIBCKPT_MPIRUN_OPENMPI mpirun.openmpi)
-if(LIBCKPT_MPIRUN_OPENMPI AND TARGET cg_mpi_openmpi)
+find_program(LIBCKPT_MPICC_OPENMPI mpicc.openmpi)
+if(LIBCKPT_MPICC_OPENMPI)
   add_test(NAME e2e.nodes.mpi.cg_mpi
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi_nodes.sh ${CMAKE_BINARY_DIR}/bin cg_mpi)
   set_tests_properties(e2e.nodes.mpi.cg_mpi PROPERTIES
