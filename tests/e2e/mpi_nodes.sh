@@ -165,7 +165,8 @@ rc=0
 job checkpoint || rc=$?
 ((rc != 0)) || fail "cr_job checkpoint succeeded with a node whose process is gone"
 grep -q "node $NET.2:$PORT: .*round aborted on every node" "$WORK/job.err" || fail "cr_job did not name node B: $(first_line "$WORK/job.err")"
-[[ -z $(ls -A "$WORK/ckA" "$WORK/ckB" 2>/dev/null) ]] || fail "the aborted round left files: $(ls -A "$WORK/ckA" "$WORK/ckB")"
+left=$(find "$WORK/ckA" "$WORK/ckB" -mindepth 1 2>/dev/null)
+[[ -z $left ]] || fail "the aborted round left files: $left"
 for p in $(tree_pids "$MPIRUN"); do
   [[ $(tracer_of "$p") == 0 && $(proc_state "$p") != [tT] ]] || fail "process $p of A's part is still stopped or traced after the abort"
 done

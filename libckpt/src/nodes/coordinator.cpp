@@ -46,10 +46,12 @@ void abort_all(std::vector<Link>& links, const std::string& why) {
 
 // Reads every agent's next step, which must be `want`; any other outcome
 // aborts the round everywhere and names the first node that failed.
-Status gather(std::vector<Link>& links, uint32_t want) {
+// `first_at`: when the first answer arrived.
+Status gather(std::vector<Link>& links, uint32_t want, double* first_at = nullptr) {
   std::string why;
   for (Link& l : links) {
     auto m = read_step(l.conn->r, "node " + l.addr);
+    if (first_at && l.addr == links[0].addr) *first_at = now_seconds();
     std::string bad;
     if (!m.ok()) {
       bad = m.error().message;
@@ -123,11 +125,12 @@ Result<RoundOutcome> coordinated_checkpoint(const Coordination& c, bool full) {
       abort_all(links, "node " + links[i].addr + ": " + s.error().message);
       return s.error().context("node " + links[i].addr);
     }
-  CKPT_TRY(gather(links, kFrozen));  // phase 1: all frozen, nothing read
+  double t_frozen = 0;
+  CKPT_TRY(gather(links, kFrozen, &t_frozen));  // phase 1: all frozen, nothing read
   CKPT_TRY(send_all(links, {kGo}));
   CKPT_TRY(gather(links, kCaptured));  // phase 2: all saved (in memory)
   CKPT_TRY(send_all(links, {kGo}));    // released
-  out.frozen_seconds = now_seconds() - t0;
+  out.frozen_seconds = now_seconds() - t_frozen;
   CKPT_TRY(gather(links, kWritten));  // all durable, none visible
   CKPT_TRY(send_all(links, {kGo}));   // commit
   CKPT_TRY(gather(links, kCommitted));

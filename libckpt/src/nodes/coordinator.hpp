@@ -30,11 +30,12 @@ struct NodeOutcome {
 struct RoundOutcome {
   std::vector<NodeOutcome> nodes;
   uint64_t generation = 0;
-  // Checkpoint: from CHECKPOINT sent to the first node until the release
-  // order went to the last (every node frozen at some point of it, none
-  // released before all were captured).
+  // Checkpoint: from the first node's FROZEN until the release order went
+  // to the last node: the time the job as a whole made no progress (give
+  // or take the first node's report on the wire).
   double frozen_seconds = 0;
-  // Restart: from RESTORE sent until every node's part ran.
+  // From the first request until every node committed (checkpoint) or ran
+  // (restart).
   double total_seconds = 0;
 };
 
