@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mpi_nodes.sh BIN_DIR [WORKLOAD]: an Open MPI job across two "nodes"
+# mpi_nodes.sh BIN_DIR [WORKLOAD [ACTION]]: an Open MPI job across two "nodes"
 # (network namespaces crnA<pid> and crnB<pid> joined by a veth pair, one IP
 # address each), 2 ranks per node over TCP (--mca btl tcp,self), its remote
 # daemon (orted) started on B by an rsh agent that enters B's namespace.
@@ -10,7 +10,11 @@
 # removed, cr_job restart: each node's part restored on its node (mpirun's
 # tree on A, orted's on B), connections between nodes rebuilt in repair mode
 # and released once both sides exist. The job must finish with exactly the
-# uninterrupted result line. Prints PASS/FAIL with the measured times;
+# uninterrupted result line. ACTION "replace": the nodes hang off a bridge
+# (a third namespace), and after the kill node B is gone (its namespace
+# deleted): a spare namespace crnC<pid> takes over B's address, its own
+# cr_noded gets B's checkpoint set, and B's part restarts there. Prints
+# PASS/FAIL with the measured times;
 # exit 77 = skip (no Open MPI, no network namespaces).
 # E2E_MPI_MIB (default 64), E2E_MPI_ITERS (300), E2E_MPI_MIN_MS (200): as mpi.sh.
 set -euo pipefail
@@ -21,12 +25,15 @@ source "$HERE/lib.sh"
 source "$HERE/netns.sh"
 BIN_DIR=$(cd "$1" && pwd)
 WORKLOAD=${2:-cg_mpi}
-NAME="nodes mpi $WORKLOAD"
+ACTION=${3:-restart}
+NAME="nodes mpi $WORKLOAD${3:+ $ACTION}"
 MIB=${E2E_MPI_MIB:-64}
 ITERS=${E2E_MPI_ITERS:-300}
 MIN_MS=${E2E_MPI_MIN_MS:-200}
 NS_A=crnA$$
 NS_B=crnB$$
+NS_C=crnC$$
+NS_S=crnS$$
 NET=10.249.$(($$ % 250))
 PORT=$((21000 + $$ % 20000))
 pass() {
@@ -60,12 +67,19 @@ cleanup() {
   done
   for p in "${DAEMONS[@]}"; do kill_tree "$p"; done
   { wait; } 2>/dev/null || true
-  netns_remove "$NS_A" "$NS_B"
+  netns_remove "$NS_A" "$NS_B" "$NS_C" "$NS_S"
   rm -rf "$JOB_TMP"
   cleanup_common
 }
 trap cleanup EXIT
-netns_pair "$NS_A" "$NS_B" "$NET" "crn$$" || skip "$NETNS_WHY"
+case $ACTION in
+  restart) netns_pair "$NS_A" "$NS_B" "$NET" "crn$$" || skip "$NETNS_WHY" ;;
+  replace) netns_switch "$NS_S" "$NET" "crn$$" "$NS_A" "$NS_B" || skip "$NETNS_WHY" ;;
+  *)
+    echo "unknown action $ACTION" >&2
+    exit 2
+    ;;
+esac
 
 # The remote launch agent (mpirun's "ssh"): runs the command on the node of
 # that address, detached (setsid), so that orted is not a descendant of
@@ -213,6 +227,21 @@ done
 { wait "$MPIRUN"; } 2>/dev/null || true
 find "$JOB_TMP" -mindepth 1 -delete
 rm -f "$PACE"
+if [[ $ACTION == replace ]]; then
+  # Node B is gone; spare C takes over its address (a real takeover would
+  # announce it by gratuitous ARP: here A's neighbour entry is flushed) and
+  # gets B's checkpoint set.
+  kill_tree "${DAEMONS[1]}"
+  ip netns del "$NS_B"
+  ip netns add "$NS_C"
+  netns_attach "$NS_S" "$NS_C" "$NET.2" "crn$$"c || fail "cannot attach the spare: $NETNS_WHY"
+  ip -n "$NS_A" neigh flush to "$NET.2" 2>/dev/null || true
+  (close_fds && exec ip netns exec "$NS_C" "$BIN_DIR/cr_noded" --listen "$NET.2:$PORT" \
+    --token "$WORK/token" --dir "$WORK/ckB" </dev/null >/dev/null 2>"$WORK/nodedC.err") &
+  DAEMONS+=($!)
+  LOGS+=("$WORK/nodedC.err")
+  wait_listening "$NS_C" "$PORT" "$!" || fail "cr_noded on C is not listening: $(first_line "$WORK/nodedC.err")"
+fi
 
 T=$EPOCHREALTIME
 job restart || fail "cr_job restart: $(first_line "$WORK/job.err")"
@@ -230,4 +259,8 @@ got=$(grep '^result: ' "$WORK/prog.out")
 grep -qx 'check: ok' "$WORK/prog.out" || fail "the restored job's self-check failed"
 for ((i = 0; i < 40; i++)); do grep -q "process $MPIRUN exited" "$WORK/nodedA.err" && break; sleep 0.05; done
 grep -q "process $MPIRUN exited with 0" "$WORK/nodedA.err" || fail "mpirun did not exit with 0 on A: $(grep "process $MPIRUN" "$WORK/nodedA.err")"
+if [[ $ACTION == replace ]]; then
+  part_b=$(grep -o '"node":"'"$NET.2:$PORT"'","pid":[0-9]*' "$WORK/job.out" | grep -o '[0-9]*$')
+  grep -q "process $part_b exited with 0" "$WORK/nodedC.err" || fail "B's part ($part_b) did not end well on C: $(grep "process $part_b" "$WORK/nodedC.err")"
+fi
 pass "checkpointed at iter $at_full..$at_incr of $ITERS; job frozen (full, incr, incr) ${FROZEN[*]} s, per node A/B ${NODE_FROZEN[*]} s, cr_job total ${TOTAL[*]} s; restart to running ${T_RESTART}s; reference run ${REF_TIME}s"

@@ -14,9 +14,13 @@ set_tests_properties(e2e.nodes.tcp-outside PROPERTIES
 # tcp), coordinated checkpoints by cr_job/cr_noded, a round aborted by a
 # node that fails, everything killed, cr_job restart, the exact result.
 find_program(LIBCKPT_MPICC_OPENMPI mpicc.openmpi)
+# "replace": node B is gone after the kill, spare C takes its address and
+# restarts B's part from B's checkpoint set.
 if(LIBCKPT_MPICC_OPENMPI)
-  add_test(NAME e2e.nodes.mpi.cg_mpi
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi_nodes.sh ${CMAKE_BINARY_DIR}/bin cg_mpi)
-  set_tests_properties(e2e.nodes.mpi.cg_mpi PROPERTIES
-    LABELS "e2e;mpi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 900)
+  foreach(action restart replace)
+    add_test(NAME e2e.nodes.mpi.cg_mpi.${action}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi_nodes.sh ${CMAKE_BINARY_DIR}/bin cg_mpi ${action})
+    set_tests_properties(e2e.nodes.mpi.cg_mpi.${action} PROPERTIES
+      LABELS "e2e;mpi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 900)
+  endforeach()
 endif()
