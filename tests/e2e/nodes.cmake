@@ -24,3 +24,9 @@ if(LIBCKPT_MPICC_OPENMPI)
       LABELS "e2e;mpi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 900)
   endforeach()
 endif()
+# nodes_bad_input.sh: cr_job/cr_noded refusals (node file, unreachable agent,
+# wrong token, a node whose process is gone), the targets left running.
+add_test(NAME e2e.nodes.bad-input
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/nodes_bad_input.sh ${CMAKE_BINARY_DIR}/bin)
+set_tests_properties(e2e.nodes.bad-input PROPERTIES
+  LABELS e2e SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 180)
