@@ -152,12 +152,12 @@ Status rebuild_connection(int sock, const FileRecord& f, const Endpoint& local,
   return {};
 }
 
-// Whether only TIME-WAIT sockets hold `port`.
+// Whether only leftovers of a killed incarnation hold `port` (time_wait.hpp).
 bool only_time_wait_on(uint16_t port) {
   bool any = false;
   for (const TcpRow& r : tcp_rows("/proc/net/")) {
     if (r.local.port != port) continue;
-    if (r.state != TCP_TIME_WAIT) return false;
+    if (!is_leftover(r.state, r.inode)) return false;
     any = true;
   }
   return any;
@@ -167,6 +167,9 @@ bool only_time_wait_on(uint16_t port) {
 // old incarnation that the kill left in TIME-WAIT, made by a program that
 // did not set SO_REUSEADDR, holds it for up to a minute. Those are ended
 // (SOCK_DESTROY); on a kernel that cannot, waited out (saying so once).
+// Closing connections no process holds (across nodes, a FIN or its answer
+// may still be on its way) are waited for: the kernel does not destroy
+// those, and they end within a round trip or a retransmission.
 // Anything else in the way is an error.
 Status listen_again(int sock, const Endpoint& local, int backlog, const std::string& what) {
   bool said = false, can_destroy = true;
@@ -174,7 +177,10 @@ Status listen_again(int sock, const Endpoint& local, int backlog, const std::str
     if (::listen(sock, backlog) == 0) return {};
     if (errno != EADDRINUSE || tries >= 700 || !only_time_wait_on(local.port))
       return sys_error(what + ": listening on " + describe(local));
-    if (can_destroy && destroy_time_wait(local.port) > 0) continue;
+    if (can_destroy && destroy_time_wait(local.port) >= 0) {
+      ::usleep(10 * 1000);
+      continue;
+    }
     can_destroy = false;
     if (!said)
       std::fprintf(stderr, "%s: waiting for the TIME-WAIT of old connections (at most 60 s)\n",
