@@ -113,6 +113,7 @@ launch() { # $1: pacing ms (0: none)
 # The uninterrupted run.
 START=$EPOCHREALTIME
 rc=0
+# shellcheck disable=SC2046 # the command is split on purpose (no spaces in its words)
 (close_fds && cd "$WORK" && TMPDIR=$JOB_TMP exec ip netns exec "$NS_A" $(launch 0) \
   </dev/null >"$WORK/ref.out" 2>"$WORK/ref.err") || rc=$?
 ((rc == 0)) || fail "the uninterrupted run failed ($(describe_status $rc)): $(first_line "$WORK/ref.err")"
@@ -138,6 +139,7 @@ done
 
 # The paced job.
 : >"$PACE"
+# shellcheck disable=SC2046
 (close_fds && cd "$WORK" && TMPDIR=$JOB_TMP exec ip netns exec "$NS_A" $(launch "$MIN_MS") \
   </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
 MPIRUN=$!

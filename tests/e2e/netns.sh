@@ -1,6 +1,7 @@
-# shellcheck shell=bash
-# Two "nodes" for the migration tests (migrate.sh, job_migrate.sh,
-# mpi_move.sh): network namespaces joined by a veth pair. Sourced.
+# shellcheck shell=bash disable=SC2034 # NETNS_WHY is read by the sourcing scripts
+# "Nodes" for the migration and multi-node tests (migrate.sh,
+# job_migrate.sh, mpi_move.sh, tcp_outside.sh, mpi_nodes.sh): network
+# namespaces joined by a veth pair, or by a bridge (netns_switch). Sourced.
 
 # netns_pair NS_A NS_B NET LINK: creates NS_A (address NET.1) and NS_B
 # (NET.2), NET a /24 prefix such as 10.252.7, joined by the veth pair
