@@ -22,7 +22,10 @@
  * Pages without a present PTE are always reported. See README.md.
  */
 #include <linux/bitmap.h>
+#include <linux/capability.h>
+#include <linux/cred.h>
 #include <linux/fs.h>
+#include <linux/kref.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
@@ -40,6 +43,7 @@
 #include <linux/swap.h>
 #include <linux/swapops.h>
 #include <linux/uaccess.h>
+#include <linux/version.h>
 #include <asm/tlbflush.h>
 
 #include "include/uapi/ckpt_dirty.h"
@@ -54,11 +58,18 @@ struct ckd_range {
 	unsigned long start, end;
 };
 
-/* One tracked address space. */
+/*
+ * One tracked address space. The global mutex guards only the list; a
+ * request holds a reference and the session's own mutex while it walks, so
+ * users tracking different processes do not wait for each other.
+ */
 struct ckd_session {
-	struct list_head node;
+	struct list_head node; /* in ckd_sessions (ckd_mutex) until stopped or gone */
+	struct kref ref;       /* the list's, and one per request in flight */
+	struct mutex walk;     /* token, resets and walks of this address space */
 	struct mmu_notifier mn;
 	struct mm_struct *mm; /* mmgrab()'ed: the pointer stays unique */
+	kuid_t owner;         /* who started it: the per-user limit */
 	u64 token;
 	bool released; /* the mm is gone (exit, exec): only freeing is left */
 	spinlock_t lock; /* touched[] */
@@ -67,18 +78,33 @@ struct ckd_session {
 };
 
 static LIST_HEAD(ckd_sessions);
-static DEFINE_MUTEX(ckd_mutex); /* the list, the sessions' tokens */
+static DEFINE_MUTEX(ckd_mutex); /* the list and the counts */
 static unsigned int ckd_nsessions;
 /* Read-only, for tests and curious admins: tracked address spaces (gone ones
  * included until the next START or STOP frees them). */
 module_param_named(sessions, ckd_nsessions, uint, 0444);
 MODULE_PARM_DESC(sessions, "tracked address spaces (read-only)");
+static unsigned int ckd_max_user_sessions = 1024;
+module_param_named(max_user_sessions, ckd_max_user_sessions, uint, 0644);
+MODULE_PARM_DESC(max_user_sessions,
+		 "address spaces one non-root user may track at once (default 1024 of 4096)");
+static int ckd_trusted_gid = -1;
+module_param_named(trusted_gid, ckd_trusted_gid, int, 0444);
+MODULE_PARM_DESC(trusted_gid, "a group whose members may use the device besides root "
+			      "(default -1: none, the device is root's alone)");
+
+static DEFINE_SPINLOCK(ckd_token_lock);
 static u64 ckd_next_token;
 
 static u64 ckd_new_token(void)
 {
+	u64 t;
+
+	spin_lock(&ckd_token_lock);
 	ckd_next_token = ckd_next_token % 0x7fffffffULL + 1; /* 1 .. 2^31-1 */
-	return ckd_next_token;
+	t = ckd_next_token;
+	spin_unlock(&ckd_token_lock);
+	return t;
 }
 
 /* ---- MMU notifier: ranges whose page tables changed under us ---- */
@@ -232,13 +258,80 @@ static bool ckd_kernel_wrote(struct ckd_walk *w, struct folio *folio)
 	return wrote;
 }
 
-static void ckd_pte_range(struct ckd_walk *w, struct mm_struct *mm, pmd_t *pmd,
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 5, 0)
+/*
+ * From 6.5 a page table can be freed under mmap_lock (read) by RCU
+ * (khugepaged retracting file THP tables), and __pte_offset_map_lock() is
+ * not exported: the same steps here. NULL when the PMD no longer points to a
+ * page table; the caller looks at the PMD again.
+ */
+static pte_t *ckd_pte_map_lock(struct mm_struct *mm, pmd_t *pmd, unsigned long addr,
+			       spinlock_t **ptlp)
+{
+	pmd_t val;
+	spinlock_t *ptl;
+	pte_t *pte;
+
+	rcu_read_lock();
+	val = pmdp_get_lockless(pmd);
+	if (pmd_none(val) || !pmd_present(val) || pmd_trans_huge(val) || pmd_devmap(val) ||
+	    pmd_bad(val))
+		goto none;
+	ptl = pte_lockptr(mm, &val);
+	pte = pte_offset_kernel(&val, addr);
+	spin_lock(ptl);
+	if (likely(pmd_same(val, pmdp_get_lockless(pmd)))) {
+		*ptlp = ptl;
+		return pte; /* RCU read side held until ckd_pte_unmap_unlock() */
+	}
+	spin_unlock(ptl);
+none:
+	rcu_read_unlock();
+	return NULL;
+}
+
+static void ckd_pte_unmap_unlock(pte_t *pte, spinlock_t *ptl)
+{
+	spin_unlock(ptl);
+	rcu_read_unlock();
+}
+#else
+static pte_t *ckd_pte_map_lock(struct mm_struct *mm, pmd_t *pmd, unsigned long addr,
+			       spinlock_t **ptlp)
+{
+	return pte_offset_map_lock(mm, pmd, addr, ptlp);
+}
+
+static void ckd_pte_unmap_unlock(pte_t *pte, spinlock_t *ptl)
+{
+	pte_unmap_unlock(pte, ptl);
+}
+#endif
+
+/*
+ * Clears the dirty bit of a PTE or PMD in place; true if it was set. From
+ * 6.6, x86 moves a write-protected entry's Dirty to SavedDirty (shadow
+ * stacks): that is a write too.
+ */
+static bool ckd_test_and_clean(unsigned long *entry)
+{
+	bool dirty = test_and_clear_bit(_PAGE_BIT_DIRTY, entry);
+#ifdef _PAGE_BIT_SAVED_DIRTY
+	dirty |= test_and_clear_bit(_PAGE_BIT_SAVED_DIRTY, entry);
+#endif
+	return dirty;
+}
+
+/* False when the PMD no longer points to a page table (look at it again). */
+static bool ckd_pte_range(struct ckd_walk *w, struct mm_struct *mm, pmd_t *pmd,
 			  unsigned long addr, unsigned long end)
 {
 	spinlock_t *ptl;
 	pte_t *start_pte, *pte;
 
-	start_pte = pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+	start_pte = pte = ckd_pte_map_lock(mm, pmd, addr, &ptl);
+	if (!pte)
+		return false;
 	for (; addr < end; pte++, addr += PAGE_SIZE) {
 		pte_t ptent = READ_ONCE(*pte);
 		struct folio *folio;
@@ -262,13 +355,14 @@ static void ckd_pte_range(struct ckd_walk *w, struct mm_struct *mm, pmd_t *pmd,
 			/* The kernel's copy of the bit first, then ours goes. */
 			if (!ckd_plain_anon(folio))
 				folio_mark_dirty(folio);
-			dirty = test_and_clear_bit(_PAGE_BIT_DIRTY, (unsigned long *)&pte->pte);
+			dirty = ckd_test_and_clean((unsigned long *)&pte->pte);
 			w->cleared = true;
 		}
 		if (ckd_kernel_wrote(w, folio) || dirty)
 			ckd_mark(w, addr, addr + PAGE_SIZE);
 	}
-	pte_unmap_unlock(start_pte, ptl);
+	ckd_pte_unmap_unlock(start_pte, ptl);
+	return true;
 }
 
 /* A huge PMD under its lock; false when it is not huge (any more). */
@@ -298,7 +392,7 @@ static bool ckd_huge_pmd(struct ckd_walk *w, struct mm_struct *mm, pmd_t *pmd,
 	if (dirty) {
 		if (!ckd_plain_anon(folio))
 			folio_mark_dirty(folio);
-		dirty = test_and_clear_bit(_PAGE_BIT_DIRTY, (unsigned long *)pmd);
+		dirty = ckd_test_and_clean((unsigned long *)pmd);
 		w->cleared = true;
 	}
 	if (ckd_kernel_wrote(w, folio) || dirty)
@@ -334,11 +428,9 @@ again:
 			w->status |= CKPT_DIRTY_S_UNTRACKABLE;
 			continue;
 		}
-		/*
-		 * A page table. Under mmap_lock (read) it cannot be freed:
-		 * khugepaged takes the lock for writing to collapse it.
-		 */
-		ckd_pte_range(w, mm, pmd, addr, next);
+		/* A page table (gone meanwhile: look again). */
+		if (!ckd_pte_range(w, mm, pmd, addr, next))
+			goto again;
 	}
 }
 
@@ -432,13 +524,25 @@ static void ckd_flush_this_cpu(void *unused)
 }
 
 /*
- * Every CPU: flush_tlb_mm_range() is not exported, and a CPU that ran the
- * target earlier may keep its entries under another PCID (only an mm TLB
- * generation bump would make it flush on switching back).
+ * After dirty bits were cleared, no CPU may keep a TLB entry that still says
+ * dirty (it would write without setting the bit again). flush_tlb_mm_range()
+ * is not exported. Bumping the mm's TLB generation makes every CPU that
+ * switches to the mm later flush it (switch_mm compares generations, also for
+ * entries kept under another PCID); the CPUs that have it loaded now are in
+ * mm_cpumask() (switch_mm sets the bit before it reads the generation, we
+ * bump it before we read the mask: one of the two sees the other). Only the
+ * x86 switch_mm of the kernels this was reviewed against (6.1 to 6.12) is
+ * known to work that way; on others, every CPU is flushed.
  */
-static void ckd_flush_tlbs(void)
+static void ckd_flush_tlbs(struct mm_struct *mm)
 {
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 13, 0)
+	/* inc_mm_tlb_gen(), which asm/tlbflush.h keeps from modules; a full barrier. */
+	atomic64_inc_return(&mm->context.tlb_gen);
+	on_each_cpu_mask(mm_cpumask(mm), ckd_flush_this_cpu, NULL, 1);
+#else
 	on_each_cpu(ckd_flush_this_cpu, NULL, 1);
+#endif
 }
 
 /* Moves the touched ranges within [start, end) into the walk's bitmap. */
@@ -502,36 +606,78 @@ static struct mm_struct *ckd_target_mm(pid_t nr)
 	return mm ? mm : ERR_PTR(-ESRCH);
 }
 
+/* A live session of mm, with a reference for the caller (ckd_mutex held). */
 static struct ckd_session *ckd_find(struct mm_struct *mm)
 {
 	struct ckd_session *s;
 
 	list_for_each_entry(s, &ckd_sessions, node)
-		if (s->mm == mm && !READ_ONCE(s->released))
+		if (s->mm == mm && !READ_ONCE(s->released)) {
+			kref_get(&s->ref);
 			return s;
+		}
 	return NULL;
 }
 
-static void ckd_free(struct ckd_session *s)
+static void ckd_destroy(struct kref *ref)
 {
-	list_del(&s->node);
-	ckd_nsessions--;
+	struct ckd_session *s = container_of(ref, struct ckd_session, ref);
+
 	mmu_notifier_unregister(&s->mn, s->mm); /* waits for running callbacks */
 	mmdrop(s->mm);
 	kfree(s);
 }
 
-/* Frees the sessions whose address space is gone. */
-static void ckd_gc(void)
+/* Drops a reference; the last one frees (may sleep: never under a spinlock). */
+static void ckd_put(struct ckd_session *s)
+{
+	kref_put(&s->ref, ckd_destroy);
+}
+
+/* Takes the session off the list (ckd_mutex held) onto `gone`, whose
+ * references the caller drops after unlocking. */
+static void ckd_unlink(struct ckd_session *s, struct list_head *gone)
+{
+	list_move(&s->node, gone);
+	ckd_nsessions--;
+}
+
+static void ckd_put_all(struct list_head *gone)
+{
+	struct ckd_session *s, *tmp;
+
+	list_for_each_entry_safe(s, tmp, gone, node) {
+		list_del_init(&s->node);
+		ckd_put(s);
+	}
+}
+
+/* Moves the sessions whose address space is gone onto `gone` (ckd_mutex held). */
+static void ckd_gc(struct list_head *gone)
 {
 	struct ckd_session *s, *tmp;
 
 	list_for_each_entry_safe(s, tmp, &ckd_sessions, node)
 		if (READ_ONCE(s->released))
-			ckd_free(s);
+			ckd_unlink(s, gone);
 }
 
-/* Resets every dirty bit of the session's mm (ckd_mutex held). */
+/* Whether the caller may start one more session (ckd_mutex held). */
+static long ckd_may_add(kuid_t owner)
+{
+	struct ckd_session *s;
+	unsigned int mine = 0;
+
+	if (ckd_nsessions >= CKD_MAX_SESSIONS)
+		return -ENOSPC;
+	if (uid_eq(owner, GLOBAL_ROOT_UID))
+		return 0;
+	list_for_each_entry(s, &ckd_sessions, node)
+		mine += uid_eq(s->owner, owner);
+	return mine >= READ_ONCE(ckd_max_user_sessions) ? -EDQUOT : 0;
+}
+
+/* Resets every dirty bit of the session's mm (s->walk held). */
 static void ckd_reset_all(struct ckd_session *s)
 {
 	struct ckd_walk w = { .report = false };
@@ -543,7 +689,36 @@ static void ckd_reset_all(struct ckd_session *s)
 	ckd_walk(&w, s->mm, 0, TASK_SIZE_MAX);
 	mmap_read_unlock(s->mm);
 	if (w.cleared)
-		ckd_flush_tlbs();
+		ckd_flush_tlbs(s->mm);
+}
+
+/* A new session of mm, listed, with a reference for the caller (ckd_mutex held). */
+static struct ckd_session *ckd_add(struct mm_struct *mm)
+{
+	struct ckd_session *s;
+	long err = ckd_may_add(current_euid());
+
+	if (err)
+		return ERR_PTR(err);
+	s = kzalloc(sizeof(*s), GFP_KERNEL);
+	if (!s)
+		return ERR_PTR(-ENOMEM);
+	spin_lock_init(&s->lock);
+	mutex_init(&s->walk);
+	kref_init(&s->ref); /* the list's */
+	s->owner = current_euid();
+	s->mn.ops = &ckd_mn_ops;
+	err = mmu_notifier_register(&s->mn, mm);
+	if (err) {
+		kfree(s);
+		return ERR_PTR(err);
+	}
+	mmgrab(mm);
+	s->mm = mm;
+	list_add(&s->node, &ckd_sessions);
+	ckd_nsessions++;
+	kref_get(&s->ref); /* the caller's */
+	return s;
 }
 
 static long ckd_start(struct ckpt_dirty_start __user *uarg)
@@ -551,7 +726,8 @@ static long ckd_start(struct ckpt_dirty_start __user *uarg)
 	struct ckpt_dirty_start a;
 	struct ckd_session *s;
 	struct mm_struct *mm;
-	long err = 0;
+	LIST_HEAD(gone);
+	long err;
 
 	if (copy_from_user(&a, uarg, sizeof(a)))
 		return -EFAULT;
@@ -563,34 +739,23 @@ static long ckd_start(struct ckpt_dirty_start __user *uarg)
 	if (IS_ERR(mm))
 		return PTR_ERR(mm);
 	mutex_lock(&ckd_mutex);
-	ckd_gc();
+	ckd_gc(&gone);
 	s = ckd_find(mm);
-	if (!s) {
-		err = -ENOSPC;
-		if (ckd_nsessions >= CKD_MAX_SESSIONS)
-			goto out;
-		err = -ENOMEM;
-		s = kzalloc(sizeof(*s), GFP_KERNEL);
-		if (!s)
-			goto out;
-		spin_lock_init(&s->lock);
-		s->mn.ops = &ckd_mn_ops;
-		err = mmu_notifier_register(&s->mn, mm);
-		if (err) {
-			kfree(s);
-			goto out;
-		}
-		mmgrab(mm);
-		s->mm = mm;
-		list_add(&s->node, &ckd_sessions);
-		ckd_nsessions++;
+	if (!s)
+		s = ckd_add(mm);
+	mutex_unlock(&ckd_mutex);
+	ckd_put_all(&gone);
+	if (IS_ERR(s)) {
+		mmput(mm);
+		return PTR_ERR(s);
 	}
+	mutex_lock(&s->walk);
 	ckd_reset_all(s);
 	s->token = (a.flags & CKPT_DIRTY_START_TOKEN) ? a.token : ckd_new_token();
 	a.token = s->token;
+	mutex_unlock(&s->walk);
 	err = copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
-out:
-	mutex_unlock(&ckd_mutex);
+	ckd_put(s);
 	mmput(mm);
 	return err;
 }
@@ -607,7 +772,7 @@ static long ckd_collect(struct ckpt_dirty_collect __user *uarg)
 
 	if (copy_from_user(&a, uarg, sizeof(a)))
 		return -EFAULT;
-	if (a.flags || a.start >= a.end || a.end > TASK_SIZE_MAX ||
+	if (a.flags || a.reserved || a.start >= a.end || a.end > TASK_SIZE_MAX ||
 	    !PAGE_ALIGNED(a.start) || !PAGE_ALIGNED(a.end) || a.end - a.start > CKD_MAX_RANGE ||
 	    (a.bitmap & 7))
 		return -EINVAL;
@@ -624,10 +789,12 @@ static long ckd_collect(struct ckpt_dirty_collect __user *uarg)
 		return PTR_ERR(mm);
 	}
 	mutex_lock(&ckd_mutex);
-	err = -ENOENT;
 	s = ckd_find(mm);
+	mutex_unlock(&ckd_mutex);
+	err = -ENOENT;
 	if (!s)
-		goto out;
+		goto out_free;
+	mutex_lock(&s->walk);
 	err = -ESTALE;
 	if (a.token != s->token)
 		goto out;
@@ -645,7 +812,7 @@ static long ckd_collect(struct ckpt_dirty_collect __user *uarg)
 		ckd_walk(&w, mm, pos, cend);
 		mmap_read_unlock(mm);
 		if (w.cleared)
-			ckd_flush_tlbs();
+			ckd_flush_tlbs(mm);
 		status |= w.status;
 		written += bitmap_weight(bits, n);
 		err = -EFAULT;
@@ -659,7 +826,9 @@ static long ckd_collect(struct ckpt_dirty_collect __user *uarg)
 	a.status = status;
 	err = copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
 out:
-	mutex_unlock(&ckd_mutex);
+	mutex_unlock(&s->walk);
+	ckd_put(s);
+out_free:
 	mmput(mm);
 	kvfree(bits);
 	return err;
@@ -670,6 +839,7 @@ static long ckd_stop(struct ckpt_dirty_stop __user *uarg)
 	struct ckpt_dirty_stop a;
 	struct ckd_session *s;
 	struct mm_struct *mm;
+	LIST_HEAD(gone);
 	long err = -ENOENT;
 
 	if (copy_from_user(&a, uarg, sizeof(a)))
@@ -682,13 +852,26 @@ static long ckd_stop(struct ckpt_dirty_stop __user *uarg)
 	mutex_lock(&ckd_mutex);
 	s = ckd_find(mm);
 	if (s) {
-		ckd_free(s);
+		ckd_unlink(s, &gone); /* the list's reference goes with `gone` */
 		err = 0;
 	}
-	ckd_gc();
+	ckd_gc(&gone);
 	mutex_unlock(&ckd_mutex);
+	if (s)
+		ckd_put(s); /* ckd_find's */
+	ckd_put_all(&gone);
 	mmput(mm);
 	return err;
+}
+
+/* Root's alone, unless the module was loaded with a trusted group. */
+static int ckd_open(struct inode *inode, struct file *file)
+{
+	if (capable(CAP_SYS_ADMIN) || capable(CAP_CHECKPOINT_RESTORE))
+		return 0;
+	if (ckd_trusted_gid >= 0 && in_group_p(make_kgid(&init_user_ns, ckd_trusted_gid)))
+		return 0;
+	return -EACCES;
 }
 
 static long ckd_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
@@ -717,6 +900,7 @@ static long ckd_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 static const struct file_operations ckd_fops = {
 	.owner = THIS_MODULE,
+	.open = ckd_open,
 	.unlocked_ioctl = ckd_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
 };
@@ -725,7 +909,7 @@ static struct miscdevice ckd_dev = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = "ckpt_dirty",
 	.fops = &ckd_fops,
-	.mode = 0666, /* every request checks the caller's rights to the target */
+	.mode = 0600, /* 0666 with trusted_gid: open() checks the group */
 };
 
 static int __init ckd_init(void)
@@ -734,18 +918,23 @@ static int __init ckd_init(void)
 	if (cpu_feature_enabled(X86_FEATURE_XENPV))
 		return -ENODEV;
 	ckd_next_token = get_random_u32() % 0x7fffffffU;
+	if (ckd_trusted_gid >= 0)
+		ckd_dev.mode = 0666;
 	return misc_register(&ckd_dev);
 }
 
 static void __exit ckd_exit(void)
 {
 	struct ckd_session *s, *tmp;
+	LIST_HEAD(gone);
 
-	misc_deregister(&ckd_dev); /* no new opens; open files pin the module */
+	/* No new opens; open files pin the module, so no request is in flight. */
+	misc_deregister(&ckd_dev);
 	mutex_lock(&ckd_mutex);
 	list_for_each_entry_safe(s, tmp, &ckd_sessions, node)
-		ckd_free(s);
+		ckd_unlink(s, &gone);
 	mutex_unlock(&ckd_mutex);
+	ckd_put_all(&gone);
 }
 
 module_init(ckd_init);

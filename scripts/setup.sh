@@ -12,6 +12,8 @@ PACKAGES=(build-essential cmake pkg-config gfortran
   # tests/kernel: build the ckpt_dirty module, boot Debian's kernel under qemu
   # with a busybox initramfs, compare with Debian's CRIU in that guest.
   linux-headers-amd64 qemu-system-x86 busybox-static cpio file jq criu
+  # kmod.build.*: the module also builds against Debian 12's newer kernel.
+  linux-headers-6.12-amd64
   # bench/overhead: the cr_bench harness and its plots.
   python3 gnuplot-nox
   # bench/workloads/mpi and tests/e2e/mpi.sh (docs/mpi.md)

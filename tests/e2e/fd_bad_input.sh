@@ -25,6 +25,11 @@
 #                    refused naming that process
 #   flock            a file with an flock(2) lock: refused
 #   inotify          an inotify instance: refused naming it
+#   udp-multicast    a UDP socket that joined a multicast group: refused
+#                    naming the group
+#   udp-peeked-empty a UDP socket whose only queued datagram is an empty one
+#                    the program had peeked (no peek at an offset shows it):
+#                    refused; the program then still reads it, once
 # Prints "PASS fd_bad_input TEST" or "FAIL fd_bad_input TEST: reason". Exit
 # status: 0 pass, 1 fail, 2 usage.
 set -euo pipefail
@@ -34,7 +39,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/lib.sh"
 
 TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket unix-inflight
-  shared-pipe shared-fifo flock inotify)
+  shared-pipe shared-fifo flock inotify udp-multicast udp-peeked-empty)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
   echo "  TEST: ${TESTS[*]}" >&2
@@ -203,6 +208,14 @@ case $TEST in
   inotify)
     start fd_unsupported inotify
     refused_at_checkpoint "^cr_full: fd 3: anon_inode:inotify: not supported yet$"
+    ;;
+  udp-multicast)
+    start fd_unsupported udp-multicast
+    refused_at_checkpoint "^cr_full: fd 3: socket:\[[0-9]+\] \(UDP socket 0\.0\.0\.0:0\): member of multicast group 239\.1\.2\.3: not supported$"
+    ;;
+  udp-peeked-empty)
+    start fd_unsupported udp-peeked-empty
+    refused_at_checkpoint "^cr_full: fd 3: socket:\[[0-9]+\] \(UDP socket 127\.0\.0\.1:[0-9]+\): datagrams queued that a peek cannot show \(an empty datagram read with MSG_PEEK before\): not supported$"
     ;;
 esac
 pass

@@ -34,8 +34,7 @@ die() {
 ms() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }'; }
 bytes() { du -sb "$@" | awk '{ s += $1 } END { print s }'; }
 
-# Kernel modules CRIU's socket and feature probes use.
-while read -r m; do insmod "/ckpt/kmods/$m" 2>/dev/null; done </ckpt/kmods/order
+# The kernel modules CRIU's socket and feature probes use are loaded by /init.
 
 start() {
   rm -f "$W/ready"

@@ -36,6 +36,8 @@ result() {
 }
 say "INFO kernel $(uname -r), $(nproc) CPUs, $(awk '/MemTotal/ { print $2 / 1024 " MiB" }' /proc/meminfo)"
 
+# The modules run_guest.sh copied (sock_diag and nftables), then ours.
+[ -f /ckpt/kmods/order ] && while read -r m; do insmod "/ckpt/kmods/$m" 2>/dev/null; done </ckpt/kmods/order
 if insmod /ckpt/ckpt_dirty.ko; then say "INFO ckpt_dirty loaded"; else say "FAIL kmod.load: insmod failed"; fi
 
 if has module; then
@@ -94,6 +96,13 @@ if has e2e; then
     E2E_TRACKER=$t E2E_JOB_PROG=tcp_pair E2E_JOB_PROCS=2 E2E_JOB_ROUNDS=3000 \
       bash /ckpt/tests/e2e/job.sh /ckpt/bin incremental >/tmp/case.log 2>&1 || rc=$?
     result "e2e.job.tcp.incremental.$t" /tmp/case.log $rc
+    # UNIX sockets of every kind with queued data; SysV segments with their ids.
+    for k in unix:unix_pair sysv:sysv_shm; do
+      rc=0
+      E2E_TRACKER=$t E2E_JOB_PROG=${k#*:} E2E_JOB_PROCS=2 E2E_JOB_ROUNDS=3000 \
+        bash /ckpt/tests/e2e/job.sh /ckpt/bin incremental >/tmp/case.log 2>&1 || rc=$?
+      result "e2e.job.${k%%:*}.incremental.$t" /tmp/case.log $rc
+    done
   done
 fi
 

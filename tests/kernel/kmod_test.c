@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -312,6 +314,54 @@ static uint64_t hbits[NHUGE * HUGE / P / 64];
 
 // ---- tests ----
 
+// Runs `what` in a child as uid (and gid 65534, supplementary group `group`
+// unless -1): "open" opens the device; "sessions N" opens it, and N
+// grandchildren each START tracking of themselves in turn, the first
+// failure's errno or 0. Returns the child's errno result (0: all worked).
+static int as_user(uid_t uid, int group, const char* what) {
+  int out[2];
+  if (pipe(out)) return -1;
+  pid_t c = fork();
+  if (c == 0) {
+    gid_t g = (gid_t)group;
+    if (setgroups(group >= 0 ? 1 : 0, &g) || setgid(65534) || setuid(uid)) _exit(1);
+    int fd = open(CKPT_DIRTY_DEVICE, O_RDWR);
+    int e = fd < 0 ? errno : 0;
+    int n = 0;
+    if (!e && sscanf(what, "sessions %d", &n) == 1) {
+      pid_t kids[16];
+      for (int i = 0; i < n && i < 16 && !e; i++) {
+        int r[2];
+        if (pipe(r)) _exit(1);
+        kids[i] = fork();
+        if (kids[i] == 0) {
+          struct ckpt_dirty_start a = {.pid = getpid()};
+          int ke = ioctl(fd, CKPT_DIRTY_IOC_START, &a) != 0 ? errno : 0;
+          (void)!write(r[1], &ke, sizeof ke);
+          pause();  // keeps its session until killed
+          _exit(0);
+        }
+        if (read(r[0], &e, sizeof e) != sizeof e) e = EIO;
+        close(r[0]);
+        close(r[1]);
+        if (e) n = i + 1;
+      }
+      for (int i = 0; i < n && i < 16; i++) {
+        kill(kids[i], SIGKILL);
+        waitpid(kids[i], NULL, 0);
+      }
+    }
+    (void)!write(out[1], &e, sizeof e);
+    _exit(0);
+  }
+  int e = -1;
+  close(out[1]);
+  if (read(out[0], &e, sizeof e) != sizeof e) e = -1;
+  close(out[0]);
+  waitpid(c, NULL, 0);
+  return e;
+}
+
 static void test_version(void) {
   struct ckpt_dirty_version v;
   int ok = ioctl(dev, CKPT_DIRTY_IOC_VERSION, &v) == 0 && v.version == CKPT_DIRTY_VERSION &&
@@ -336,6 +386,32 @@ static void test_permission(void) {
   waitpid(c, NULL, 0);
   result(e == -EPERM && self == 0, "permission", "untraced process: %s; the caller itself: %s",
          strerror(-e), self ? strerror(-self) : "ok");
+}
+
+// The device is root's unless the module was loaded with a trusted group.
+static void test_access(void) {
+  struct stat st;
+  int mode = stat(CKPT_DIRTY_DEVICE, &st) == 0 ? (int)(st.st_mode & 0777) : -1;
+  int e = as_user(65534, -1, "open");
+  result(mode == 0600 && e == EACCES, "access", "device mode %o; open by uid 65534: %s", mode,
+         e ? strerror(e) : "allowed");
+}
+
+// COLLECT with a non-zero reserved field: EINVAL, nothing spent.
+static void test_reserved(struct target* t) {
+  uint64_t tok, b[1];
+  int e1 = ck_start(t->pid, &tok);
+  struct ckpt_dirty_collect a = {.pid = t->pid,
+                                 .token = tok,
+                                 .start = t->small,
+                                 .end = t->small + 64 * P,
+                                 .bitmap = (uintptr_t)b,
+                                 .bitmap_bits = 64,
+                                 .reserved = 1};
+  int e2 = ioctl(dev, CKPT_DIRTY_IOC_COLLECT, &a) != 0 ? errno : 0;
+  int e3 = ck_collect(t->pid, &tok, t->small, 64, bits, NULL);
+  result(!e1 && e2 == EINVAL && !e3, "reserved",
+         "collect with reserved=1: %s; then with the same token: %s", strerror(e2), strerror(-e3));
 }
 
 static void test_random_sets(struct target* t) {
@@ -608,6 +684,50 @@ static int run(const char* cmd) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static int set_param(const char* name, const char* value) {
+  char path[128];
+  snprintf(path, sizeof path, "/sys/module/ckpt_dirty/parameters/%s", name);
+  FILE* f = fopen(path, "w");
+  if (!f) return -1;
+  int ok = fputs(value, f) >= 0;
+  return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+// Loaded with trusted_gid: members of that group may open the device (mode
+// 0666), others still not; a non-root user's sessions are limited by
+// max_user_sessions (EDQUOT), root's are not. Loads the module back as it was.
+static void test_trusted_group(void) {
+  char cmd[512];
+  close(dev);
+  int rm = run("rmmod ckpt_dirty");
+  snprintf(cmd, sizeof cmd, "insmod %s trusted_gid=4242", ko_path);
+  int ins = run(cmd);
+  struct stat st;
+  int mode = stat(CKPT_DIRTY_DEVICE, &st) == 0 ? (int)(st.st_mode & 0777) : -1;
+  int member = as_user(65534, 4242, "open");
+  int other = as_user(65533, -1, "open");
+  int lim = set_param("max_user_sessions", "2");
+  int two = as_user(65534, 4242, "sessions 2");
+  int three = as_user(65534, 4242, "sessions 3");
+  dev = open(CKPT_DIRTY_DEVICE, O_RDWR);
+  uint64_t tok;
+  int root = ck_start(getpid(), &tok);  // root: not limited
+  ck_stop(getpid());
+  close(dev);
+  int rm2 = run("rmmod ckpt_dirty");
+  snprintf(cmd, sizeof cmd, "insmod %s", ko_path);
+  int ins2 = run(cmd);
+  dev = open(CKPT_DIRTY_DEVICE, O_RDWR);
+  result(!rm && !ins && mode == 0666 && member == 0 && other == EACCES && !lim && two == 0 &&
+             three == EDQUOT && !root && !rm2 && !ins2 && dev >= 0,
+         "trusted_group",
+         "mode %o; open by a member: %s, by another user: %s; 2 sessions of a user (limit 2): "
+         "%s, 3: %s; root: %s",
+         mode, member ? strerror(member) : "ok", other ? strerror(other) : "allowed",
+         two ? strerror(two) : "ok", three ? strerror(three) : "allowed",
+         root ? strerror(-root) : "ok");
+}
+
 static void test_unload(void) {
   // Unload with live tracking, the target keeps writing, load again.
   struct target t;
@@ -649,6 +769,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   test_version();
+  test_access();
   test_permission();
   struct target t;
   if (target_start(&t)) {
@@ -662,9 +783,11 @@ int main(int argc, char** argv) {
   test_thp(&t);
   test_fork(&t);
   test_token(&t);
+  test_reserved(&t);
   target_end(&t);
   test_exec();
   test_exit();
   test_unload();
+  test_trusted_group();
   return failures ? 1 : 0;
 }

@@ -158,8 +158,13 @@ if [[ " ${SUITES[*]} " == *" criu "* ]]; then
   CRIU=$(command -v criu || true)
   [[ -n $CRIU ]] || fail "criu missing (scripts/setup.sh installs it)"
   add_elf "$(readlink -f "$CRIU")" /sbin/criu
-  # In load order (the package has no modules.dep): nftables for CRIU's
-  # kernel-feature probe, the sock_diag modules for its socket dumping.
+fi
+# Kernel modules the guest's /init loads first, in load order (the package has
+# no modules.dep): nftables for CRIU's kernel-feature probe; the sock_diag
+# modules for CRIU's socket dumping and for ours (UNIX sockets are read
+# through unix_diag, TIME-WAIT sockets destroyed through inet_diag; a stock
+# kernel loads them on demand from /lib/modules, which the initramfs lacks).
+if [[ " ${SUITES[*]} " == *" criu "* || " ${SUITES[*]} " == *" e2e "* ]]; then
   for m in crc32c_generic libcrc32c nfnetlink nf_tables netlink_diag unix_diag inet_diag tcp_diag udp_diag \
     raw_diag af_packet_diag tun veth; do
     ko=$(find "$KROOT/lib/modules/$KREL" -name "$m.ko*" | head -n 1)
@@ -190,14 +195,14 @@ expect=()
 for s in "${SUITES[@]}"; do
   case $s in
     module)
-      expect+=(kmod.version kmod.permission kmod.random_sets kmod.kernel_writes kmod.madv_dontneed
+      expect+=(kmod.version kmod.access kmod.permission kmod.random_sets kmod.kernel_writes kmod.madv_dontneed
         kmod.tlb_other_cpu kmod.thp_write kmod.thp_quiet kmod.thp_split kmod.thp_after_split kmod.fork
-        kmod.fork_cow kmod.token kmod.exec kmod.exit kmod.unload unit.soft_dirty unit.kmod_tracker cr_check.kmod
+        kmod.fork_cow kmod.token kmod.reserved kmod.exec kmod.exit kmod.unload kmod.trusted_group unit.soft_dirty unit.kmod_tracker cr_check.kmod
         cr_check.soft-dirty kernel.no_warnings) ;;
     e2e)
       for t in kmod soft-dirty; do
         expect+=("e2e.incremental_chain.$t" "e2e.heap_pattern.new-chains.$t" "e2e.job.incremental.$t"
-          "e2e.job.tcp.incremental.$t")
+          "e2e.job.tcp.incremental.$t" "e2e.job.unix.incremental.$t" "e2e.job.sysv.incremental.$t")
         for c in heap_pattern cxx_containers; do
           expect+=("e2e.$c.incremental.$t" "e2e.$c.incremental-after-restore.$t")
         done

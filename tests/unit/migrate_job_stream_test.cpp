@@ -66,13 +66,18 @@ TEST(JobStream, RefusesPathsOutsideTheGenerationLayout) {
   uint64_t done = 0;
   EXPECT_FALSE(feed(in, kJobBegin, u64(2), &done).ok());  // not the first generation asked for
   ASSERT_TRUE(feed(in, kJobBegin, u64(3), &done).ok());
-  for (const char* bad :
-       {"../evil", "/etc/passwd", "member-12/../../x", "member-/meta.img", "member-1x/meta.img",
-        "other/meta.img", ".hidden", "a/b/c", "member-5/.meta.img", "member-5/"}) {
+  // A name of its own for the escape two levels up (another process may own /tmp/x).
+  const std::string escape = "ckpt-escape-" + std::to_string(::getpid());
+  const std::string up = d.path.substr(0, d.path.rfind('/')) + "/" + escape;
+  for (const std::string& bad :
+       {std::string("../evil"), std::string("/etc/passwd"), "member-12/../../" + escape,
+        std::string("member-/meta.img"), std::string("member-1x/meta.img"),
+        std::string("other/meta.img"), std::string(".hidden"), std::string("a/b/c"),
+        std::string("member-5/.meta.img"), std::string("member-5/")}) {
     EXPECT_FALSE(feed(in, kJobFile, file_payload(bad, 0, "x"), &done).ok()) << bad;
   }
   EXPECT_FALSE(exists(d.path + "/evil"));
-  EXPECT_FALSE(exists("/tmp/x"));
+  EXPECT_FALSE(exists(up));
   EXPECT_TRUE(feed(in, kJobFile, file_payload("member-12/meta.img", 0, "abc"), &done).ok());
   // Not contiguous, and a file that does not start at 0.
   EXPECT_FALSE(feed(in, kJobFile, file_payload("member-12/meta.img", 5, "x"), &done).ok());

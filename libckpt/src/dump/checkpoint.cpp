@@ -83,7 +83,7 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   else
     CKPT_TRY(new_chain_id(&ms.chain_id));
   ms.job = {opts.pid};
-  ms.saves_shared = [](uint64_t) { return true; };
+  ms.saves_shared = [](const image::SharedObject&) { return true; };
   MemberDump md;
   CKPT_TRY(md.prepare(ms, &stats));
 

@@ -45,6 +45,25 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
+namespace {
+bool is_shared_anon_mapping(const proc::MapEntry& m) {
+  // MAP_SHARED|MAP_ANONYMOUS shows as "/dev/zero (deleted)".
+  return m.inode != 0 && m.shared && m.path.rfind("/dev/zero", 0) == 0;
+}
+bool is_deleted_shared_mapping(const proc::MapEntry& m) {
+  return m.inode != 0 && m.shared && ends_with(m.path, " (deleted)") && m.path[0] == '/' &&
+         m.path.rfind("/memfd:", 0) != 0;
+}
+}  // namespace
+
+std::optional<image::SharedObject> shared_object_of(const proc::MapEntry& m) {
+  if (is_shared_anon_mapping(m)) return image::SharedObject{0, 0, m.inode};
+  if (ipc::is_sysv_mapping(m)) return image::SharedObject{image::kVmaSysv, 0, m.inode};
+  if (is_deleted_shared_mapping(m))
+    return image::SharedObject{image::kVmaDelShared, makedev(m.dev_major, m.dev_minor), m.inode};
+  return std::nullopt;
+}
+
 // Children are the job's business (job/tree: a child outside the job is refused there).
 Status collect_process(pid_t pid, image::ProcessRecord* out) {
   out->pid = pid;
@@ -78,15 +97,13 @@ Result<std::vector<VmaRecord>> collect_vmas(pid_t pid, const std::vector<proc::M
       v.flags |= image::kVmaHeap;
     } else if (m.path == "[stack]") {
       v.flags |= image::kVmaGrowsDown;
-    } else if (m.inode != 0 && m.shared && m.path.rfind("/dev/zero", 0) == 0) {
-      // MAP_SHARED|MAP_ANONYMOUS shows as "/dev/zero (deleted)": shared anonymous memory.
+    } else if (is_shared_anon_mapping(m)) {
       // Its inode names the object, which several mappings (and processes) may share.
       v.ino = m.inode;
       v.pgoff = m.offset;
     } else if (ipc::is_sysv_mapping(m)) {
       CKPT_TRY(ipc::collect_sysv(m, where, &v));
-    } else if (m.inode != 0 && m.shared && ends_with(m.path, " (deleted)") && m.path[0] == '/' &&
-               m.path.rfind("/memfd:", 0) != 0) {
+    } else if (is_deleted_shared_mapping(m)) {
       // A shared mapping of a deleted file: memory shared like MAP_SHARED
       // anonymous memory (content once per job), its file made again at restore.
       std::string mf = proc_path(pid, "map_files/") + hex(m.start, false) + "-" + hex(m.end, false);

@@ -16,6 +16,9 @@ Status collect_process(pid_t pid, image::ProcessRecord* out);
 // VMAs from /proc/PID/maps; refuses mappings that cannot be restored.
 Result<std::vector<image::VmaRecord>> collect_vmas(pid_t pid,
                                                    const std::vector<proc::MapEntry>& maps);
+// The shared object a mapping shows (as VmaRecord::shared_object() of the
+// record collect_vmas makes of it), or none.
+std::optional<image::SharedObject> shared_object_of(const proc::MapEntry& m);
 Status collect_mm(pid_t pid, const std::vector<image::VmaRecord>& vmas, image::MmRecord* out);
 Status collect_vdso(pid_t pid, const std::vector<image::VmaRecord>& vmas, image::VdsoRecord* out);
 // `previous`: the newest earlier generation of this process, if any (it says

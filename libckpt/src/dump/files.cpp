@@ -23,6 +23,7 @@
 #include "dump/collect.hpp"
 #include "proc/fd_links.hpp"
 #include "sockets/tcp.hpp"
+#include "sockets/udp.hpp"
 #include "sockets/unix.hpp"
 #include "tty/pty.hpp"
 #include "util/fd.hpp"
@@ -279,10 +280,30 @@ Status collect_signalfd(const RawFd& r, const std::string& what, FileRecord* f) 
   return {};
 }
 
+// Whether another member that holds the epoll at `epfd` of `pid` (the same
+// open file) has, at its fd `slot.tfd`, the file registered there: a
+// registration it made through its own fd after a fork. Its record lists it.
+bool registered_by_other(pid_t pid, int epfd, kcmp_epoll_slot slot,
+                         const std::vector<pid_t>& members) {
+  for (pid_t m : members) {
+    if (m == pid) continue;
+    for (const proc::FdLink& l : proc::fd_links(m))
+      if (l.target == "anon_inode:[eventpoll]" &&
+          ::syscall(SYS_kcmp, m, pid, KCMP_FILE, l.fd, epfd) == 0 &&
+          ::syscall(SYS_kcmp, m, pid, KCMP_EPOLL_TFD, slot.tfd,
+                    reinterpret_cast<unsigned long>(&slot)) == 0)
+        return true;
+  }
+  return false;
+}
+
 // The interest list: one "tfd: N events: X data: Y ..." line per watched file.
-// Each must still be the file at fd N in the process (kcmp), since restore
-// registers the fd number the program uses.
-Status collect_epoll(pid_t pid, const RawFd& r, const std::string& what, FileRecord* f) {
+// Restore registers the fd number the program used, so the file must still
+// be at fd N (kcmp): in this process (listed here), or, for an epoll shared
+// between members, in another member holding it (listed in its record).
+Status collect_epoll(pid_t pid, const RawFd& r, const std::string& what, FileRecord* f,
+                     const std::vector<pid_t>& members) {
+  std::map<int, unsigned> same_fd;  // kcmp's toff: earlier registrations of that fd number
   size_t at = 0;
   while ((at = r.info.find("tfd:", at)) != std::string::npos) {
     int tfd;
@@ -291,12 +312,15 @@ Status collect_epoll(pid_t pid, const RawFd& r, const std::string& what, FileRec
     if (std::sscanf(r.info.c_str() + at, "tfd: %d events: %x data: %llx", &tfd, &events, &data) !=
         3)
       return make_error(EPROTO, what + ": unexpected epoll fdinfo");
-    kcmp_epoll_slot slot{__u32(r.fd), __u32(tfd), 0};
-    if (kcmp(pid, KCMP_EPOLL_TFD, unsigned(tfd), reinterpret_cast<unsigned long>(&slot)) != 0)
+    at += 4;
+    kcmp_epoll_slot slot{__u32(r.fd), __u32(tfd), same_fd[tfd]++};
+    if (kcmp(pid, KCMP_EPOLL_TFD, unsigned(tfd), reinterpret_cast<unsigned long>(&slot)) == 0) {
+      f->params.insert(f->params.end(), {uint64_t(tfd), events, data});
+      continue;
+    }
+    if (!registered_by_other(pid, r.fd, slot, members))
       return make_error(ENOTSUP, what + ": watches a file no longer open at fd " +
                                      std::to_string(tfd) + ": not supported");
-    f->params.insert(f->params.end(), {uint64_t(tfd), events, data});
-    at += 4;
   }
   return {};
 }
@@ -498,7 +522,7 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
       CKPT_TRY(collect_signalfd(r, what, &f));
     } else if (f.path == "anon_inode:[eventpoll]") {
       f.kind = FileKind::kEpoll;
-      CKPT_TRY(collect_epoll(pid, r, what, &f));
+      CKPT_TRY(collect_epoll(pid, r, what, &f, job));
     } else if (S_ISSOCK(r.st.st_mode)) {
       CKPT_ASSIGN(UniqueFd sock, copy_of(r.fd, what));
       int family = 0, protocol = 0;
@@ -509,6 +533,9 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
       if ((family == AF_INET || family == AF_INET6) && protocol == IPPROTO_TCP) {
         if (!job_sockets) job_sockets = sockets::job_socket_inodes(members);
         CKPT_TRY(sockets::collect_tcp(pid, sock.get(), *job_sockets, tcp_outside, what, &f));
+        saved_bytes += f.data.size();
+      } else if ((family == AF_INET || family == AF_INET6) && protocol == IPPROTO_UDP) {
+        CKPT_TRY(sockets::collect_udp(pid, sock.get(), what, &f));
         saved_bytes += f.data.size();
       } else if (family == AF_UNIX) {
         if (!job_sockets) job_sockets = sockets::job_socket_inodes(members);

@@ -17,7 +17,8 @@
 namespace ckpt::dump {
 
 void plan_shared_memory(const std::vector<image::VmaRecord>& vmas,
-                        const std::function<bool(uint64_t ino)>& saves, MemoryPlan* plan) {
+                        const std::function<bool(const image::SharedObject&)>& saves,
+                        MemoryPlan* plan) {
   std::vector<mem::Range> out;
   size_t r = 0;
   auto& in = plan->ranges;
@@ -26,7 +27,8 @@ void plan_shared_memory(const std::vector<image::VmaRecord>& vmas,
     while (r < in.size() && in[r].addr < v.start) out.push_back(in[r++]);
     if (!v.is_shared_anon()) continue;
     while (r < in.size() && in[r].addr < v.end) ++r;  // replaced below
-    if (saves && saves(v.ino)) out.push_back({v.start, v.size()});
+    const std::optional<image::SharedObject> o = v.shared_object();
+    if (saves && (!o || saves(*o))) out.push_back({v.start, v.size()});
   }
   while (r < in.size()) out.push_back(in[r++]);
   in = std::move(out);

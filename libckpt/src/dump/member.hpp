@@ -38,7 +38,7 @@ struct MemberSpec {
   bool tcp_established = false;  // save connections to peers outside the job (repair mode)
   // Shared anonymous memory (by the object's inode): true when this member
   // saves the object's content; the others map it without content.
-  std::function<bool(uint64_t ino)> saves_shared;
+  std::function<bool(const image::SharedObject&)> saves_shared;
   // Scratch files (tmpfs) read so far by the job's members (null: this
   // member saves all it holds).
   ScratchSaved* scratch_saved = nullptr;
@@ -87,6 +87,7 @@ class MemberDump {
 // one never touched, which its page tables do not show); the others read
 // none of it.
 void plan_shared_memory(const std::vector<image::VmaRecord>& vmas,
-                        const std::function<bool(uint64_t ino)>& saves, MemoryPlan* plan);
+                        const std::function<bool(const image::SharedObject&)>& saves,
+                        MemoryPlan* plan);
 
 }  // namespace ckpt::dump

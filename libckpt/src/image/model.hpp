@@ -3,7 +3,10 @@
 #pragma once
 
 #include <array>
+#include <compare>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,19 @@ enum VmaFlag : uint32_t {
                             // file_size are the file's, name ends in " (deleted)"
 };
 
+// The kernel object behind a shared mapping, to match mappings across members.
+// Shared anonymous memory, SysV segments and files on each tmpfs number their
+// objects independently (a fresh kernel's first SysV segment has id 0, and
+// small inode numbers repeat), so the kind and the device are part of the key.
+struct SharedObject {
+  uint32_t kind = 0;  // kVmaSysv, kVmaDelShared, or 0: shared anonymous memory
+  uint64_t dev = 0;   // st_dev of a deleted file; 0 otherwise
+  uint64_t ino = 0;   // inode, or the SysV segment id
+  auto operator<=>(const SharedObject&) const = default;
+};
+// At restore: each object -> the path a member opens to map it.
+using SharedPaths = std::map<SharedObject, std::string>;
+
 struct VmaRecord {
   uint64_t start = 0;
   uint64_t end = 0;
@@ -47,6 +63,14 @@ struct VmaRecord {
   // MAP_SHARED|MAP_ANONYMOUS memory: `ino` names the kernel object (0 in
   // images written before jobs), which several mappings and processes share.
   bool is_shared_anon() const { return (flags & kVmaShared) && !is_file() && !is_special(); }
+  // The object a shared mapping shows, where the image names one.
+  std::optional<SharedObject> shared_object() const {
+    if (!is_shared_anon()) return std::nullopt;
+    if (flags & kVmaSysv) return SharedObject{kVmaSysv, 0, ino};
+    if (flags & kVmaDelShared) return SharedObject{kVmaDelShared, dev, ino};
+    if (ino == 0) return std::nullopt;
+    return SharedObject{0, 0, ino};
+  }
 };
 
 // The mm fields the kernel keeps outside the VMAs (prctl PR_SET_MM_MAP).
@@ -127,6 +151,8 @@ enum class FileKind : uint32_t {
   kUnix = 15,         // a UNIX socket whose peer (if any) is in the job: params kUnix* and,
                       // per queued message, (length, sender name length); `data` = name, peer
                       // name, then each message's sender name and bytes (sockets/unix.hpp)
+  kUdp = 16,          // a UDP socket (IPv4 or IPv6): params kUdp* and, per queued datagram,
+                      // kUdpDgramWords words; `data` = the datagrams' bytes (sockets/udp.hpp)
 };
 
 // FileRecord::params, by kind.
@@ -204,6 +230,31 @@ enum : size_t {
   kUnixFileUid = 12,
   kUnixFileGid = 13,
   kUnixParams = 14,
+  // kUdp (sockets/udp.hpp). Addresses as kTcp's.
+  kUdpFamily = 0,  // AF_INET or AF_INET6
+  kUdpLocalPort = 1,
+  kUdpLocalAddr = 2,  // and 3
+  kUdpPeerPort = 4,   // connected: the peer (0: not connected)
+  kUdpPeerAddr = 5,   // and 6
+  kUdpOptions = 7,    // kUdpOpt* bits
+  kUdpSndBuf = 8,     // SO_SNDBUF, SO_RCVBUF as getsockopt reports them
+  kUdpRcvBuf = 9,
+  kUdpTos = 10,         // IP_TOS or IPV6_TCLASS
+  kUdpTtl = 11,         // IP_TTL or IPV6_UNICAST_HOPS (0: the default)
+  kUdpPeekOff = 12,     // SO_PEEK_OFF + 1 (0: off)
+  kUdpRcvTimeoUs = 13,  // SO_RCVTIMEO, SO_SNDTIMEO in microseconds (0: none)
+  kUdpSndTimeoUs = 14,
+  kUdpParams = 15,
+  // Then per queued datagram, oldest first: its length, the sender's port
+  // and address (two words), the address it was sent to (two words: the
+  // receiver's own address, as IP_PKTINFO/IPV6_PKTINFO said), and the
+  // sender's family.
+  kUdpDgramLen = 0,
+  kUdpDgramFromPort = 1,
+  kUdpDgramFromAddr = 2,
+  kUdpDgramToAddr = 4,
+  kUdpDgramFamily = 6,
+  kUdpDgramWords = 7,
 };
 
 // kUnixState values.
@@ -215,6 +266,16 @@ enum : uint64_t {
 };
 // kUnixOptions bits.
 enum : uint64_t { kUnixOptPassCred = 1 << 0, kUnixOptPassSec = 1 << 1 };
+
+// kUdpOptions bits.
+enum : uint64_t {
+  kUdpOptReuseAddr = 1 << 0,
+  kUdpOptReusePort = 1 << 1,
+  kUdpOptBroadcast = 1 << 2,
+  kUdpOptV6Only = 1 << 3,
+  kUdpOptPktInfo = 1 << 4,  // IP_PKTINFO or IPV6_RECVPKTINFO
+  kUdpOptRecvErr = 1 << 5,  // IP_RECVERR or IPV6_RECVERR
+};
 
 // kTcpOptions bits.
 enum : uint64_t {

@@ -44,7 +44,7 @@ class SysvSegments {
   ~SysvSegments();
   Status create(const std::vector<const image::ImageMeta*>& metas);
   // "sysv:ID" by checkpointed shmid, for the address space builder.
-  void add_paths(std::map<uint64_t, std::string>* paths) const;
+  void add_paths(image::SharedPaths* paths) const;
 
  private:
   std::vector<std::pair<int, void*>> attached_;

@@ -6,7 +6,8 @@
 namespace ckpt::ipc {
 
 bool is_sysv_mapping(const proc::MapEntry& m) {
-  return m.shared && m.inode != 0 && m.path.rfind("/SYSV", 0) == 0;
+  // The inode is the segment id: 0 for the first segment of a fresh IPC namespace.
+  return m.shared && m.path.rfind("/SYSV", 0) == 0;
 }
 
 Status collect_sysv(const proc::MapEntry& m, const std::string& where, image::VmaRecord* v) {

@@ -80,8 +80,9 @@ Status SysvSegments::create(const std::vector<const image::ImageMeta*>& metas) {
   return {};
 }
 
-void SysvSegments::add_paths(std::map<uint64_t, std::string>* paths) const {
-  for (auto [old, id] : ids_) (*paths)[old] = "sysv:" + std::to_string(id);
+void SysvSegments::add_paths(image::SharedPaths* paths) const {
+  for (auto [old, id] : ids_)
+    (*paths)[image::SharedObject{image::kVmaSysv, 0, uint64_t(old)}] = "sysv:" + std::to_string(id);
 }
 
 }  // namespace ckpt::ipc

@@ -14,6 +14,7 @@
 
 #include "dump/capture.hpp"
 #include "dump/chain_owner.hpp"
+#include "dump/collect.hpp"
 #include "dump/generation.hpp"
 #include "dump/member.hpp"
 #include "dump/precopy_rule.hpp"
@@ -52,23 +53,24 @@ Result<PreviousJob> open_previous(const std::string& gen_dir) {
   return p;
 }
 
-// Shared anonymous memory objects (by inode) and the first member mapping
-// each: that member saves the content, the others only map it.
 bool frozen_has(const std::vector<job::Member>& members, pid_t pid) {
   for (const job::Member& m : members)
     if (m.pid == pid && !m.zombie) return true;
   return false;
 }
 
-std::map<uint64_t, pid_t> shared_memory_owners(const std::vector<job::Member>& members) {
-  std::map<uint64_t, pid_t> owner;
+// Shared memory objects (shared anonymous memory, SysV segments, deleted
+// files mapped shared) and the first member mapping each: that member saves
+// the content, the others only map it.
+using SharedOwners = std::map<image::SharedObject, pid_t>;
+SharedOwners shared_memory_owners(const std::vector<job::Member>& members) {
+  SharedOwners owner;
   for (const job::Member& m : members) {
     if (m.zombie) continue;
     auto maps = proc::read_maps(m.pid);
     if (!maps.ok()) continue;  // the member's describe step reports it
     for (const proc::MapEntry& e : *maps)
-      if (e.shared && e.inode != 0 && e.path.rfind("/dev/zero", 0) == 0)
-        owner.emplace(e.inode, m.pid);
+      if (auto o = dump::shared_object_of(e)) owner.emplace(*o, m.pid);
   }
   return owner;
 }
@@ -110,7 +112,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
 
   // The member `i` of the frozen job, with what the chain knows of it.
   auto member_spec = [&](const job::FrozenJob& fj, size_t i, const std::vector<pid_t>& pids,
-                         const std::map<uint64_t, pid_t>& owners) {
+                         const SharedOwners& owners) {
     const pid_t pid = fj.members()[i].pid;
     dump::MemberSpec ms;
     ms.fp = fj.process(i);
@@ -126,8 +128,8 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     ms.chain_id = chain_id;
     ms.job = pids;
     ms.tcp_established = opts.tcp_established;
-    ms.saves_shared = [&owners, pid](uint64_t ino) {
-      auto it = owners.find(ino);
+    ms.saves_shared = [&owners, pid](const image::SharedObject& o) {
+      auto it = owners.find(o);
       return it == owners.end() || it->second == pid;
     };
     return ms;
@@ -164,7 +166,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       const std::vector<job::Member>& ms = frozen->members();
       std::vector<pid_t> pids;
       for (const job::Member& m : ms) pids.push_back(m.pid);
-      const std::map<uint64_t, pid_t> owners = shared_memory_owners(ms);
+      const SharedOwners owners = shared_memory_owners(ms);
       std::map<pid_t, std::unique_ptr<dump::Precopy>> now;
       uint64_t bytes = 0;
       for (size_t i = 0; i < ms.size(); ++i) {
@@ -208,7 +210,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   const std::vector<job::Member>& members = frozen->members();
   std::vector<pid_t> pids;
   for (const job::Member& m : members) pids.push_back(m.pid);
-  const std::map<uint64_t, pid_t> owners = shared_memory_owners(members);
+  const SharedOwners owners = shared_memory_owners(members);
   job::OutsideTcp outside;  // --tcp-established: held back until the job runs (or is restored)
   if (opts.tcp_established) CKPT_TRY(outside.lock(pids));
   if (hooks && hooks->frozen) CKPT_TRY(hooks->frozen());

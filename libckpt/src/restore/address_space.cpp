@@ -183,10 +183,14 @@ Status AddressSpaceBuilder::map_vmas() {
       prot |= PROT_WRITE;
       extra_write_.push_back(int(i));
     }
-    if ((v.flags & image::kVmaSysv) && shared_ && shared_->count(v.ino)) {
+    const std::optional<image::SharedObject> object = v.shared_object();
+    const std::string* object_path = nullptr;
+    if (object && shared_)
+      if (auto it = shared_->find(*object); it != shared_->end()) object_path = &it->second;
+    if ((v.flags & image::kVmaSysv) && object_path) {
       // The restorer made the segment again: attach it here (shmat, not
       // mmap, so it is an attachment that shmdt(2) finds).
-      const int id = std::atoi(shared_->at(v.ino).c_str() + 5);  // "sysv:ID"
+      const int id = std::atoi(object_path->c_str() + 5);  // "sysv:ID"
       const uint64_t f =
           SHM_REMAP | ((prot & PROT_WRITE) ? 0 : SHM_RDONLY) | ((prot & PROT_EXEC) ? SHM_EXEC : 0);
       auto got = sys("shmat", SYS_shmat, uint64_t(id), v.start, f);
@@ -198,9 +202,9 @@ Status AddressSpaceBuilder::map_vmas() {
     }
     uint64_t flags = MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE);
     long fd = -1;
-    const bool shared_anon = shared && !v.is_file() && shared_ && shared_->count(v.ino);
+    const bool shared_anon = shared && object_path;
     if (v.is_file() || shared_anon) {
-      const std::string& file = shared_anon ? shared_->at(v.ino) : v.name;
+      const std::string& file = shared_anon ? *object_path : v.name;
       int oflags = shared_anon ? O_RDWR : (shared && (v.prot & PROT_WRITE)) ? O_RDWR : O_RDONLY;
       auto key = std::make_pair(file, oflags);
       auto it = open_files.find(key);

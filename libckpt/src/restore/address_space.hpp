@@ -54,7 +54,7 @@ class AddressSpaceBuilder {
   // Shared anonymous memory (by its checkpointed inode) is mapped from these
   // paths (a job's members share one object; restore/shared_memory.hpp),
   // not as new private-to-this-process objects.
-  void map_shared_from(const std::map<uint64_t, std::string>* objects) { shared_ = objects; }
+  void map_shared_from(const image::SharedPaths* objects) { shared_ = objects; }
   Status restore_protections();
   // PR_SET_MM_MAP with the image's mm fields and auxv; `exe_fd` an fd of the
   // executable in the process, or -1 to keep the current one.
@@ -76,7 +76,8 @@ class AddressSpaceBuilder {
   uint64_t tramp_ = 0;
   std::vector<int> extra_write_;
   std::vector<bool> only_;
-  const std::map<uint64_t, std::string>* shared_ = nullptr;  // indexes of VMAs mapped writable only for the content copy
+  const image::SharedPaths* shared_ =
+      nullptr;  // indexes of VMAs mapped writable only for the content copy
 };
 
 }  // namespace ckpt::restore

@@ -147,6 +147,15 @@ Result<UniqueFd> make_timerfd(const FileRecord& f, const std::string& what) {
   return fd;
 }
 
+// The interest list of an epoll record, registered in the new process once
+// its fds have their numbers.
+Status add_epoll(const FileRecord& f, const std::string& what, PreparedFiles* out) {
+  if (f.params.size() % 3 != 0) return make_error(EBADMSG, what + ": epoll record is malformed");
+  for (size_t i = 0; i < f.params.size(); i += 3)
+    out->epoll.push_back({f.fd, int(f.params[i]), uint32_t(f.params[i + 1]), f.params[i + 2]});
+  return {};
+}
+
 }  // namespace
 
 Status check_files_unchanged(const image::ImageMeta& meta, bool force) {
@@ -250,6 +259,9 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
                                        std::to_string(share->second.first) +
                                        ", which is not in the image before it");
       source = it->second;
+      // An epoll shared by members: each registers what it had registered
+      // through its own fd numbers (deduplicated below).
+      if (f.kind == FileKind::kEpoll) CKPT_TRY(add_epoll(f, what, out));
     } else if (f.dup_of != -1) {
       auto it = source_of.find(f.dup_of);
       if (it == source_of.end())
@@ -368,18 +380,19 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
           break;
         }
         case FileKind::kEpoll: {
-          if (f.params.size() % 3 != 0)
-            return make_error(EBADMSG, what + ": epoll record is malformed");
+          CKPT_TRY(add_epoll(f, what, out));
           UniqueFd fd(::epoll_create1(EPOLL_CLOEXEC));
           if (!fd.valid()) return sys_error("creating " + what);
-          for (size_t i = 0; i < f.params.size(); i += 3)
-            out->epoll.push_back(
-                {f.fd, int(f.params[i]), uint32_t(f.params[i + 1]), f.params[i + 2]});
           source = keep(std::move(fd));
           break;
         }
         case FileKind::kTcp: {
           CKPT_ASSIGN(UniqueFd fd, sockets::restore_tcp(f, what, &shared->repaired));
+          source = keep(std::move(fd));
+          break;
+        }
+        case FileKind::kUdp: {
+          CKPT_ASSIGN(UniqueFd fd, sockets::restore_udp(f, what, &shared->udp_sockets));
           source = keep(std::move(fd));
           break;
         }
@@ -407,11 +420,17 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
     if (std::find(targets.begin(), targets.end(), e.tfd) == targets.end())
       return make_error(EBADMSG, fd_name(e.epfd) + ": epoll watches fd " + std::to_string(e.tfd) +
                                      ", which is not in the image");
+  // The kernel keys a registration by (epoll, file, fd number): members
+  // holding both at the same numbers list it each; it is made once.
+  std::erase_if(out->epoll, [&](const EpollAdd& e) {
+    return !shared->epoll_made.insert({source_of[e.epfd], source_of[e.tfd], e.tfd}).second;
+  });
   return {};
 }
 
 Status finish_files(SharedFiles* shared) {
   Status s = sockets::finish_unix(&shared->unix_sockets);
+  if (s.ok()) s = sockets::finish_udp(&shared->udp_sockets);
   if (s.ok())
     s = sockets::finish_tcp(shared->repaired, shared->hold_outside ? &shared->held : nullptr);
   shared->repaired.clear();

@@ -7,10 +7,12 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "image/model.hpp"
 #include "sockets/tcp.hpp"
+#include "sockets/udp.hpp"
 #include "sockets/unix.hpp"
 #include "tty/pty.hpp"
 #include "util/fd.hpp"
@@ -52,12 +54,14 @@ struct SharedFiles {
   std::set<std::string> refilled;                               // pipes and FIFOs refilled
   std::map<std::pair<int, int>, int> sources;                   // (pid, fd) -> fd here
   std::map<std::pair<int, int>, std::pair<int, int>> share_of;  // (pid, fd) -> (pid, fd)
+  std::set<std::tuple<int, int, int>> epoll_made;  // (epoll, file, fd number): registered once
   std::vector<sockets::Repaired> repaired;  // TCP connections still in repair mode
   // Connections to peers outside the job stay in repair mode (held) until
   // the caller says both sides exist (a job across nodes).
   bool hold_outside = false;
   std::vector<sockets::Held> held;
   sockets::UnixJob unix_sockets;  // UNIX sockets: queues refilled at the end
+  sockets::UdpJob udp_sockets;    // UDP sockets: queues refilled, then connected
   tty::Pairs ptys;
   std::vector<UniqueFd> owned;  // this process's copies, kept until every member has its own
 };

@@ -50,7 +50,7 @@ Result<image::JobMeta> open_generation(const RestoreOptions& opts, bool* newest,
 struct RebuildOptions {
   const RestoreOptions& user;
   bool generation_is_newest;
-  const std::map<uint64_t, std::string>* shared_memory = nullptr;
+  const image::SharedPaths* shared_memory = nullptr;
 };
 
 // One member, rebuilt up to the point where it would run: its threads and
@@ -163,8 +163,9 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
   for (size_t k = 0; k < chains.size(); ++k) {
     std::vector<image::MemRange> others;
     for (const image::VmaRecord& v : metas[k]->vmas)
-      if (auto h = holders.find(v.ino); v.is_shared_anon() && h != holders.end() && h->second != k)
-        others.push_back({v.start, v.end});
+      if (auto o = v.shared_object())
+        if (auto h = holders.find(*o); h != holders.end() && h->second != k)
+          others.push_back({v.start, v.end});
     restore::drop_slices(others, &plans[k]);
   }
   for (size_t k = 0; k < chains.size(); ++k) {

@@ -15,12 +15,10 @@ namespace ckpt::restore {
 // at once (an unnamed O_TMPFILE in its directory if the name is taken),
 // with the content a member's fd record carries; the holder's memory then
 // writes what the mappings cover.
-Status SharedMemory::create_deleted(const std::vector<const image::ImageMeta*>& metas,
-                                    std::map<uint64_t, uint64_t>* anon) {
+Status SharedMemory::create_deleted(const std::vector<const image::ImageMeta*>& metas) {
   for (const image::ImageMeta* m : metas)
     for (const image::VmaRecord& v : m->vmas) {
       if (!(v.flags & image::kVmaDelShared)) continue;
-      anon->erase(v.ino);
       const auto key = std::make_pair(v.dev, v.ino);
       if (deleted_.count(key)) continue;
       std::string path = v.name;
@@ -54,7 +52,8 @@ Status SharedMemory::create_deleted(const std::vector<const image::ImageMeta*>& 
         gid = uint32_t(rec->params[image::kDeletedGid]);
       if (::fchown(fd.get(), uid, gid) != 0 || ::fchmod(fd.get(), mode) != 0)
         return sys_error(what + ": owner and mode");
-      paths_[v.ino] = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd.get());
+      paths_[*v.shared_object()] =
+          "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd.get());
       deleted_[key] = fd.get();
       fds_.push_back(std::move(fd));
     }
@@ -62,12 +61,12 @@ Status SharedMemory::create_deleted(const std::vector<const image::ImageMeta*>& 
 }
 
 Status SharedMemory::create(const std::vector<const image::ImageMeta*>& metas) {
-  std::map<uint64_t, uint64_t> size;  // inode -> bytes the mappings reach
+  std::map<uint64_t, uint64_t> size;  // shared anonymous memory: inode -> bytes mapped
   for (const image::ImageMeta* m : metas)
     for (const image::VmaRecord& v : m->vmas)
-      if (v.is_shared_anon() && v.ino && !(v.flags & image::kVmaSysv))
+      if (auto o = v.shared_object(); o && o->kind == 0)
         size[v.ino] = std::max(size[v.ino], v.pgoff + v.size());
-  CKPT_TRY(create_deleted(metas, &size));
+  CKPT_TRY(create_deleted(metas));
   for (auto [ino, bytes] : size) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -78,7 +77,8 @@ Status SharedMemory::create(const std::vector<const image::ImageMeta*>& metas) {
     Error e = sys_error("opening " + mf);
     ::munmap(p, bytes);
     if (!fd.valid()) return e;
-    paths_[ino] = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd.get());
+    paths_[image::SharedObject{0, 0, ino}] =
+        "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd.get());
     fds_.push_back(std::move(fd));
   }
   CKPT_TRY(sysv_.create(metas));
@@ -86,12 +86,12 @@ Status SharedMemory::create(const std::vector<const image::ImageMeta*>& metas) {
   return {};
 }
 
-std::map<uint64_t, size_t> shared_memory_holders(
+std::map<image::SharedObject, size_t> shared_memory_holders(
     const std::vector<const image::ImageMeta*>& metas) {
-  std::map<uint64_t, size_t> out;
+  std::map<image::SharedObject, size_t> out;
   for (size_t i = 0; i < metas.size(); ++i)
     for (const image::VmaRecord& v : metas[i]->vmas)
-      if (v.is_shared_anon() && v.ino) out.emplace(v.ino, i);
+      if (auto o = v.shared_object()) out.emplace(*o, i);
   return out;
 }
 

@@ -20,24 +20,24 @@ namespace ckpt::restore {
 class SharedMemory {
  public:
   Status create(const std::vector<const image::ImageMeta*>& metas);
-  // Inode -> the path a member opens to map it.
-  const std::map<uint64_t, std::string>& paths() const { return paths_; }
+  // Object -> the path a member opens to map it ("sysv:ID" for a segment).
+  const image::SharedPaths& paths() const { return paths_; }
   // Deleted files mapped shared, made again: (dev, ino) -> fd here, which
   // the members' fds of the same file reopen (SharedFiles::deleted).
   const std::map<std::pair<uint64_t, uint64_t>, int>& deleted_files() const { return deleted_; }
 
  private:
-  Status create_deleted(const std::vector<const image::ImageMeta*>& metas,
-                        std::map<uint64_t, uint64_t>* anon);
+  Status create_deleted(const std::vector<const image::ImageMeta*>& metas);
   std::vector<UniqueFd> fds_;
-  std::map<uint64_t, std::string> paths_;
+  image::SharedPaths paths_;
   ipc::SysvSegments sysv_;  // SysV segments: "sysv:ID" in paths_
   std::map<std::pair<uint64_t, uint64_t>, int> deleted_;
 };
 
-// The member that holds the content of each shared object (by inode): the
-// first in job order that maps it, as at checkpoint time.
-std::map<uint64_t, size_t> shared_memory_holders(const std::vector<const image::ImageMeta*>& metas);
+// The member that holds the content of each shared object: the first in job
+// order that maps it, as at checkpoint time.
+std::map<image::SharedObject, size_t> shared_memory_holders(
+    const std::vector<const image::ImageMeta*>& metas);
 
 // Removes from `plan` every slice inside `ranges` (sorted, disjoint): pages
 // another member writes into the shared object.

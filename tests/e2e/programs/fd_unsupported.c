@@ -11,7 +11,13 @@
 //   shared-fifo  the FIFO READY.fifo at fd 3, which the driver holds open too
 //   flock        a file at fd 3 with an flock(2) lock on it
 //   inotify      an inotify instance at fd 3
+//   udp-multicast  a UDP socket at fd 3 that joined 239.1.2.3 on lo
+//   udp-peeked-empty  a UDP socket at fd 3 whose queue holds one empty
+//                datagram, which the program peeked (MSG_PEEK): a peek at an
+//                offset cannot show it any more; it is still there after
+//                the refusal
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
@@ -22,7 +28,10 @@
 #include "e2e.h"
 
 int main(int argc, char** argv) {
-  e2e_init(argc, argv, 2, "READY tcp|unix|unix-inflight|shared-pipe|shared-fifo|flock|inotify");
+  e2e_init(argc, argv, 2,
+           "READY "
+           "tcp|unix|unix-inflight|shared-pipe|shared-fifo|flock|inotify|udp-multicast|udp-peeked-"
+           "empty");
   const char* mode = argv[2];
   if (strcmp(mode, "tcp") == 0) {
     int l = socket(AF_INET, SOCK_STREAM, 0);
@@ -113,6 +122,25 @@ int main(int argc, char** argv) {
     int i = inotify_init1(0);
     if (i < 0) e2e_fail("inotify_init1: %s", strerror(errno));
     if (i != 3 && (dup2(i, 3) != 3 || close(i))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "udp-multicast") == 0) {
+    int u = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ip_mreqn m = {.imr_ifindex = 1};  // lo
+    inet_pton(AF_INET, "239.1.2.3", &m.imr_multiaddr);
+    if (u < 0 || setsockopt(u, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0)
+      e2e_fail("IP_ADD_MEMBERSHIP: %s", strerror(errno));
+    if (u != 3 && (dup2(u, 3) != 3 || close(u))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "udp-peeked-empty") == 0) {
+    int u = socket(AF_INET, SOCK_DGRAM, 0), s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    char b[4];
+    if (u < 0 || s < 0 || bind(u, (struct sockaddr*)&a, sizeof a) ||
+        getsockname(u, (struct sockaddr*)&a, &len) ||
+        sendto(s, b, 0, 0, (struct sockaddr*)&a, sizeof a) != 0 ||
+        recv(u, b, sizeof b, MSG_PEEK) != 0)
+      e2e_fail("an empty datagram: %s", strerror(errno));
+    close(s);
+    if (u != 3 && (dup2(u, 3) != 3 || close(u))) e2e_fail("dup2: %s", strerror(errno));
   } else {
     e2e_fail("unknown mode %s", mode);
   }
@@ -137,6 +165,11 @@ int main(int argc, char** argv) {
     memcpy(&got, CMSG_DATA(c), sizeof got);
     close(got);
     if (recv(3, &byte, 1, MSG_DONTWAIT) != -1 || errno != EAGAIN) e2e_fail("more data than sent");
+  }
+  if (strcmp(mode, "udp-peeked-empty") == 0) {
+    char b[4];
+    if (recv(3, b, sizeof b, MSG_DONTWAIT) != 0) e2e_fail("the empty datagram is gone");
+    if (recv(3, b, sizeof b, MSG_DONTWAIT) != -1 || errno != EAGAIN) e2e_fail("more datagrams");
   }
   e2e_done();
 }
