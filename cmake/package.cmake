@@ -30,7 +30,7 @@ install(TARGETS ckpt ckpt_shared
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/libckpt/include/ckpt
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 set(CKPT_INSTALLED_TOOLS cr_full cr_incr cr_restart cr_info cr_check cr_compact cr_migrate
-  cr_recv cr_pause cr_plan cr_run cr_untrack)
+  cr_recv cr_pause cr_plan cr_run cr_untrack cr_noded cr_job)
 foreach(tool ${CKPT_INSTALLED_TOOLS})
   if(TARGET ${tool})
     install(TARGETS ${tool} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

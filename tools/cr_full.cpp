@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   app.add_flag("--tree", opts.tree, "the process and all its descendants, as one job");
   app.add_flag("--kill", opts.kill_after, "end the process after a successful checkpoint");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
+  app.add_flag("--tcp-established", opts.tcp_established,
+               "save TCP connections to peers outside the job in repair mode (docs/nodes.md)");
   app.add_flag("--live", opts.live,
                "copy memory while the process runs, then freeze it only for what it wrote since");
   app.add_flag("--no-sync", opts.no_sync,

@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", opts.timeout_seconds,
                  "connect and I/O timeout, seconds (default 60)");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
+  app.add_flag("--tcp-established", opts.tcp_established,
+               "with --tree: TCP connections to peers outside the job, in repair mode");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
   if (frozen == live) return ckpt::cli::fail("cr_migrate", "say --frozen or --live");
   opts.live = live;

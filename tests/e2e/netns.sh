@@ -1,6 +1,7 @@
-# shellcheck shell=bash
-# Two "nodes" for the migration tests (migrate.sh, job_migrate.sh,
-# mpi_move.sh): network namespaces joined by a veth pair. Sourced.
+# shellcheck shell=bash disable=SC2034 # NETNS_WHY is read by the sourcing scripts
+# "Nodes" for the migration and multi-node tests (migrate.sh,
+# job_migrate.sh, mpi_move.sh, tcp_outside.sh, mpi_nodes.sh): network
+# namespaces joined by a veth pair, or by a bridge (netns_switch). Sourced.
 
 # netns_pair NS_A NS_B NET LINK: creates NS_A (address NET.1) and NS_B
 # (NET.2), NET a /24 prefix such as 10.252.7, joined by the veth pair
@@ -45,4 +46,36 @@ wait_listening() {
     sleep 0.05
   done
   return 2
+}
+
+# netns_switch SW NET LINK NS...: a "switch" namespace SW holding a bridge,
+# and each NS (the i-th gets address NET.i) attached to it by a veth pair
+# LINKi-n (in NS) / LINKi-s (in SW). A node can then go (its namespace
+# deleted) without taking the others' links with it, and a spare can be
+# attached with the address of the one that went (netns_attach).
+netns_switch() {
+  local sw=$1 net=$2 link=$3 i=1 ns
+  shift 3
+  command -v ip >/dev/null || { NETNS_WHY="no ip command (iproute2)"; return 1; }
+  ip netns add "$sw" || { NETNS_WHY="cannot create network namespaces"; return 1; }
+  ip -n "$sw" link add br0 type bridge || { NETNS_WHY="cannot create a bridge"; return 1; }
+  ip -n "$sw" link set br0 up
+  for ns in "$@"; do
+    ip netns add "$ns" || { NETNS_WHY="cannot create network namespaces"; return 1; }
+    netns_attach "$sw" "$ns" "$net.$i" "$link$i" || return 1
+    i=$((i + 1))
+  done
+}
+
+# netns_attach SW NS ADDR LINK: NS (existing) joins the bridge of SW with ADDR/24.
+netns_attach() {
+  local sw=$1 ns=$2 addr=$3 link=$4
+  ip link add "$link-n" type veth peer name "$link-s" || { NETNS_WHY="cannot create a veth pair"; return 1; }
+  ip link set "$link-n" netns "$ns"
+  ip link set "$link-s" netns "$sw"
+  ip -n "$sw" link set "$link-s" master br0
+  ip -n "$sw" link set "$link-s" up
+  ip -n "$ns" addr add "$addr/24" dev "$link-n"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set "$link-n" up
 }

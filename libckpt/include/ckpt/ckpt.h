@@ -63,7 +63,10 @@ enum ckpt_checkpoint_flags {
   CKPT_TREE = 1u << 0,   /* the process and all its descendants, as one job */
   CKPT_KILL = 1u << 1,   /* end the job after a successful checkpoint */
   CKPT_DIRECT = 1u << 2, /* write page content with O_DIRECT */
-  CKPT_FORCE = 1u << 3   /* full: move another process's chain in dir aside */
+  CKPT_FORCE = 1u << 3,  /* full: move another process's chain in dir aside */
+  /* TCP connections to peers outside the job saved in repair mode (held back
+   * while frozen; with CKPT_KILL until the restore rebuilds them) */
+  CKPT_TCP_ESTABLISHED = 1u << 4
 };
 
 struct ckpt_checkpoint_opts {

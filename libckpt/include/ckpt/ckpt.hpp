@@ -37,6 +37,11 @@ struct CheckpointOptions {
   // restore's checks refuse it; an older generation is still restorable).
   // A full with no_sync keeps the chain it supersedes (docs/format.md, commit protocol).
   bool no_sync = false;
+  // Save TCP connections whose peer is not in the job in repair mode (else
+  // refused). Their packets are held back (a FIB rule per connection in
+  // this network namespace) while the job is frozen, and with kill_after
+  // until the restore rebuilds them (docs/nodes.md).
+  bool tcp_established = false;
   ProgressFn progress;
 };
 

@@ -23,6 +23,7 @@ struct MigrateOptions {
   pid_t pid = 0;
   bool tree = false;  // the job: pid and all its descendants (docs/jobs.md, "Migration")
   bool live = false;
+  bool tcp_established = false;  // with tree: connections to peers outside the job (ckpt.hpp)
   std::string tracker = "auto";  // live: the dirty tracker of the pre-copy rounds
   // Live stop rules, checked each round with the target frozen; the first
   // that holds makes that round the last:

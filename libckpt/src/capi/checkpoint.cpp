@@ -14,7 +14,8 @@ int checkpoint(ckpt_ctx* ctx, const ckpt_checkpoint_opts* in, ckpt_checkpoint_st
   if (int rc = check_out(ctx, out, "ckpt_checkpoint_stats")) return rc;
   if (int rc = check_dir(ctx, o.dir, call)) return rc;
   if (o.pid <= 0) return fail(ctx, EINVAL, std::string(call) + ": no target PID given");
-  constexpr unsigned known = CKPT_TREE | CKPT_KILL | CKPT_DIRECT | CKPT_FORCE;
+  constexpr unsigned known =
+      CKPT_TREE | CKPT_KILL | CKPT_DIRECT | CKPT_FORCE | CKPT_TCP_ESTABLISHED;
   if (o.flags & ~known) return fail(ctx, EINVAL, std::string(call) + ": unknown flags");
   if (o.flags & CKPT_FORCE && !full)
     return fail(ctx, EINVAL, std::string(call) + ": CKPT_FORCE is for full checkpoints");
@@ -26,6 +27,7 @@ int checkpoint(ckpt_ctx* ctx, const ckpt_checkpoint_opts* in, ckpt_checkpoint_st
   opts.kill_after = o.flags & CKPT_KILL;
   opts.direct_io = o.flags & CKPT_DIRECT;
   opts.force = o.flags & CKPT_FORCE;
+  opts.tcp_established = o.flags & CKPT_TCP_ESTABLISHED;
   if (o.tracker) opts.tracker = o.tracker;
   opts.progress = progress(ctx, CKPT_PHASE_CHECKPOINT);
   auto r = full ? ckpt::checkpoint_full(opts) : ckpt::checkpoint_incremental(opts);

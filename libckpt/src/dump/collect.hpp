@@ -33,7 +33,9 @@ Status collect_signals(const proc::FrozenProcess& fp, const image::ThreadRecord&
 // not the program's and is not saved.
 // `job`: the PIDs of the job's members; a pipe they share with `pid` is not
 // an outside link (job/shares pairs the ends), one any other process holds is.
+// `tcp_outside`: TCP connections whose peer is not in the job are saved
+// (kTcpOptOutside) instead of refused.
 Status collect_files(pid_t pid, int tracker_fd, std::vector<image::FileRecord>* out,
-                     const std::vector<pid_t>& job = {});
+                     const std::vector<pid_t>& job = {}, bool tcp_outside = false);
 
 }  // namespace ckpt::dump

@@ -350,7 +350,7 @@ Status collect_deleted(const std::string& link_path, const RawFd& r, const std::
 }  // namespace
 
 Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
-                     const std::vector<pid_t>& job) {
+                     const std::vector<pid_t>& job, bool tcp_outside) {
   const std::string fd_dir = proc_path(pid, "fd");
   DIR* d = ::opendir(fd_dir.c_str());
   if (!d) return sys_error("listing " + fd_dir);
@@ -532,7 +532,7 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
       ::getsockopt(sock.get(), SOL_SOCKET, SO_PROTOCOL, &protocol, &len);
       if ((family == AF_INET || family == AF_INET6) && protocol == IPPROTO_TCP) {
         if (!job_sockets) job_sockets = sockets::job_socket_inodes(members);
-        CKPT_TRY(sockets::collect_tcp(pid, sock.get(), *job_sockets, false, what, &f));
+        CKPT_TRY(sockets::collect_tcp(pid, sock.get(), *job_sockets, tcp_outside, what, &f));
         saved_bytes += f.data.size();
       } else if ((family == AF_INET || family == AF_INET6) && protocol == IPPROTO_UDP) {
         CKPT_TRY(sockets::collect_udp(pid, sock.get(), what, &f));

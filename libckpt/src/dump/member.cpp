@@ -67,7 +67,7 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   int tracker_fd = earlier && earlier->tracker_fd >= 0 ? earlier->tracker_fd : dirty::kTrackerFd;
   if (spec.precopy && spec.precopy->tstate.target_fd >= 0)
     tracker_fd = spec.precopy->tstate.target_fd;
-  CKPT_TRY(collect_files(pid, tracker_fd, &meta.files, spec.job));
+  CKPT_TRY(collect_files(pid, tracker_fd, &meta.files, spec.job, spec.tcp_established));
   pt.mark("files");
   CKPT_TRY(collect_scratch(pid, &meta, spec.scratch_saved));
   pt.mark("scratch");

@@ -37,7 +37,8 @@ struct MemberSpec {
   std::string tracker;                     // the chain's tracker
   uint64_t generation = 0;
   std::array<uint8_t, 16> chain_id{};
-  std::vector<pid_t> job;  // every member's PID
+  std::vector<pid_t> job;        // every member's PID
+  bool tcp_established = false;  // save connections to peers outside the job (repair mode)
   // Shared anonymous memory (by the object's inode): true when this member
   // saves the object's content; the others map it without content.
   std::function<bool(const image::SharedObject&)> saves_shared;

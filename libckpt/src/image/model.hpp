@@ -285,6 +285,7 @@ enum : uint64_t {
   kTcpOptNoDelay = 1 << 3,
   kTcpOptV6Only = 1 << 4,
   kTcpOptCork = 1 << 5,
+  kTcpOptOutside = 1 << 6,     // established, its peer not in the job (--tcp-established)
   kTcpOptTimestamps = 1 << 8,  // negotiated on the connection (TCPI_OPT_*)
   kTcpOptSack = 1 << 9,
   kTcpOptWscale = 1 << 10,

@@ -25,6 +25,8 @@
 #include "job/checkpoint.hpp"
 #include "job/freeze.hpp"
 #include "job/generation.hpp"
+#include "job/outside_tcp.hpp"
+#include "job/round_hooks.hpp"
 #include "proc/maps.hpp"
 #include "util/clock.hpp"
 #include "util/phase_trace.hpp"
@@ -98,7 +100,8 @@ std::vector<image::JobShare> find_shared_files(const std::vector<dump::MemberDum
 Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const PreviousJob* prev,
                                        uint64_t generation, double t0,
                                        const PreviousJob* hint = nullptr,
-                                       const job::CommittedHook& committed = {}) {
+                                       const job::CommittedHook& committed = {},
+                                       const job::RoundHooks* hooks = nullptr) {
   CheckpointStats stats;
   const image::ImageMeta* prev_root = prev ? &prev->root()->meta() : nullptr;
   CKPT_ASSIGN(std::string tracker, dump::chain_tracker(opts, prev_root));
@@ -125,6 +128,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     ms.generation = generation;
     ms.chain_id = chain_id;
     ms.job = pids;
+    ms.tcp_established = opts.tcp_established;
     ms.saves_shared = [&owners, pid](const image::SharedObject& o) {
       auto it = owners.find(o);
       return it == owners.end() || it->second == pid;
@@ -264,6 +268,9 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   for (const job::Member& m : members) pids.push_back(m.pid);
   const SharedOwners owners = shared_memory_owners(members);
   pt.mark("shared owners");
+  job::OutsideTcp outside;  // --tcp-established: held back until the job runs (or is restored)
+  if (opts.tcp_established) CKPT_TRY(outside.lock(pids));
+  if (hooks && hooks->frozen) CKPT_TRY(hooks->frozen());
 
   // Describe every member and plan its memory, all frozen.
   std::vector<std::unique_ptr<dump::MemberDump>> dumps;
@@ -318,12 +325,14 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       return job::name_member(s.error(), d->pid(), members.size());
   pt.mark("arm");
 
+  if (hooks && hooks->captured) CKPT_TRY(hooks->captured());
   // Memory is copied: a running job cannot change the image any more, so it
   // goes back to work while the files are written and made durable. With
   // --kill it stays stopped until the checkpoint is committed.
   double t_released = 0;
   if (!opts.kill_after) {
     CKPT_TRY(frozen->release());
+    outside.unlock();
     t_released = now_seconds();
     pt.mark("release");
   }
@@ -335,6 +344,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   pt.mark("write (after release)");
   for (size_t i = 0; i < live.size(); ++i) CKPT_TRY(writers[i]->commit(live[i]->meta));
   CKPT_TRY(image::write_job_file(gen->path(), jm, !opts.no_sync));
+  if (hooks && hooks->written) CKPT_TRY(hooks->written());
   CKPT_TRY(gen->commit(!opts.no_sync));
   pt.mark("commit");
   if (opts.kill_after) {
@@ -345,8 +355,14 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
         (void)frozen->release();
         return s.error();
       }
+    const Status parked = outside.park(live);  // closed silently by the kill
     CKPT_TRY(frozen->kill());
     t_released = now_seconds();
+    if (!parked.ok())
+      return make_error(parked.error().code,
+                        "the checkpoint is committed, but its peers may have seen the end of "
+                        "their connections: " +
+                            parked.error().message);
   }
 
   stats.generation = generation;
@@ -379,7 +395,9 @@ Result<CheckpointStats> checkpoint_round(const CheckpointOptions& opts, uint64_t
 
 }  // namespace job
 
-Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
+namespace {
+
+Result<CheckpointStats> full_round(const CheckpointOptions& opts, const job::RoundHooks* hooks) {
   const double t0 = now_seconds();
   CKPT_TRY(image::ensure_dir(opts.dir));
   image::remove_stale_temps(opts.dir);
@@ -394,7 +412,8 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
         r.ok() && r->job.members[0].pid == opts.pid)
       newest = std::make_unique<PreviousJob>(std::move(*r));
   CKPT_ASSIGN(CheckpointStats stats,
-              checkpoint_job(opts, nullptr, gens.empty() ? 1 : gens.back() + 1, t0, newest.get()));
+              checkpoint_job(opts, nullptr, gens.empty() ? 1 : gens.back() + 1, t0, newest.get(),
+                             {}, hooks));
   // Without fsync the new full may not survive a power loss: the chain it
   // supersedes stays until a durable full (or cr_compact) replaces it.
   if (!opts.no_sync) image::remove_generations_before(opts.dir, stats.generation);
@@ -402,7 +421,8 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
   return stats;
 }
 
-Result<CheckpointStats> checkpoint_incremental(const CheckpointOptions& opts) {
+Result<CheckpointStats> incremental_round(const CheckpointOptions& opts,
+                                          const job::RoundHooks* hooks) {
   const double t0 = now_seconds();
   auto gens = image::list_generations(opts.dir);
   if (!gens.ok() || gens->empty())
@@ -423,7 +443,22 @@ Result<CheckpointStats> checkpoint_incremental(const CheckpointOptions& opts) {
   // The chain's scope stays what cr_full chose.
   CheckpointOptions o = opts;
   o.tree = opts.tree || (prev.job.members[0].flags & image::kMemberTree);
-  return checkpoint_job(o, &prev, gens->back() + 1, t0);
+  return checkpoint_job(o, &prev, gens->back() + 1, t0, nullptr, {}, hooks);
+}
+
+}  // namespace
+
+Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
+  return full_round(opts, nullptr);
+}
+
+Result<CheckpointStats> checkpoint_incremental(const CheckpointOptions& opts) {
+  return incremental_round(opts, nullptr);
+}
+
+Result<CheckpointStats> job::hooked_round(const CheckpointOptions& opts, bool full,
+                                          const RoundHooks& hooks) {
+  return full ? full_round(opts, &hooks) : incremental_round(opts, &hooks);
 }
 
 }  // namespace ckpt

@@ -51,7 +51,7 @@ Result<FrameHeader> decode_frame_header(const uint8_t* h, uint64_t max_len) {
   if (get_u32(h) != kFrameMagic)
     return make_error(EBADMSG, "not a migration stream (bad frame magic)");
   FrameHeader f{get_u32(h + 4), get_u64(h + 8), get_u64(h + 16)};
-  if (f.type < kHello || f.type > kJobEnd)
+  if (f.type < kHello || f.type > kNodeStep)
     return make_error(EBADMSG, "unknown frame type " + std::to_string(f.type));
   const uint64_t limit = max_len ? std::min(max_len, max_payload(f.type)) : max_payload(f.type);
   if (f.len > limit)

@@ -77,6 +77,7 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts) {
   co.dir = local.dir;
   co.pid = opts.pid;
   co.tree = true;
+  co.tcp_established = opts.tcp_established;
   co.tracker = opts.tracker;
   co.progress = opts.progress;
   dump::PrecopyLimits lim;

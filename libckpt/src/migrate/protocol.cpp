@@ -50,6 +50,8 @@ const char* frame_name(uint32_t type) {
       return "JOB_FILE";
     case kJobEnd:
       return "JOB_END";
+    case kNodeStep:
+      return "NODE_STEP";
   }
   return "unknown";
 }
@@ -83,6 +85,8 @@ uint64_t max_payload(uint32_t type) {
       return 8;
     case kJobFile:
       return 4 + 255 + 8 + (4 << 20);
+    case kNodeStep:
+      return 24 + 4096;
   }
   return 0;
 }
@@ -318,7 +322,7 @@ Result<Frame> FrameReader::next(uint64_t max_len) {
   f.type = get_u32(h + 4);
   f.len = get_u64(h + 8);
   const uint64_t check = get_u64(h + 16);
-  if (f.type < kHello || f.type > kJobEnd)
+  if (f.type < kHello || f.type > kNodeStep)
     return make_error(EBADMSG, "unknown frame type " + std::to_string(f.type));
   uint64_t limit = max_len ? std::min(max_len, max_payload(f.type)) : max_payload(f.type);
   if (f.len > limit)

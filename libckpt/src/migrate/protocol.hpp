@@ -39,6 +39,8 @@ enum FrameType : uint32_t {
   kJobBegin = 13,  // s->r: u64 generation
   kJobFile = 14,   // s->r: u32 n, path[n] (relative), u64 offset, bytes
   kJobEnd = 15,    // s->r: u64 generation: all its files were sent
+  // A job across nodes (cr_job <-> cr_noded, nodes/wire.hpp): one step of the round.
+  kNodeStep = 16,  // either way: u32 step, u32 0, u64 a, u64 b, text
 };
 const char* frame_name(uint32_t type);
 

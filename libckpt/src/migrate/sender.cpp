@@ -112,6 +112,8 @@ using namespace migrate;
 
 Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
   if (opts.tree) return migrate_job(opts);
+  if (opts.tcp_established)
+    return make_error(EINVAL, "--tcp-established moves a job (--tree) only");
   const double t0 = now_seconds();
   MigrateStats stats;
   stats.live = opts.live;

@@ -431,7 +431,8 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
 Status finish_files(SharedFiles* shared) {
   Status s = sockets::finish_unix(&shared->unix_sockets);
   if (s.ok()) s = sockets::finish_udp(&shared->udp_sockets);
-  if (s.ok()) s = sockets::finish_tcp(shared->repaired);
+  if (s.ok())
+    s = sockets::finish_tcp(shared->repaired, shared->hold_outside ? &shared->held : nullptr);
   shared->repaired.clear();
   return s;
 }

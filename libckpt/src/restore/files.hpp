@@ -56,8 +56,12 @@ struct SharedFiles {
   std::map<std::pair<int, int>, std::pair<int, int>> share_of;  // (pid, fd) -> (pid, fd)
   std::set<std::tuple<int, int, int>> epoll_made;  // (epoll, file, fd number): registered once
   std::vector<sockets::Repaired> repaired;  // TCP connections still in repair mode
-  sockets::UnixJob unix_sockets;            // UNIX sockets: queues refilled at the end
-  sockets::UdpJob udp_sockets;              // UDP sockets: queues refilled, then connected
+  // Connections to peers outside the job stay in repair mode (held) until
+  // the caller says both sides exist (a job across nodes).
+  bool hold_outside = false;
+  std::vector<sockets::Held> held;
+  sockets::UnixJob unix_sockets;  // UNIX sockets: queues refilled at the end
+  sockets::UdpJob udp_sockets;    // UDP sockets: queues refilled, then connected
   tty::Pairs ptys;
   std::vector<UniqueFd> owned;  // this process's copies, kept until every member has its own
 };

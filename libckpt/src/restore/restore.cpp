@@ -21,6 +21,7 @@
 #include "restore/address_space.hpp"
 #include "restore/files.hpp"
 #include "restore/image_trust.hpp"
+#include "restore/restore_held.hpp"
 #include "restore/scratch.hpp"
 #include "restore/shared_memory.hpp"
 #include "restore/spawn.hpp"
@@ -119,6 +120,10 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
 }  // namespace
 
 Result<RestoreStats> restore_process(const RestoreOptions& opts) {
+  return restore::restore_held(opts, nullptr);
+}
+
+Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const ReadyHook& ready) {
   const double t0 = now_seconds();
   bool newest = false;
   uint64_t gen = 0;
@@ -176,10 +181,12 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   restore::SharedMemory shm;
   CKPT_TRY(shm.create(metas));
   std::vector<pid_t> pids;
+  std::vector<sockets::Held> held;  // with `ready`: connections to peers outside the job
   {
     // Files are opened here, handed to the members at spawn, and closed here
     // once every member holds its own.
     restore::SharedFiles shared;
+    shared.hold_outside = bool(ready);
     for (auto [key, fd] : shm.deleted_files()) shared.deleted[key] = fd;  // mapped and open
     for (const image::JobShare& s : job.shares)
       shared.share_of[{s.pid, s.fd}] = {s.owner_pid, s.owner_fd};
@@ -193,6 +200,7 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
       spawn[live[k]].files = &files[live[k]];
     }
     CKPT_TRY(restore::finish_files(&shared));
+    held = std::move(shared.held);
     CKPT_ASSIGN(pids, job::spawn_job(spawn, opts.new_pid));
   }
 
@@ -212,7 +220,17 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
       return named(m.pid, s.error());
     }
   }
-  // Every member is ready: all run from here on (the root last).
+  // Every member is ready. A job across nodes waits for the other nodes'
+  // parts; its connections between nodes leave repair mode only then.
+  if (ready) {
+    Status s = ready(pids[0]);
+    if (s.ok()) s = sockets::finish_held(&held);
+    if (!s.ok()) {
+      job::kill_job(pids);
+      return s.error();
+    }
+  }
+  // All run from here on (the root last).
   Status result;
   for (size_t k = built.size(); k-- > 0;) {
     Status s = built[k].tasks->release();

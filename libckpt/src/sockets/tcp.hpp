@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "image/model.hpp"
+#include "sockets/tcp_lock.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::sockets {
@@ -23,8 +24,8 @@ std::set<uint64_t> job_socket_inodes(const std::vector<pid_t>& job);
 // Fills `f` (kind kTcp) from `sock`, this tool's copy of the target's socket
 // (pidfd_getfd). `pid` names the netns tables that find the peer of a
 // connection; the peer must be a socket in `job_sockets` unless
-// `allow_outside`. Refuses states other than unconnected, listening and
-// established, and a listening socket with connections not yet accepted.
+// `allow_outside` (then marked kTcpOptOutside). Refuses states other than unconnected, listening
+// and established, and a listening socket with connections not yet accepted.
 Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets, bool allow_outside,
                    const std::string& what, image::FileRecord* f);
 
@@ -34,6 +35,8 @@ Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets, b
 struct Repaired {
   int fd;  // borrowed: owned by the caller's file table
   bool reuse_addr;
+  bool outside = false;  // its peer is not in the job: unlocked after (tcp_lock.hpp)
+  Connection conn{};
 };
 
 // Creates the socket of `f`. A connection comes back in repair mode and is
@@ -41,8 +44,20 @@ struct Repaired {
 Result<UniqueFd> restore_tcp(const image::FileRecord& f, const std::string& what,
                              std::vector<Repaired>* repaired);
 
+// A connection to a peer outside the job kept in repair mode past the
+// restore of the files, until the peer's side exists too (a job across
+// nodes: nodes/restore_hold); `fd` is this process's own copy.
+struct Held {
+  UniqueFd fd;
+  Repaired r;
+};
+
 // Takes the connections out of repair mode (each sends a window probe, so
-// both ends resynchronise at once) and sets what repair mode resets.
-Status finish_tcp(const std::vector<Repaired>& repaired);
+// both ends resynchronise at once) and sets what repair mode resets. With
+// `hold`, connections to peers outside the job stay in repair mode and are
+// handed over there instead.
+Status finish_tcp(const std::vector<Repaired>& repaired, std::vector<Held>* hold = nullptr);
+// The held connections leave repair mode.
+Status finish_held(std::vector<Held>* held);
 
 }  // namespace ckpt::sockets

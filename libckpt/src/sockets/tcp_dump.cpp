@@ -176,16 +176,16 @@ Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets, b
       return sys_error(what + ": reading its peer's address");
     them = endpoint_of(peer);
     store_endpoint(them, &p[image::kTcpPeerPort]);
-    if (!allow_outside) {
-      bool inside = false;
-      for (const TcpRow& r : tcp_rows(proc_path(pid, "net/")))
-        if (r.local == them && r.remote == me) inside = job_sockets.count(r.inode) > 0;
-      if (!inside)
-        return make_error(ENOTSUP, what + " (TCP connection " + describe(me) + " -> " +
-                                       describe(them) +
-                                       "): its peer is not in the job: checkpoint the whole job "
-                                       "(--tree of a common ancestor)");
-    }
+    bool inside = false;
+    for (const TcpRow& r : tcp_rows(proc_path(pid, "net/")))
+      if (r.local == them && r.remote == me && job_sockets.count(r.inode) > 0) inside = true;
+    if (!inside && !allow_outside)
+      return make_error(ENOTSUP, what + " (TCP connection " + describe(me) + " -> " +
+                                     describe(them) +
+                                     "): its peer is not in the job: checkpoint the whole job "
+                                     "(--tree of a common ancestor), or save it in repair mode "
+                                     "with --tcp-established");
+    if (!inside) p[image::kTcpOptions] |= image::kTcpOptOutside;
     CKPT_TRY(read_connection(
         sock, what + " (TCP connection " + describe(me) + " -> " + describe(them) + ")", f));
   } else if (state != TCP_CLOSE) {

@@ -99,7 +99,22 @@ Status rebuild_connection(int sock, const FileRecord& f, const Endpoint& local,
   CKPT_TRY(repair(sock, 1, what));
   CKPT_TRY(set_queue(sock, TCP_SEND_QUEUE, uint32_t(p[image::kTcpSendSeq] - sq), what));
   CKPT_TRY(set_queue(sock, TCP_RECV_QUEUE, uint32_t(p[image::kTcpRecvSeq] - rq), what));
-  CKPT_TRY(bind_to(sock, local, what));
+  const bool outside = is_outside(f);
+  if (outside) {
+    // Its packets pass the lock the checkpoint left (tcp_lock.hpp).
+    CKPT_TRY(set_int(sock, SOL_SOCKET, SO_MARK, int(kRestoreMark), what, "SO_MARK"));
+    sockaddr_storage sa;
+    socklen_t len = sockaddr_of(local, &sa);
+    if (::bind(sock, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+      if (errno != EADDRNOTAVAIL) return sys_error(what + ": binding " + describe(local));
+      return make_error(EADDRNOTAVAIL, what + ": TCP connection " + describe(local) + " -> " +
+                                           describe(load_endpoint(int(p[image::kTcpFamily]),
+                                                                  &p[image::kTcpPeerPort])) +
+                                           ": its local address does not exist on this node");
+    }
+  } else {
+    CKPT_TRY(bind_to(sock, local, what));
+  }
   const Endpoint peer = load_endpoint(int(p[image::kTcpFamily]), &p[image::kTcpPeerPort]);
   sockaddr_storage sa;
   socklen_t len = sockaddr_of(peer, &sa);
@@ -137,12 +152,12 @@ Status rebuild_connection(int sock, const FileRecord& f, const Endpoint& local,
   return {};
 }
 
-// Whether only TIME-WAIT sockets hold `port`.
+// Whether only leftovers of a killed incarnation hold `port` (time_wait.hpp).
 bool only_time_wait_on(uint16_t port) {
   bool any = false;
   for (const TcpRow& r : tcp_rows("/proc/net/")) {
     if (r.local.port != port) continue;
-    if (r.state != TCP_TIME_WAIT) return false;
+    if (!is_leftover(r.state, r.inode)) return false;
     any = true;
   }
   return any;
@@ -152,6 +167,9 @@ bool only_time_wait_on(uint16_t port) {
 // old incarnation that the kill left in TIME-WAIT, made by a program that
 // did not set SO_REUSEADDR, holds it for up to a minute. Those are ended
 // (SOCK_DESTROY); on a kernel that cannot, waited out (saying so once).
+// Closing connections no process holds (across nodes, a FIN or its answer
+// may still be on its way) are waited for: the kernel does not destroy
+// those, and they end within a round trip or a retransmission.
 // Anything else in the way is an error.
 Status listen_again(int sock, const Endpoint& local, int backlog, const std::string& what) {
   bool said = false, can_destroy = true;
@@ -159,7 +177,10 @@ Status listen_again(int sock, const Endpoint& local, int backlog, const std::str
     if (::listen(sock, backlog) == 0) return {};
     if (errno != EADDRINUSE || tries >= 700 || !only_time_wait_on(local.port))
       return sys_error(what + ": listening on " + describe(local));
-    if (can_destroy && destroy_time_wait(local.port) > 0) continue;
+    if (can_destroy && destroy_time_wait(local.port) >= 0) {
+      ::usleep(10 * 1000);
+      continue;
+    }
     can_destroy = false;
     if (!said)
       std::fprintf(stderr, "%s: waiting for the TIME-WAIT of old connections (at most 60 s)\n",
@@ -190,7 +211,7 @@ Result<UniqueFd> restore_tcp(const FileRecord& f, const std::string& what,
   const uint64_t state = p[image::kTcpState];
   if (state == TCP_ESTABLISHED) {
     CKPT_TRY(rebuild_connection(s, f, local, what));
-    repaired->push_back({s, reuse});
+    repaired->push_back({s, reuse, is_outside(f), is_outside(f) ? connection_of(f) : Connection{}});
   } else if (state == TCP_LISTEN || state == TCP_CLOSE) {
     const bool bound = local.port != 0;
     if (bound) {
@@ -208,13 +229,34 @@ Result<UniqueFd> restore_tcp(const FileRecord& f, const std::string& what,
   return sock;
 }
 
-Status finish_tcp(const std::vector<Repaired>& repaired) {
+Status finish_tcp(const std::vector<Repaired>& repaired, std::vector<Held>* hold) {
   for (const Repaired& r : repaired) {
+    if (hold && r.outside) {
+      UniqueFd copy(::fcntl(r.fd, F_DUPFD_CLOEXEC, 3));
+      if (!copy.valid()) return sys_error("TCP connection: keeping a copy");
+      Repaired kept = r;
+      kept.fd = copy.get();
+      hold->push_back({std::move(copy), kept});
+      continue;
+    }
     CKPT_TRY(repair(r.fd, 0, "TCP connection"));
+    if (r.outside) {
+      // Its window probe went out marked; now its peer's packets may find it.
+      CKPT_TRY(unlock_connection(r.conn));
+      CKPT_TRY(set_int(r.fd, SOL_SOCKET, SO_MARK, 0, "TCP connection", "SO_MARK"));
+    }
     if (r.reuse_addr)
       CKPT_TRY(set_int(r.fd, SOL_SOCKET, SO_REUSEADDR, 1, "TCP connection", "SO_REUSEADDR"));
   }
   return {};
+}
+
+Status finish_held(std::vector<Held>* held) {
+  std::vector<Repaired> rs;
+  for (const Held& h : *held) rs.push_back(h.r);
+  Status s = finish_tcp(rs);
+  held->clear();
+  return s;
 }
 
 }  // namespace ckpt::sockets

@@ -32,7 +32,7 @@ int destroy_one(int nl, const TcpRow& r) {
   msg.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
   msg.req.sdiag_family = uint8_t(r.local.family);
   msg.req.sdiag_protocol = IPPROTO_TCP;
-  msg.req.idiag_states = 1u << TCP_TIME_WAIT;
+  msg.req.idiag_states = 1u << r.state;
   msg.req.id.idiag_sport = htons(r.local.port);
   msg.req.id.idiag_dport = htons(r.remote.port);
   std::memcpy(msg.req.id.idiag_src, r.local.addr.data(), 16);
@@ -58,7 +58,7 @@ int destroy_time_wait(uint16_t port) {
   if (!nl.valid()) return -errno;
   int destroyed = 0;
   for (const TcpRow& r : tcp_rows("/proc/net/")) {
-    if (r.state != TCP_TIME_WAIT || r.local.port != port) continue;
+    if (!is_leftover(r.state, r.inode) || r.local.port != port) continue;
     const int rc = destroy_one(nl.get(), r);
     if (rc == 0) {
       ++destroyed;
@@ -67,6 +67,13 @@ int destroy_time_wait(uint16_t port) {
     }
   }
   return destroyed;
+}
+
+bool is_leftover(unsigned state, uint64_t inode) {
+  if (state == TCP_TIME_WAIT) return true;
+  const bool closing = state == TCP_FIN_WAIT1 || state == TCP_FIN_WAIT2 || state == TCP_LAST_ACK ||
+                       state == TCP_CLOSING || state == TCP_CLOSE_WAIT;
+  return closing && inode == 0;
 }
 
 }  // namespace ckpt::sockets

@@ -13,4 +13,10 @@ namespace ckpt::sockets {
 // TIME-WAIT support of tcp_abort): the caller then waits them out.
 int destroy_time_wait(uint16_t port);
 
+// Whether a socket of /proc/net/tcp* is such a leftover: TIME-WAIT, or a
+// closing connection that no process holds any more (inode 0: FIN-WAIT,
+// LAST-ACK, CLOSING after a kill; across nodes these linger while the
+// peer's answer is on its way).
+bool is_leftover(unsigned state, uint64_t inode);
+
 }  // namespace ckpt::sockets

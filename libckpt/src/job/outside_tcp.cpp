@@ -1,0 +1,40 @@
+// OutsideTcp (outside_tcp.hpp).
+#include "job/outside_tcp.hpp"
+
+#include <set>
+
+#include "sockets/tcp.hpp"
+
+namespace ckpt::job {
+
+Status OutsideTcp::lock(const std::vector<pid_t>& members) {
+  if (members.empty()) return {};
+  const std::set<uint64_t> inodes = sockets::job_socket_inodes(members);
+  const std::vector<uint64_t> job_sockets(inodes.begin(), inodes.end());
+  // One network namespace per job (the root's): a node's part of a job.
+  std::vector<sockets::Connection> conns = sockets::outside_connections(members[0], job_sockets);
+  CKPT_TRY(sockets::lock_all(conns));
+  conns_ = std::move(conns);
+  return {};
+}
+
+void OutsideTcp::unlock() {
+  sockets::unlock_all(conns_);
+  conns_.clear();
+}
+
+Status OutsideTcp::park(const std::vector<dump::MemberDump*>& dumps) {
+  // Every connection is tried: the job is killed next whatever happens.
+  Status first;
+  for (const dump::MemberDump* d : dumps)
+    for (const image::FileRecord& f : d->meta.files)
+      if (sockets::is_outside(f) && f.dup_of == -1) {
+        Status s = sockets::lock_connection(sockets::connection_of(f));  // made since lock()
+        if (s.ok()) s = sockets::park_connection(d->pid(), f.fd);
+        if (!s.ok() && first.ok()) first = s;
+      }
+  conns_.clear();  // the locks outlive this checkpoint
+  return first;
+}
+
+}  // namespace ckpt::job

@@ -1,0 +1,25 @@
+// The per-node agent's side of one session (cr_noded): after the token
+// handshake, one CHECKPOINT round or one RESTORE, each step reported to the
+// coordinator and the next one waited for (docs/nodes.md).
+#pragma once
+
+#include <ckpt/result.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ckpt::nodes {
+
+struct AgentConfig {
+  std::string dir;             // this node's checkpoint set
+  std::vector<uint8_t> token;  // shared with cr_job
+  double timeout = 60;         // per read from the coordinator
+};
+
+// Serves the connection `fd` (not yet authenticated) to its end. A
+// coordinator that goes away, aborts or times out ends the round: the
+// node's processes are released untouched (restore: the built job is
+// killed) and nothing becomes visible.
+Status serve_session(int fd, const AgentConfig& cfg);
+
+}  // namespace ckpt::nodes

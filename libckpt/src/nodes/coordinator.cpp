@@ -1,0 +1,184 @@
+// cr_job's coordination of the node agents (coordinator.hpp).
+#include "nodes/coordinator.hpp"
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "migrate/sender_link.hpp"
+#include "nodes/wire.hpp"
+#include "util/clock.hpp"
+
+namespace ckpt::nodes {
+
+namespace {
+
+struct Link {
+  std::string addr;
+  std::unique_ptr<migrate::SenderLink> conn;
+  bool over = false;  // the agent ended its round (failed) or the link broke
+  Message last;
+};
+
+Result<std::vector<Link>> connect_all(const Coordination& c) {
+  CKPT_ASSIGN(std::vector<uint8_t> token, migrate::load_token(c.token_file));
+  std::vector<Link> links;
+  for (const Node& n : c.nodes) {
+    Link l;
+    l.addr = n.addr;
+    auto fd = migrate::connect_to(n.addr, c.timeout);
+    if (!fd.ok()) return fd.error().context("node " + n.addr);
+    l.conn = std::make_unique<migrate::SenderLink>(std::move(*fd));
+    auto first = migrate::sender_handshake(l.conn->w, l.conn->r, token);
+    if (!first.ok()) return first.error().context("node " + n.addr);
+    links.push_back(std::move(l));
+  }
+  return links;
+}
+
+// Tells every agent still in the round to abort, and reads its last word.
+void abort_all(std::vector<Link>& links, const std::string& why) {
+  for (Link& l : links)
+    if (!l.over && !send_step(l.conn->w, {kAbort, 0, 0, why}).ok()) l.over = true;
+  for (Link& l : links)
+    if (!l.over) (void)read_step(l.conn->r, "node " + l.addr);
+}
+
+// Reads every agent's next step, which must be `want`; any other outcome
+// aborts the round everywhere and names the first node that failed.
+// `first_at`: when the first answer arrived.
+Status gather(std::vector<Link>& links, uint32_t want, double* first_at = nullptr) {
+  std::string why;
+  for (Link& l : links) {
+    auto m = read_step(l.conn->r, "node " + l.addr);
+    if (first_at && l.addr == links[0].addr) *first_at = now_seconds();
+    std::string bad;
+    if (!m.ok()) {
+      bad = m.error().message;
+      l.over = true;
+    } else if (m->step == kFailed) {
+      bad = m->text;
+      l.over = true;
+    } else if (m->step != want) {
+      bad = std::string("protocol error: expected ") + step_name(want) + ", got " +
+            step_name(m->step);
+    } else {
+      l.last = *m;
+    }
+    if (!bad.empty() && why.empty()) why = "node " + l.addr + ": " + bad;
+  }
+  if (why.empty()) return {};
+  abort_all(links, why);
+  return make_error(ECANCELED, why + " (round aborted on every node)");
+}
+
+Status send_all(std::vector<Link>& links, const Message& m) {
+  for (Link& l : links)
+    if (Status s = send_step(l.conn->w, m); !s.ok()) {
+      l.over = true;
+      const std::string why = "node " + l.addr + ": " + s.error().message;
+      abort_all(links, why);
+      return make_error(s.error().code, why + " (round aborted on every node)");
+    }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<Node>> read_nodes(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(ENOENT, "cannot read the node file " + path);
+  std::vector<Node> out;
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    if (auto h = line.find('#'); h != std::string::npos) line.resize(h);
+    std::istringstream words(line);
+    Node n;
+    if (!(words >> n.addr)) continue;
+    std::string pid, extra;
+    if (words >> pid) {
+      char* end = nullptr;
+      long v = std::strtol(pid.c_str(), &end, 10);
+      if (*end || v <= 0)
+        return make_error(EINVAL, path + ":" + std::to_string(no) + ": not a PID: " + pid);
+      n.pid = pid_t(v);
+    }
+    if (words >> extra)
+      return make_error(EINVAL, path + ":" + std::to_string(no) + ": expected HOST:PORT [PID]");
+    out.push_back(n);
+  }
+  if (out.empty()) return make_error(EINVAL, path + ": no nodes");
+  return out;
+}
+
+Result<RoundOutcome> coordinated_checkpoint(const Coordination& c, bool full) {
+  for (const Node& n : c.nodes)
+    if (n.pid <= 0) return make_error(EINVAL, "node " + n.addr + ": no PID of its part given");
+  CKPT_ASSIGN(std::vector<Link> links, connect_all(c));
+  RoundOutcome out;
+  const double t0 = now_seconds();
+  for (size_t i = 0; i < links.size(); ++i)
+    if (Status s = send_step(links[i].conn->w,
+                             {kCheckpoint, uint64_t(c.nodes[i].pid), full ? 1u : 0u, {}});
+        !s.ok()) {
+      links[i].over = true;
+      abort_all(links, "node " + links[i].addr + ": " + s.error().message);
+      return s.error().context("node " + links[i].addr);
+    }
+  double t_frozen = 0;
+  CKPT_TRY(gather(links, kFrozen, &t_frozen));  // phase 1: all frozen, nothing read
+  CKPT_TRY(send_all(links, {kGo}));
+  CKPT_TRY(gather(links, kCaptured));  // phase 2: all saved (in memory)
+  CKPT_TRY(send_all(links, {kGo}));    // released
+  out.frozen_seconds = now_seconds() - t_frozen;
+  CKPT_TRY(gather(links, kWritten));  // all durable, none visible
+  CKPT_TRY(send_all(links, {kGo}));   // commit
+  CKPT_TRY(gather(links, kCommitted));
+  out.total_seconds = now_seconds() - t0;
+  for (const Link& l : links) {
+    NodeOutcome n;
+    n.addr = l.addr;
+    n.generation = l.last.a;
+    n.frozen_seconds = double(l.last.b) / 1e6;
+    n.processes = std::strtoull(l.last.text.c_str(), nullptr, 10);
+    out.nodes.push_back(n);
+  }
+  out.generation = out.nodes[0].generation;
+  for (const NodeOutcome& n : out.nodes)
+    if (n.generation != out.generation)
+      return make_error(EPROTO, "node " + n.addr + " committed generation " +
+                                    std::to_string(n.generation) + ", node " + out.nodes[0].addr +
+                                    " generation " + std::to_string(out.generation) +
+                                    ": restart them with --generation");
+  return out;
+}
+
+Result<RoundOutcome> coordinated_restart(const Coordination& c, uint64_t generation) {
+  CKPT_ASSIGN(std::vector<Link> links, connect_all(c));
+  RoundOutcome out;
+  const double t0 = now_seconds();
+  CKPT_TRY(send_all(links, {kRestore, generation, 0, {}}));
+  CKPT_TRY(gather(links, kReady));  // every part built, connections in repair mode
+  out.generation = links[0].last.a;
+  for (const Link& l : links)
+    if (l.last.a != out.generation) {
+      const std::string why = "node " + l.addr + " holds generation " + std::to_string(l.last.a) +
+                              ", node " + links[0].addr + " generation " +
+                              std::to_string(out.generation);
+      abort_all(links, why);
+      return make_error(EINVAL, why + ": give --generation (round aborted on every node)");
+    }
+  CKPT_TRY(send_all(links, {kGo}));
+  CKPT_TRY(gather(links, kRunning));
+  out.total_seconds = now_seconds() - t0;
+  for (const Link& l : links) {
+    NodeOutcome n;
+    n.addr = l.addr;
+    n.generation = out.generation;
+    n.pid = pid_t(l.last.a);
+    out.nodes.push_back(n);
+  }
+  return out;
+}
+
+}  // namespace ckpt::nodes

@@ -1,0 +1,56 @@
+// The job-wide side (cr_job): drives the agents of every node of a job
+// through a coordinated checkpoint or restart (docs/nodes.md).
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/result.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ckpt::nodes {
+
+struct Node {
+  std::string addr;  // the agent, HOST:PORT
+  pid_t pid = 0;     // checkpoint: the root of the job's part on that node
+};
+
+// A node file: one node a line, "HOST:PORT [PID]"; '#' starts a comment.
+Result<std::vector<Node>> read_nodes(const std::string& path);
+
+struct NodeOutcome {
+  std::string addr;
+  uint64_t generation = 0;
+  double frozen_seconds = 0;  // checkpoint: as the agent measured it
+  uint64_t processes = 0;
+  pid_t pid = 0;  // restart: the restored root
+};
+
+struct RoundOutcome {
+  std::vector<NodeOutcome> nodes;
+  uint64_t generation = 0;
+  // Checkpoint: from the first node's FROZEN until the release order went
+  // to the last node: the time the job as a whole made no progress (give
+  // or take the first node's report on the wire).
+  double frozen_seconds = 0;
+  // From the first request until every node committed (checkpoint) or ran
+  // (restart).
+  double total_seconds = 0;
+};
+
+struct Coordination {
+  std::vector<Node> nodes;
+  std::string token_file;
+  double timeout = 60;  // per read from an agent
+};
+
+// Freeze all, save all, release all, commit all; a node that fails (or
+// cannot be reached, or times out) aborts the round on every node.
+Result<RoundOutcome> coordinated_checkpoint(const Coordination& c, bool full);
+
+// Every node's part built and held (connections between nodes in repair
+// mode), then released together; the generation must be the same on all.
+Result<RoundOutcome> coordinated_restart(const Coordination& c, uint64_t generation);
+
+}  // namespace ckpt::nodes

@@ -1,0 +1,55 @@
+// NODE_STEP frames (wire.hpp).
+#include "nodes/wire.hpp"
+
+namespace ckpt::nodes {
+
+const char* step_name(uint32_t s) {
+  switch (s) {
+    case kCheckpoint:
+      return "CHECKPOINT";
+    case kGo:
+      return "GO";
+    case kAbort:
+      return "ABORT";
+    case kRestore:
+      return "RESTORE";
+    case kFrozen:
+      return "FROZEN";
+    case kCaptured:
+      return "CAPTURED";
+    case kWritten:
+      return "WRITTEN";
+    case kCommitted:
+      return "COMMITTED";
+    case kReady:
+      return "READY";
+    case kRunning:
+      return "RUNNING";
+    case kFailed:
+      return "FAILED";
+  }
+  return "unknown";
+}
+
+Status send_step(migrate::FrameWriter& w, const Message& m) {
+  std::vector<uint8_t> p;
+  migrate::put_u32(p, m.step);
+  migrate::put_u32(p, 0);
+  migrate::put_u64(p, m.a);
+  migrate::put_u64(p, m.b);
+  p.insert(p.end(), m.text.begin(), m.text.begin() + long(std::min<size_t>(m.text.size(), 4096)));
+  return w.send(migrate::kNodeStep, p.data(), p.size());
+}
+
+Result<Message> read_step(migrate::FrameReader& r, const std::string& peer) {
+  CKPT_ASSIGN(migrate::Frame f, migrate::expect(r, migrate::kNodeStep, peer));
+  if (f.len < 24) return make_error(EBADMSG, peer + ": malformed NODE_STEP frame");
+  Message m;
+  m.step = migrate::get_u32(f.data);
+  m.a = migrate::get_u64(f.data + 8);
+  m.b = migrate::get_u64(f.data + 16);
+  m.text.assign(reinterpret_cast<const char*>(f.data) + 24, f.len - 24);
+  return m;
+}
+
+}  // namespace ckpt::nodes

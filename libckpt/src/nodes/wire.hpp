@@ -1,0 +1,41 @@
+// The node protocol between cr_job (the coordinator) and cr_noded (one agent
+// per node), spec in docs/nodes.md: the migration stream's frames and
+// token authentication (migrate/protocol), then NODE_STEP frames.
+#pragma once
+
+#include <ckpt/result.hpp>
+#include <cstdint>
+#include <string>
+
+#include "migrate/protocol.hpp"
+
+namespace ckpt::nodes {
+
+enum Step : uint32_t {
+  // coordinator -> agent
+  kCheckpoint = 1,  // a = root PID of the node's part, b = 1 full / 0 incremental
+  kGo = 2,          // go on to the next step
+  kAbort = 3,       // abort the round: release, make nothing visible
+  kRestore = 4,     // a = generation (0: newest)
+  // agent -> coordinator
+  kFrozen = 10,     // every process frozen, connections between nodes locked
+  kCaptured = 11,   // state and memory copied; released at the next kGo
+  kWritten = 12,    // files durable; visible at the next kGo
+  kCommitted = 13,  // a = generation, b = frozen microseconds; text: processes
+  kReady = 14,      // a = generation, b = root PID: built, held in repair mode
+  kRunning = 15,    // a = root PID: released
+  kFailed = 16,     // text: the one-line cause; the round is aborted on this node
+};
+const char* step_name(uint32_t s);
+
+struct Message {
+  uint32_t step = 0;
+  uint64_t a = 0, b = 0;
+  std::string text;
+};
+
+Status send_step(migrate::FrameWriter& w, const Message& m);
+// The next step (an ERROR frame or a closed connection is an error).
+Result<Message> read_step(migrate::FrameReader& r, const std::string& peer);
+
+}  // namespace ckpt::nodes

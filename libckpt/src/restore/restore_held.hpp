@@ -1,0 +1,21 @@
+// A restore that waits, every member built and still stopped, before its
+// connections to peers outside the job leave repair mode and the members
+// run: the per-node part of a job across nodes (docs/nodes.md), whose
+// connections between nodes may be released only once both sides exist.
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/ckpt.hpp>
+#include <ckpt/result.hpp>
+#include <functional>
+
+namespace ckpt::restore {
+
+// Called with the restored root's PID once every member is built; an error
+// kills the built job and is returned. Empty: restore_process as usual.
+using ReadyHook = std::function<Status(pid_t root)>;
+
+Result<RestoreStats> restore_held(const RestoreOptions& opts, const ReadyHook& ready);
+
+}  // namespace ckpt::restore

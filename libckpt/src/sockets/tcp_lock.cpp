@@ -1,0 +1,175 @@
+// The connection lock of tcp_lock.hpp: one FIB rule per connection, added
+// and removed over rtnetlink (what `ip rule add ... blackhole` sends).
+#include "sockets/tcp_lock.hpp"
+
+#include <linux/fib_rules.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "util/fd.hpp"
+
+namespace ckpt::sockets {
+
+namespace {
+
+// Below the main table's rule (32766) and the default local one (0 is
+// "local"; rules of equal priority are all kept): a fixed priority makes the
+// rules easy to recognise (`ip rule show`).
+constexpr uint32_t kRulePriority = 77;
+
+bool v4_mapped(const Endpoint& e) {
+  static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return e.family == AF_INET6 && std::memcmp(e.addr.data(), prefix, 12) == 0;
+}
+
+// The address as the packets carry it: an IPv4-mapped IPv6 socket sends IPv4.
+int wire_family(const Endpoint& e) {
+  return v4_mapped(e) ? AF_INET : e.family;
+}
+const uint8_t* wire_addr(const Endpoint& e) {
+  return v4_mapped(e) ? e.addr.data() + 12 : e.addr.data();
+}
+
+struct RuleMsg {
+  alignas(nlmsghdr) char buf[256];
+  size_t len = 0;
+  nlmsghdr* nh() { return reinterpret_cast<nlmsghdr*>(buf); }
+  void attr(uint16_t type, const void* data, size_t n) {
+    auto* a = reinterpret_cast<rtattr*>(buf + NLMSG_ALIGN(len));
+    a->rta_type = type;
+    a->rta_len = uint16_t(RTA_LENGTH(n));
+    std::memcpy(RTA_DATA(a), data, n);
+    len = NLMSG_ALIGN(len) + RTA_ALIGN(a->rta_len);
+  }
+};
+
+// Sends RTM_NEWRULE or RTM_DELRULE for `c` and reads the answer: 0 or -errno.
+int rule(const Connection& c, uint16_t type) {
+  const int family = wire_family(c.local);
+  if (family != wire_family(c.peer)) return -EAFNOSUPPORT;
+  const size_t alen = family == AF_INET ? 4 : 16;
+  RuleMsg m{};
+  std::memset(m.buf, 0, sizeof m.buf);
+  m.len = NLMSG_LENGTH(sizeof(fib_rule_hdr));
+  nlmsghdr* nh = m.nh();
+  nh->nlmsg_type = type;
+  nh->nlmsg_flags =
+      NLM_F_REQUEST | NLM_F_ACK | (type == RTM_NEWRULE ? NLM_F_CREATE | NLM_F_EXCL : 0);
+  auto* frh = reinterpret_cast<fib_rule_hdr*>(NLMSG_DATA(nh));
+  frh->family = uint8_t(family);
+  frh->src_len = uint8_t(alen * 8);
+  frh->dst_len = uint8_t(alen * 8);
+  frh->action = FR_ACT_BLACKHOLE;
+  m.attr(FRA_SRC, wire_addr(c.local), alen);
+  m.attr(FRA_DST, wire_addr(c.peer), alen);
+  const uint8_t proto = IPPROTO_TCP;
+  m.attr(FRA_IP_PROTO, &proto, 1);
+  const fib_rule_port_range sport{c.local.port, c.local.port}, dport{c.peer.port, c.peer.port};
+  m.attr(FRA_SPORT_RANGE, &sport, sizeof sport);
+  m.attr(FRA_DPORT_RANGE, &dport, sizeof dport);
+  const uint32_t mark = 0, mask = 0xffffffff, prio = kRulePriority;
+  m.attr(FRA_FWMARK, &mark, 4);  // only packets without a mark
+  m.attr(FRA_FWMASK, &mask, 4);
+  m.attr(FRA_PRIORITY, &prio, 4);
+  nh->nlmsg_len = uint32_t(m.len);
+
+  UniqueFd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+  if (!nl.valid()) return -errno;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(nl.get(), m.buf, m.len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
+    return -errno;
+  alignas(nlmsghdr) char reply[1024];
+  ssize_t n = ::recv(nl.get(), reply, sizeof reply, 0);
+  if (n < ssize_t(sizeof(nlmsghdr) + sizeof(nlmsgerr))) return n < 0 ? -errno : -EPROTO;
+  const auto* rh = reinterpret_cast<const nlmsghdr*>(reply);
+  if (rh->nlmsg_type != NLMSG_ERROR) return -EPROTO;
+  return reinterpret_cast<const nlmsgerr*>(NLMSG_DATA(rh))->error;
+}
+
+std::string name(const Connection& c) {
+  return "TCP connection " + describe(c.local) + " -> " + describe(c.peer);
+}
+
+}  // namespace
+
+Status lock_connection(const Connection& c) {
+  const int rc = rule(c, RTM_NEWRULE);
+  if (rc == 0 || rc == -EEXIST) return {};
+  if (rc == -EPERM)
+    return make_error(EPERM, name(c) + ": locking it needs CAP_NET_ADMIN (a FIB rule)");
+  return make_error(
+      -rc, name(c) + ": adding the rule that holds its packets back: " + std::strerror(-rc));
+}
+
+Status unlock_connection(const Connection& c) {
+  const int rc = rule(c, RTM_DELRULE);
+  if (rc == 0 || rc == -ENOENT) return {};
+  return make_error(
+      -rc, name(c) + ": removing the rule that held its packets back: " + std::strerror(-rc));
+}
+
+std::vector<Connection> outside_connections(pid_t pid, const std::vector<uint64_t>& job_sockets) {
+  std::vector<Connection> out;
+  const auto rows = tcp_rows("/proc/" + std::to_string(pid) + "/net/");
+  auto in_job = [&](uint64_t ino) {
+    return ino != 0 && std::find(job_sockets.begin(), job_sockets.end(), ino) != job_sockets.end();
+  };
+  for (const TcpRow& r : rows) {
+    if (r.state != TCP_ESTABLISHED || !in_job(r.inode)) continue;
+    bool peer_in_job = false;
+    for (const TcpRow& p : rows)
+      if (p.local == r.remote && p.remote == r.local && in_job(p.inode)) peer_in_job = true;
+    if (!peer_in_job) out.push_back({r.local, r.remote});
+  }
+  return out;
+}
+
+Status lock_all(const std::vector<Connection>& conns) {
+  for (size_t i = 0; i < conns.size(); ++i)
+    if (Status s = lock_connection(conns[i]); !s.ok()) {
+      unlock_all(std::vector<Connection>(conns.begin(), conns.begin() + long(i)));
+      return s;
+    }
+  return {};
+}
+
+void unlock_all(const std::vector<Connection>& conns) {
+  for (const Connection& c : conns) (void)unlock_connection(c);
+}
+
+Status park_connection(pid_t pid, int fd) {
+  UniqueFd pidfd(int(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd.valid()) return sys_error("PID " + std::to_string(pid) + ": pidfd_open");
+  UniqueFd sock(int(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
+  if (!sock.valid())
+    return sys_error("PID " + std::to_string(pid) + ": fd " + std::to_string(fd) + ": pidfd_getfd");
+  int on = 1;
+  if (::setsockopt(sock.get(), IPPROTO_TCP, TCP_REPAIR, &on, sizeof on) != 0)
+    return sys_error("PID " + std::to_string(pid) + ": fd " + std::to_string(fd) +
+                     ": entering repair mode");
+  return {};
+}
+
+bool is_outside(const image::FileRecord& f) {
+  return f.kind == image::FileKind::kTcp && f.params.size() >= image::kTcpParams &&
+         f.params[image::kTcpState] == TCP_ESTABLISHED &&
+         (f.params[image::kTcpOptions] & image::kTcpOptOutside);
+}
+
+Connection connection_of(const image::FileRecord& f) {
+  const int family = int(f.params[image::kTcpFamily]);
+  return {load_endpoint(family, &f.params[image::kTcpLocalPort]),
+          load_endpoint(family, &f.params[image::kTcpPeerPort])};
+}
+
+}  // namespace ckpt::sockets
