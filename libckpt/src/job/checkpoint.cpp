@@ -111,12 +111,9 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   else
     CKPT_TRY(dump::new_chain_id(&chain_id));
 
-  // The member `i` of the frozen job, with what the chain knows of it.
-  auto member_spec = [&](const job::FrozenJob& fj, size_t i, const std::vector<pid_t>& pids,
-                         const SharedOwners& owners) {
-    const pid_t pid = fj.members()[i].pid;
+  // What the chain knows of the process `pid`.
+  auto chain_spec = [&](pid_t pid) {
     dump::MemberSpec ms;
-    ms.fp = fj.process(i);
     if (prev && prev->members.count(pid)) {
       const image::SnapshotReader* r = prev->members.at(pid).get();
       ms.prev = &r->meta();
@@ -127,6 +124,15 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     ms.tracker = tracker;
     ms.generation = generation;
     ms.chain_id = chain_id;
+    return ms;
+  };
+
+  // The member `i` of the frozen job.
+  auto member_spec = [&](const job::FrozenJob& fj, size_t i, const std::vector<pid_t>& pids,
+                         const SharedOwners& owners) {
+    const pid_t pid = fj.members()[i].pid;
+    dump::MemberSpec ms = chain_spec(pid);
+    ms.fp = fj.process(i);
     ms.job = pids;
     ms.tcp_established = opts.tcp_established;
     ms.saves_shared = [&owners, pid](const image::SharedObject& o) {
@@ -138,18 +144,8 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
 
   // The process itself while it runs (a pre-copy round's collect): a job of one.
   auto member_spec_running = [&](pid_t pid) {
-    dump::MemberSpec ms;
+    dump::MemberSpec ms = chain_spec(pid);
     ms.pid = pid;
-    if (prev && prev->members.count(pid)) {
-      const image::SnapshotReader* r = prev->members.at(pid).get();
-      ms.prev = &r->meta();
-      ms.prev_hashes = &r->page_hashes();
-      ms.prev_digest = r->meta_digest();
-    }
-    if (hint && hint->members.count(pid)) ms.hint = &hint->members.at(pid)->meta();
-    ms.tracker = tracker;
-    ms.generation = generation;
-    ms.chain_id = chain_id;
     ms.job = {pid};
     ms.saves_shared = [](const image::SharedObject&) { return true; };
     return ms;
