@@ -96,8 +96,10 @@ if has e2e; then
     E2E_TRACKER=$t E2E_JOB_PROG=tcp_pair E2E_JOB_PROCS=2 E2E_JOB_ROUNDS=3000 \
       bash /ckpt/tests/e2e/job.sh /ckpt/bin incremental >/tmp/case.log 2>&1 || rc=$?
     result "e2e.job.tcp.incremental.$t" /tmp/case.log $rc
-    # UNIX sockets of every kind with queued data; SysV segments with their ids.
-    for k in unix:unix_pair sysv:sysv_shm; do
+    # UNIX sockets of every kind with queued data; SysV segments with their ids;
+    # UDP sockets with queued datagrams. (shared_fds holds an eventfd, which
+    # 6.1 cannot describe: no eventfd-semaphore in fdinfo, refused by design.)
+    for k in unix:unix_pair sysv:sysv_shm udp:udp_pair; do
       rc=0
       E2E_TRACKER=$t E2E_JOB_PROG=${k#*:} E2E_JOB_PROCS=2 E2E_JOB_ROUNDS=3000 \
         bash /ckpt/tests/e2e/job.sh /ckpt/bin incremental >/tmp/case.log 2>&1 || rc=$?

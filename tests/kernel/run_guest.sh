@@ -202,7 +202,8 @@ for s in "${SUITES[@]}"; do
     e2e)
       for t in kmod soft-dirty; do
         expect+=("e2e.incremental_chain.$t" "e2e.heap_pattern.new-chains.$t" "e2e.job.incremental.$t"
-          "e2e.job.tcp.incremental.$t" "e2e.job.unix.incremental.$t" "e2e.job.sysv.incremental.$t")
+          "e2e.job.tcp.incremental.$t" "e2e.job.unix.incremental.$t" "e2e.job.sysv.incremental.$t"
+          "e2e.job.udp.incremental.$t")
         for c in heap_pattern cxx_containers; do
           expect+=("e2e.$c.incremental.$t" "e2e.$c.incremental-after-restore.$t")
         done
