@@ -94,6 +94,17 @@ bool is_local(const Endpoint& e) {
   return t.valid() && ::bind(t.get(), reinterpret_cast<sockaddr*>(&a), len) == 0;
 }
 
+// Makes `mh` carry one control message: `ctl` must hold CMSG_SPACE(len).
+void put_control(msghdr* mh, char* ctl, int level, int type, const void* data, size_t len) {
+  mh->msg_control = ctl;
+  mh->msg_controllen = CMSG_SPACE(len);
+  cmsghdr* c = CMSG_FIRSTHDR(mh);
+  c->cmsg_level = level;
+  c->cmsg_type = type;
+  c->cmsg_len = CMSG_LEN(len);
+  std::memcpy(CMSG_DATA(c), data, len);
+}
+
 }  // namespace
 
 Result<UniqueFd> restore_udp(const FileRecord& f, const std::string& what, UdpJob* job) {
@@ -259,23 +270,11 @@ Status finish_udp(UdpJob* job) {
       if (sender_family == AF_INET) {
         in_pktinfo pi{};
         std::memcpy(&pi.ipi_spec_dst, src.addr.data(), 4);
-        mh.msg_control = ctl;
-        mh.msg_controllen = CMSG_SPACE(sizeof pi);
-        cmsghdr* c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = IPPROTO_IP;
-        c->cmsg_type = IP_PKTINFO;
-        c->cmsg_len = CMSG_LEN(sizeof pi);
-        std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
+        put_control(&mh, ctl, IPPROTO_IP, IP_PKTINFO, &pi, sizeof pi);
       } else if (!IN6_IS_ADDR_V4MAPPED(reinterpret_cast<const in6_addr*>(src.addr.data()))) {
         in6_pktinfo pi{};
         std::memcpy(&pi.ipi6_addr, src.addr.data(), 16);
-        mh.msg_control = ctl;
-        mh.msg_controllen = CMSG_SPACE(sizeof pi);
-        cmsghdr* c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = IPPROTO_IPV6;
-        c->cmsg_type = IPV6_PKTINFO;
-        c->cmsg_len = CMSG_LEN(sizeof pi);
-        std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
+        put_control(&mh, ctl, IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof pi);
       }
       ssize_t n;
       for (int tries = 0;; ++tries) {
