@@ -12,8 +12,9 @@
 #                  several instants): the target keeps running, untraced, no
 #                  generation appears; then a cr_full --live succeeds and its
 #                  restore passes the program's own check.
-# CKPT_TEST_PRECOPY_SLEEP makes the tool wait between pre-copy rounds (the
-# target runs meanwhile), so the test can end one or the other in that window.
+# The tool is preloaded with slow_precopy.so (CKPT_PRELOAD_PRECOPY_SLEEP):
+# it waits before a pre-copy round's copy while the target runs, so the test
+# can end one or the other in that window. Nothing of this is in the library.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
@@ -23,6 +24,7 @@ BIN_DIR=$1
 TRACKER=$2
 MODE=$3
 PROG_DIR=${E2E_PROG_DIR:-$BIN_DIR/e2e}
+SLOW=$PROG_DIR/slow_precopy.so
 fail() {
   echo "FAIL live $TRACKER $MODE: $*"
   exit 1
@@ -75,7 +77,7 @@ restore)
   ;;
 process-exits)
   start_target 256 1500
-  CKPT_TEST_PRECOPY_SLEEP=1.5 "$BIN_DIR/cr_full" --live --dir "$CKPT" --tracker "$TRACKER" \
+  LD_PRELOAD=$SLOW CKPT_PRELOAD_PRECOPY_SLEEP=1.5 "$BIN_DIR/cr_full" --live --dir "$CKPT" --tracker "$TRACKER" \
     "$PID" >/dev/null 2>"$WORK/tool.err" &
   tool=$!
   sleep 1
@@ -95,7 +97,7 @@ tool-killed)
   # userfaultfd() and its dup3 to fd 1000, leaves the new fd at a low number,
   # as with a plain cr_full: see the report of issue 14.)
   for delay in 0.3 0.6 0.9 1.4; do
-    CKPT_TEST_PRECOPY_SLEEP=0.5 "$BIN_DIR/cr_full" --live --dir "$CKPT" --tracker "$TRACKER" \
+    LD_PRELOAD=$SLOW CKPT_PRELOAD_PRECOPY_SLEEP=0.5 "$BIN_DIR/cr_full" --live --dir "$CKPT" --tracker "$TRACKER" \
       "$PID" >/dev/null 2>&1 &
     tool=$!
     sleep "$delay"

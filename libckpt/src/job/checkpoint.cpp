@@ -202,8 +202,6 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
         stats.live_rounds = uint64_t(round);
         stats.precopy_bytes += bytes;
         prev_bytes = bytes;
-        if (const char* w = ::getenv("CKPT_TEST_PRECOPY_SLEEP"))
-          ::usleep(useconds_t(std::atof(w) * 1e6));
         continue;
       }
       t_frozen = now_seconds();
@@ -248,9 +246,6 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       stats.live_rounds = uint64_t(round);
       stats.precopy_bytes += bytes;
       prev_bytes = bytes;
-      // Tests widen the window between rounds to end the process or the tool in it.
-      if (const char* w = ::getenv("CKPT_TEST_PRECOPY_SLEEP"))
-        ::usleep(useconds_t(std::atof(w) * 1e6));
     }
   }
   PhaseTrace pt("final");
