@@ -20,6 +20,10 @@ int main(int argc, char** argv) {
                "save TCP connections to peers outside the job in repair mode (docs/nodes.md)");
   app.add_flag("--live", opts.live,
                "copy memory while the process runs, then freeze it only for what it wrote since");
+  app.add_option_function<uint64_t>(
+         "--scratch-max", [&opts](uint64_t mib) { opts.scratch_max_bytes = mib << 20; },
+         "MiB of files on tmpfs (saved with each checkpoint) a process may hold (default 512)")
+      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 30));
   app.add_flag("--no-sync", opts.no_sync,
                "skip the fsyncs: faster, but an OS crash or power loss may lose this generation "
                "(a killed tool never leaves a half one visible)");

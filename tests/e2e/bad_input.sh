@@ -20,7 +20,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(no-such-pid has-children not-traceable readonly-dir private-dir disk-full corrupt-pages corrupt-addr
+TESTS=(no-such-pid has-children not-traceable readonly-dir private-dir disk-full scratch-limit corrupt-pages corrupt-addr
   corrupt-meta corrupt-header truncated-pages restart-missing pid-taken)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
@@ -321,6 +321,28 @@ case $TEST in
     expect_refusal "cr_full of 32 MiB into a 4 MiB file system"
     expect_no_generation "$WORK/full"
     expect_target_running
+    expect_target_ok
+    ;;
+
+  scratch-limit)
+    # A process whose output file is on tmpfs (saved with each checkpoint,
+    # docs/jobs.md) holding 3 MiB: refused under --scratch-max 2, naming the
+    # file, and the process keeps running; saved under --scratch-max 4.
+    need_tmpfs
+    mount_tmpfs "$WORK/scratch" size=16m
+    head -c $((3 << 20)) /dev/urandom >"$WORK/scratch/log"
+    (close_fds && exec "$PROG_DIR/heap_pattern" "$READY_DIR/ready" 8 300 \
+      </dev/null >>"$WORK/scratch/log" 2>"$WORK/prog.err") &
+    TPID=$!
+    OWN_PIDS+=("$TPID")
+    wait_file "$READY_DIR/ready" "$TPID" 30 || fail "target did not become ready"
+    tool "$BIN_DIR/cr_full" --scratch-max 2 --dir "$WORK/ck" "$TPID"
+    expect_refusal "cr_full --scratch-max 2 of a process holding a 3 MiB file on tmpfs"
+    grep -q "$WORK/scratch/log" "$WORK/tool.err" || fail "the refusal does not name the file"
+    expect_no_generation "$WORK/ck"
+    expect_target_running
+    tool "$BIN_DIR/cr_full" --scratch-max 4 --dir "$WORK/ck" "$TPID"
+    ((TOOL_RC == 0)) || fail "cr_full --scratch-max 4: $(first_line "$WORK/tool.err")"
     expect_target_ok
     ;;
 

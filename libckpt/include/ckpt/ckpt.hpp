@@ -42,6 +42,10 @@ struct CheckpointOptions {
   // this network namespace) while the job is frozen, and with kill_after
   // until the restore rebuilds them (docs/nodes.md).
   bool tcp_established = false;
+  // Files on tmpfs a member holds (docs/jobs.md: they vanish with the job and
+  // are saved with each generation): at most this many bytes per process,
+  // beyond that the checkpoint is refused naming the file.
+  uint64_t scratch_max_bytes = uint64_t(512) << 20;
   ProgressFn progress;
 };
 

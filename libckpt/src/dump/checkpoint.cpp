@@ -83,6 +83,7 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   else
     CKPT_TRY(new_chain_id(&ms.chain_id));
   ms.job = {opts.pid};
+  ms.scratch_max_bytes = opts.scratch_max_bytes;
   ms.saves_shared = [](const image::SharedObject&) { return true; };
   MemberDump md;
   CKPT_TRY(md.prepare(ms, &stats));

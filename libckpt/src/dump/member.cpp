@@ -69,7 +69,7 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
     tracker_fd = spec.precopy->tstate.target_fd;
   CKPT_TRY(collect_files(pid, tracker_fd, &meta.files, spec.job, spec.tcp_established));
   pt.mark("files");
-  CKPT_TRY(collect_scratch(pid, &meta, spec.scratch_saved));
+  CKPT_TRY(collect_scratch(pid, &meta, spec.scratch_saved, spec.scratch_max_bytes));
   pt.mark("scratch");
   utsname u;
   if (::uname(&u) == 0) meta.kernel_release = u.release;

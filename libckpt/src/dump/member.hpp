@@ -45,6 +45,7 @@ struct MemberSpec {
   // Scratch files (tmpfs) read so far by the job's members (null: this
   // member saves all it holds).
   ScratchSaved* scratch_saved = nullptr;
+  uint64_t scratch_max_bytes = uint64_t(512) << 20;  // CheckpointOptions::scratch_max_bytes
   // The final round of a live checkpoint: the pre-copy of this member (its
   // tracker, layout and pages already in the writer). Only what was written
   // since its last round is read.

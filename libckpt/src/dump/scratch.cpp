@@ -16,10 +16,6 @@ namespace ckpt::dump {
 
 namespace {
 
-// What a process may carry in scratch files: the metadata holds it, and a
-// restore reads the metadata into memory.
-constexpr uint64_t kMaxScratchBytes = 512ull << 20;
-
 bool on_tmpfs(const std::string& path) {
   struct statfs fs;
   return ::statfs(path.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
@@ -42,7 +38,7 @@ image::ScratchFile entry(const std::string& path, const struct stat& st) {
 
 }  // namespace
 
-Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved) {
+Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, uint64_t max_bytes) {
   std::vector<std::string> paths;
   for (const image::FileRecord& f : meta->files)
     if ((f.kind == image::FileKind::kRegular || f.kind == image::FileKind::kFifo) && f.dup_of == -1)
@@ -72,11 +68,12 @@ Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved) {
       f.flags |= image::kScratchContentElsewhere;
     } else if (S_ISREG(st.st_mode)) {
       bytes += uint64_t(st.st_size);
-      if (bytes > kMaxScratchBytes)
+      // The metadata holds the content, and a restore reads it into memory.
+      if (bytes > max_bytes)
         return make_error(EFBIG, "scratch file " + path + ": files on tmpfs held by PID " +
                                      std::to_string(pid) + " exceed the " +
-                                     std::to_string(kMaxScratchBytes >> 20) +
-                                     " MiB a checkpoint saves of them");
+                                     std::to_string(max_bytes >> 20) +
+                                     " MiB a checkpoint saves of them (--scratch-max)");
       UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
       if (!fd.valid()) return sys_error("reading scratch file " + path);
       f.data.resize(size_t(st.st_size));

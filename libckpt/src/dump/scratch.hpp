@@ -18,7 +18,8 @@ using ScratchSaved = std::set<std::pair<uint64_t, uint64_t>>;
 
 // Fills meta->scratch from meta->files and meta->vmas (collected before).
 // A regular file already in `saved` gets a record without content
-// (kScratchContentElsewhere); `saved` may be null (save everything).
-Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved);
+// (kScratchContentElsewhere); `saved` may be null (save everything). More
+// than `max_bytes` of content: refused, naming the file.
+Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, uint64_t max_bytes);
 
 }  // namespace ckpt::dump

@@ -135,6 +135,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     ms.fp = fj.process(i);
     ms.job = pids;
     ms.tcp_established = opts.tcp_established;
+    ms.scratch_max_bytes = opts.scratch_max_bytes;
     ms.saves_shared = [&owners, pid](const image::SharedObject& o) {
       auto it = owners.find(o);
       return it == owners.end() || it->second == pid;
