@@ -175,7 +175,7 @@ case $TEST in
     ;;
   tcp-socket)
     start fd_unsupported tcp
-    refused_at_checkpoint "^cr_full: fd 3: socket:\[[0-9]+\] \(TCP connection 127\.0\.0\.1:[0-9]+ -> 127\.0\.0\.1:[0-9]+\): its peer is not in the job: checkpoint the whole job \(--tree of a common ancestor\)$"
+    refused_at_checkpoint "^cr_full: fd 3: socket:\[[0-9]+\] \(TCP connection 127\.0\.0\.1:[0-9]+ -> 127\.0\.0\.1:[0-9]+\): its peer is not in the job: checkpoint the whole job \(--tree of a common ancestor\), or save it in repair mode with --tcp-established$"
     ;;
   unix-socket)
     start fd_unsupported unix
