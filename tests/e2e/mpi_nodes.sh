@@ -131,10 +131,7 @@ for n in A B; do
   ns=NS_$n
   addr=$NET.1
   [[ $n == B ]] && addr=$NET.2
-  (close_fds && exec ip netns exec "${!ns}" "$BIN_DIR/cr_noded" --listen "$addr:$PORT" \
-    --token "$WORK/token" --dir "$WORK/ck$n" </dev/null >/dev/null 2>"$WORK/noded$n.err") &
-  DAEMONS+=($!)
-  wait_listening "${!ns}" "$PORT" "$!" || fail "cr_noded on $n is not listening: $(first_line "$WORK/noded$n.err")"
+  start_noded "${!ns}" "$addr:$PORT" "$WORK/token" "$WORK/ck$n" "$WORK/noded$n.err" DAEMONS
 done
 
 # The paced job.
@@ -238,11 +235,8 @@ if [[ $ACTION == replace ]]; then
   ip netns add "$NS_C"
   netns_attach "$NS_S" "$NS_C" "$NET.2" "crn$$"c || fail "cannot attach the spare: $NETNS_WHY"
   ip -n "$NS_A" neigh flush to "$NET.2" 2>/dev/null || true
-  (close_fds && exec ip netns exec "$NS_C" "$BIN_DIR/cr_noded" --listen "$NET.2:$PORT" \
-    --token "$WORK/token" --dir "$WORK/ckB" </dev/null >/dev/null 2>"$WORK/nodedC.err") &
-  DAEMONS+=($!)
   LOGS+=("$WORK/nodedC.err")
-  wait_listening "$NS_C" "$PORT" "$!" || fail "cr_noded on C is not listening: $(first_line "$WORK/nodedC.err")"
+  start_noded "$NS_C" "$NET.2:$PORT" "$WORK/token" "$WORK/ckB" "$WORK/nodedC.err" DAEMONS
 fi
 
 T=$EPOCHREALTIME

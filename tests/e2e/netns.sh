@@ -48,6 +48,17 @@ wait_listening() {
   return 2
 }
 
+# start_noded NS ADDR:PORT TOKEN DIR ERR LIST: a cr_noded agent ($BIN_DIR) in
+# namespace NS, stderr to ERR, its PID appended to the array named LIST (for
+# the caller's cleanup) before it listens; fails with the agent's first line.
+start_noded() {
+  local -n started=$6
+  (close_fds && exec ip netns exec "$1" "$BIN_DIR/cr_noded" --listen "$2" --token "$3" \
+    --dir "$4" </dev/null >/dev/null 2>"$5") &
+  started+=($!)
+  wait_listening "$1" "${2##*:}" "$!" || fail "cr_noded in $1 is not listening: $(first_line "$5")"
+}
+
 # netns_switch SW NET LINK NS...: a "switch" namespace SW holding a bridge,
 # and each NS (the i-th gets address NET.i) attached to it by a veth pair
 # LINKi-n (in NS) / LINKi-s (in SW). A node can then go (its namespace

@@ -55,10 +55,7 @@ for n in A B; do
   ns=NS_$n
   addr=$NET.1
   [[ $n == B ]] && addr=$NET.2
-  (close_fds && exec ip netns exec "${!ns}" "$BIN_DIR/cr_noded" --listen "$addr:$PORT" \
-    --token "$WORK/token" --dir "$WORK/ck$n" </dev/null >/dev/null 2>"$WORK/noded$n.err") &
-  PIDS+=($!)
-  wait_listening "${!ns}" "$PORT" "$!" || fail "cr_noded on $n is not listening: $(first_line "$WORK/noded$n.err")"
+  start_noded "${!ns}" "$addr:$PORT" "$WORK/token" "$WORK/ck$n" "$WORK/noded$n.err" PIDS
 done
 
 expect_refusal() { # WHAT PATTERN ARGS...: cr_job ARGS fails with one line matching PATTERN
