@@ -55,7 +55,7 @@ struct SharedFiles {
   std::map<std::pair<int, int>, int> sources;                   // (pid, fd) -> fd here
   std::map<std::pair<int, int>, std::pair<int, int>> share_of;  // (pid, fd) -> (pid, fd)
   std::set<std::tuple<int, int, int>> epoll_made;  // (epoll, file, fd number): registered once
-  std::vector<sockets::Repaired> repaired;  // TCP connections still in repair mode
+  std::vector<sockets::Repaired> repaired;         // TCP connections still in repair mode
   // Connections to peers outside the job stay in repair mode (held) until
   // the caller says both sides exist (a job across nodes).
   bool hold_outside = false;
