@@ -8,6 +8,8 @@
 #   - a few end-to-end cases with the sanitized tools (the programs under
 #     test come from build/, made by scripts/test.sh: they stay ordinary).
 # Any sanitizer report fails the run. Needs root, like the tests.
+# `sanitize.sh build` only builds, `sanitize.sh run` only runs (CI builds
+# while the host's tests run: .ci/run); no argument does both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -25,17 +27,21 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 [ -x build/bin/e2e/heap_pattern ] || bash scripts/setup.sh
 
+PHASE=${1:-all}
 t0=$(date +%s)
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-# -O1 with line tables only, as libFuzzer's docs suggest: 10-20 % less compile
-# time per file than RelWithDebInfo (-O2 -g); this build is CI's largest item.
-cmake -S . -B build-san -DCMAKE_BUILD_TYPE=None -DCMAKE_C_FLAGS="-O1 -gline-tables-only" \
-  -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCKPT_SANITIZE=ON -DCKPT_FUZZ=ON \
-  -DFUZZ_SECONDS="${FUZZ_SECONDS:-10}" "${launcher[@]}" >/dev/null
-cmake --build build-san -j "$(nproc)" --target unit_tests fuzz_targets cr_full cr_incr cr_restart cr_check cr_compact \
-  cr_info cr_migrate cr_recv >/dev/null
-echo "sanitize: built in $(($(date +%s) - t0)) s"
+if [[ $PHASE != run ]]; then
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  # -O1 with line tables only, as libFuzzer's docs suggest: 10-20 % less compile
+  # time per file than RelWithDebInfo (-O2 -g); this build is CI's largest item.
+  cmake -S . -B build-san -DCMAKE_BUILD_TYPE=None -DCMAKE_C_FLAGS="-O1 -gline-tables-only" \
+    -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCKPT_SANITIZE=ON -DCKPT_FUZZ=ON \
+    -DFUZZ_SECONDS="${FUZZ_SECONDS:-10}" "${launcher[@]}" >/dev/null
+  cmake --build build-san -j "${SANITIZE_JOBS:-$(nproc)}" --target unit_tests fuzz_targets cr_full cr_incr cr_restart cr_check cr_compact \
+    cr_info cr_migrate cr_recv >/dev/null
+  echo "sanitize: built in $(($(date +%s) - t0)) s"
+fi
+[[ $PHASE != build ]] || exit 0
 
 # Leaks are reported for the unit tests; the tools end with _exit paths
 # and forked children that leak by design.

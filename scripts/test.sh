@@ -14,13 +14,19 @@ CTEST=($SUDO ctest --test-dir build --output-on-failure)
 # The qemu guest (label kernel: Debian's own kernel under TCG, minutes of one
 # core) runs alongside the host's tests instead of after them; its output is
 # printed when both are done. The host's tests run one at a time, as before.
+# CKPT_TEST_ALONGSIDE, a command, runs on that core after the guest (CI
+# builds the sanitizer pass there: .ci/run).
 guest_log=build/kernel-guest.log
-"${CTEST[@]}" --timeout 900 -L kernel >"$guest_log" 2>&1 &
+alongside() {
+  "${CTEST[@]}" --timeout 900 -L kernel || return
+  [[ -z ${CKPT_TEST_ALONGSIDE:-} ]] || bash -c "$CKPT_TEST_ALONGSIDE"
+}
+alongside >"$guest_log" 2>&1 &
 guest=$!
 host_rc=0
 "${CTEST[@]}" --timeout 300 -LE kernel || host_rc=$?
 guest_rc=0
 wait "$guest" || guest_rc=$?
-echo "---- the guest's tests (label kernel), run alongside ----"
+echo "---- the guest's tests (label kernel)${CKPT_TEST_ALONGSIDE:+ and $CKPT_TEST_ALONGSIDE}, run alongside ----"
 cat "$guest_log"
 ((host_rc == 0 && guest_rc == 0))

@@ -9,12 +9,13 @@
 #   process-exits  the target ends during the pre-copy: cr_full --live fails
 #                  with a one-line cause and no generation becomes visible.
 #   tool-killed    cr_full --live killed with SIGKILL during the pre-copy (at
-#                  several instants): the target keeps running, untraced, no
+#                  three points of it): the target keeps running, untraced, no
 #                  generation appears; then a cr_full --live succeeds and its
 #                  restore passes the program's own check.
-# The tool is preloaded with slow_precopy.so (CKPT_PRELOAD_PRECOPY_SLEEP):
-# it waits before a pre-copy round's copy while the target runs, so the test
-# can end one or the other in that window. Nothing of this is in the library.
+# The tool is preloaded with slow_precopy.so: it marks each pre-copy copy
+# made while the target runs and holds in the chosen one, so the test ends
+# one or the other in that window, however fast the machine. Nothing of
+# this is in the library.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
@@ -54,6 +55,26 @@ restore_and_check() {
     2>"$WORK/restart.err" || rc=$?
   ((rc == 0)) || fail "restored program: $(describe_status $rc): $(first_line "$WORK/restart.err")"
 }
+# hold_tool N: starts cr_full --live (tool=PID) and waits until it is held
+# in its Nth pre-copy window (slow_precopy.so); false if it ended before
+# reaching it (then it succeeded, or the test fails).
+hold_tool() {
+  MARKS=$WORK/marks.$1
+  mkdir -p "$MARKS"
+  LD_PRELOAD=$SLOW CKPT_PRELOAD_PRECOPY_SLEEP=0.05 CKPT_PRELOAD_PRECOPY_MARK=$MARKS \
+    CKPT_PRELOAD_PRECOPY_HOLD=$1 "$BIN_DIR/cr_full" --live --dir "$CKPT" --tracker "$TRACKER" \
+    "$PID" >/dev/null 2>"$WORK/tool.err" &
+  tool=$!
+  OWN_PIDS+=("$tool")
+  local rc=0
+  wait_file "$MARKS/window-$1" "$tool" 120 || rc=$?
+  ((rc != 1)) || fail "cr_full --live did not reach pre-copy window $1 in 120 s"
+  ((rc == 0)) && return 0
+  rc=0
+  wait "$tool" || rc=$?
+  ((rc == 0)) || fail "cr_full --live before window $1: $(describe_status $rc): $(first_line "$WORK/tool.err")"
+  return 1
+}
 json_field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" "$1"; }
 
 case $MODE in
@@ -77,11 +98,9 @@ restore)
   ;;
 process-exits)
   start_target 256 1500
-  LD_PRELOAD=$SLOW CKPT_PRELOAD_PRECOPY_SLEEP=1.5 "$BIN_DIR/cr_full" --live --dir "$CKPT" --tracker "$TRACKER" \
-    "$PID" >/dev/null 2>"$WORK/tool.err" &
-  tool=$!
-  sleep 1
+  hold_tool 1 || fail "cr_full --live finished without a pre-copy round"
   kill -TERM "$PID"
+  touch "$MARKS/release"
   rc=0
   wait "$tool" || rc=$?
   ((rc != 0)) || fail "cr_full --live succeeded although the process ended during the pre-copy"
@@ -92,24 +111,27 @@ process-exits)
   ;;
 tool-killed)
   start_target 256 3000
+  # Killed in the 1st, 4th and 8th delayed pre-copy read (a window at most
+  # every 0.05 s: the first round's, then later in it or in later rounds); a
+  # tool that finishes before it gets there succeeds, and its generation is
+  # set aside.
   kills=0
-  # (Not earlier: a kill inside the tracker's arm, between the injected
-  # userfaultfd() and its dup3 to fd 1000, leaves the new fd at a low number,
-  # as with a plain cr_full: see the report of issue 14.)
-  for delay in 0.3 0.6 0.9 1.4; do
-    LD_PRELOAD=$SLOW CKPT_PRELOAD_PRECOPY_SLEEP=0.5 "$BIN_DIR/cr_full" --live --dir "$CKPT" --tracker "$TRACKER" \
-      "$PID" >/dev/null 2>&1 &
-    tool=$!
-    sleep "$delay"
-    if kill -9 "$tool" 2>/dev/null; then kills=$((kills + 1)); fi
+  for n in 1 4 8; do
+    if ! hold_tool "$n"; then
+      rm -rf "$CKPT"
+      continue
+    fi
+    kill -9 "$tool"
+    kills=$((kills + 1))
     { wait "$tool"; } 2>/dev/null || true
     st=$(proc_state "$PID")
-    [[ $st != - && $st != Z ]] || fail "target gone after killing cr_full --live at ${delay}s"
-    [[ $st != t && $st != T ]] || fail "target left stopped after a kill at ${delay}s"
-    [[ $(tracer_of "$PID") == 0 ]] || fail "target still traced after a kill at ${delay}s"
-    [[ -z $(gens) ]] || fail "a generation became visible after a kill at ${delay}s: $(gens)"
+    [[ $st != - && $st != Z ]] || fail "target gone after killing cr_full --live in pre-copy window $n"
+    [[ $st != t && $st != T ]] || fail "target left stopped after a kill in pre-copy window $n"
+    [[ $(tracer_of "$PID") == 0 ]] || fail "target still traced after a kill in pre-copy window $n"
+    [[ -z $(gens) ]] || fail "a generation became visible after a kill in pre-copy window $n: $(gens)"
   done
-  ((kills > 0)) || fail "cr_full --live always finished before it could be killed"
+  ((kills > 0)) || fail "cr_full --live made no pre-copy round to be killed in"
+  echo "killed in $kills of 3 pre-copy windows"
   "$BIN_DIR/cr_full" --live --dir "$CKPT" --tracker "$TRACKER" "$PID" >/dev/null \
     2>"$WORK/tool.err" || fail "cr_full --live after the kills: $(first_line "$WORK/tool.err")"
   restore_and_check

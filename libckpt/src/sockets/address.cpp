@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include <cstdio>
 #include <cstring>
@@ -28,7 +29,7 @@ bool as_v4(const Endpoint& e, uint32_t* v4) {
 
 bool Endpoint::operator==(const Endpoint& o) const {
   if (port != o.port) return false;
-  uint32_t a, b;
+  uint32_t a = 0, b = 0;
   bool va = as_v4(*this, &a), vb = as_v4(o, &b);
   if (va || vb) return va && vb && a == b;
   return addr == o.addr;
@@ -90,6 +91,33 @@ std::string describe(const Endpoint& e) {
   ::inet_ntop(e.family, e.addr.data(), buf, sizeof buf);
   return (e.family == AF_INET6 ? "[" + std::string(buf) + "]" : std::string(buf)) + ":" +
          std::to_string(e.port);
+}
+
+const char* tcp_state_name(unsigned st) {
+  switch (st) {
+    case TCP_ESTABLISHED:
+      return "ESTABLISHED";
+    case TCP_LISTEN:
+      return "listening";
+    case TCP_SYN_SENT:
+      return "connecting (SYN-SENT)";
+    case TCP_SYN_RECV:
+      return "SYN-RECV";
+    case TCP_FIN_WAIT1:
+      return "closing (FIN-WAIT-1)";
+    case TCP_FIN_WAIT2:
+      return "half-closed (FIN-WAIT-2)";
+    case TCP_TIME_WAIT:
+      return "TIME-WAIT";
+    case TCP_CLOSE_WAIT:
+      return "half-closed by its peer (CLOSE-WAIT)";
+    case TCP_LAST_ACK:
+      return "closing (LAST-ACK)";
+    case TCP_CLOSING:
+      return "closing (CLOSING)";
+    default:
+      return "in an unknown state";
+  }
 }
 
 void store_endpoint(const Endpoint& e, uint64_t* p) {

@@ -26,6 +26,8 @@ socklen_t sockaddr_of(const Endpoint& e, sockaddr_storage* out);
 bool parse_proc_endpoint(const char* text, Endpoint* out);
 // "127.0.0.1:46495", "[::1]:22".
 std::string describe(const Endpoint& e);
+// "TIME-WAIT", "half-closed (FIN-WAIT-2)"...: a TCP_* state for messages.
+const char* tcp_state_name(unsigned state);
 
 // Image form: port, then the 16 address bytes as two words (image/model.hpp).
 void store_endpoint(const Endpoint& e, uint64_t* port_then_addr);

@@ -26,29 +26,6 @@ namespace {
 
 constexpr int kRepairOffNoProbe = -1;  // TCP_REPAIR_OFF_NO_WP
 
-const char* state_name(unsigned st) {
-  switch (st) {
-    case TCP_SYN_SENT:
-      return "connecting (SYN-SENT)";
-    case TCP_SYN_RECV:
-      return "SYN-RECV";
-    case TCP_FIN_WAIT1:
-      return "closing (FIN-WAIT-1)";
-    case TCP_FIN_WAIT2:
-      return "half-closed (FIN-WAIT-2)";
-    case TCP_TIME_WAIT:
-      return "TIME-WAIT";
-    case TCP_CLOSE_WAIT:
-      return "half-closed by its peer (CLOSE-WAIT)";
-    case TCP_LAST_ACK:
-      return "closing (LAST-ACK)";
-    case TCP_CLOSING:
-      return "closing (CLOSING)";
-    default:
-      return "in an unknown state";
-  }
-}
-
 template <typename T>
 Status get_opt(int sock, int level, int name, T* v, const std::string& what, const char* opt) {
   socklen_t len = sizeof *v;
@@ -190,7 +167,7 @@ Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets, b
         sock, what + " (TCP connection " + describe(me) + " -> " + describe(them) + ")", f));
   } else if (state != TCP_CLOSE) {
     return make_error(ENOTSUP,
-                      what + " (" + name + "): " + state_name(state) + ": not supported yet");
+                      what + " (" + name + "): " + tcp_state_name(state) + ": not supported yet");
   }
 
   uint64_t& o = p[image::kTcpOptions];

@@ -152,15 +152,25 @@ Status rebuild_connection(int sock, const FileRecord& f, const Endpoint& local,
   return {};
 }
 
-// Whether only leftovers of a killed incarnation hold `port` (time_wait.hpp).
-bool only_time_wait_on(uint16_t port) {
-  bool any = false;
+// Whether a leftover of a killed incarnation is on `port` (time_wait.hpp).
+// Other sockets may share the port without being in the way (an IPv6-only
+// listener beside an IPv4 one, as Open MPI makes), so they do not count.
+bool leftover_on(uint16_t port) {
+  for (const TcpRow& r : tcp_rows("/proc/net/"))
+    if (r.local.port == port && is_leftover(r.state, r.inode)) return true;
+  return false;
+}
+
+// What else holds `port`, for the error: the socket in the way says why.
+std::string holders_of(uint16_t port) {
+  std::string out;
   for (const TcpRow& r : tcp_rows("/proc/net/")) {
     if (r.local.port != port) continue;
-    if (!is_leftover(r.state, r.inode)) return false;
-    any = true;
+    out += out.empty() ? " (held by " : ", ";
+    out += std::string(tcp_state_name(r.state)) + " " + describe(r.local) + "->" +
+           describe(r.remote) + (r.inode ? "" : " of no process");
   }
-  return any;
+  return out.empty() ? out : out + ")";
 }
 
 // listen(2) checks the port again, outside repair mode: a connection of the
@@ -175,8 +185,8 @@ Status listen_again(int sock, const Endpoint& local, int backlog, const std::str
   bool said = false, can_destroy = true;
   for (int tries = 0;; ++tries) {
     if (::listen(sock, backlog) == 0) return {};
-    if (errno != EADDRINUSE || tries >= 700 || !only_time_wait_on(local.port))
-      return sys_error(what + ": listening on " + describe(local));
+    if (errno != EADDRINUSE || tries >= 700 || !leftover_on(local.port))
+      return sys_error(what + ": listening on " + describe(local) + holders_of(local.port));
     if (can_destroy && destroy_time_wait(local.port) >= 0) {
       ::usleep(10 * 1000);
       continue;

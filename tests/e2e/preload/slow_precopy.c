@@ -5,6 +5,11 @@
 // test can end the process, or the tool, in that window. Reads of a target
 // the tool has frozen (traced) are never delayed: the freeze stays as short
 // as without the preload.
+// CKPT_PRELOAD_PRECOPY_MARK=DIR: each such wait first creates DIR/window-N
+// (N = 1, 2, ...), so a test learns the tool is in the window without
+// guessing how long the tool takes to get there. With
+// CKPT_PRELOAD_PRECOPY_HOLD=N, wait N lasts until DIR/release exists (or
+// the tool is killed), instead of S seconds.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -34,6 +39,34 @@ static int traced(pid_t pid) {
   return tracer != 0;
 }
 
+static void touch(const char* dir, const char* name) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE* f = fopen(path, "w");
+  if (f) fclose(f);
+}
+
+static int exists(const char* dir, const char* name) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return access(path, F_OK) == 0;
+}
+
+// One wait of a pre-copy copy: the window a test acts in.
+static void window(long long wait_us) {
+  static long n;
+  const char* dir = getenv("CKPT_PRELOAD_PRECOPY_MARK");
+  const char* hold = getenv("CKPT_PRELOAD_PRECOPY_HOLD");
+  char name[64];
+  snprintf(name, sizeof name, "window-%ld", ++n);
+  if (dir) touch(dir, name);
+  if (dir && hold && atol(hold) == n) {
+    while (!exists(dir, "release")) usleep(10 * 1000);
+    return;
+  }
+  usleep((useconds_t)wait_us);
+}
+
 ssize_t process_vm_readv(pid_t pid, const struct iovec* l, unsigned long ln, const struct iovec* r,
                          unsigned long rn, unsigned long flags) {
   static ssize_t (*real)(pid_t, const struct iovec*, unsigned long, const struct iovec*,
@@ -44,7 +77,7 @@ ssize_t process_vm_readv(pid_t pid, const struct iovec* l, unsigned long ln, con
   long long wait = s ? (long long)(atof(s) * 1e6) : 0;
   long long was = __atomic_load_n(&last, __ATOMIC_RELAXED);
   if (wait > 0 && (was == 0 || now_us() - was >= wait) && !traced(pid)) {
-    usleep((useconds_t)wait);
+    window(wait);
     __atomic_store_n(&last, now_us(), __ATOMIC_RELAXED);
   }
   return real(pid, l, ln, r, rn, flags);
