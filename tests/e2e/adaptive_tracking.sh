@@ -33,11 +33,7 @@ PROG=${E2E_PROG_DIR:-$BIN_DIR/e2e}/hot_cold
 ROUNDS=14
 TOOL_TIMEOUT=60
 NAME=adaptive_tracking
-fail() {
-  echo "FAIL $NAME: $*"
-  show_logs
-  exit 1
-}
+E2E_CASE="$NAME" # for pass, fail and skip (lib.sh)
 for tool in cr_full cr_incr cr_restart cr_check; do
   [[ -x $BIN_DIR/$tool ]] || fail "$BIN_DIR/$tool not built"
 done

@@ -52,19 +52,7 @@ if [[ $TEST == all ]]; then
 fi
 [[ " ${TESTS[*]} " == *" $TEST "* ]] || usage
 
-pass() {
-  echo "PASS bad_input $TEST"
-  exit 0
-}
-fail() {
-  echo "FAIL bad_input $TEST: $*"
-  show_logs
-  exit 1
-}
-skip() {
-  echo "SKIP bad_input $TEST: $*"
-  exit 77
-}
+E2E_CASE="bad_input $TEST" # for pass, fail and skip (lib.sh)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-bad-$TEST.XXXXXX")
 install_traps

@@ -31,15 +31,7 @@ install_traps
 CK=$WORK/ck
 LOGS=("$WORK/prog.err" "$WORK/tool.err" "$WORK/tool.out")
 
-pass() {
-  echo "PASS chain_trust $CASE${1:+ ($1)}"
-  exit 0
-}
-fail() {
-  echo "FAIL chain_trust $CASE: $*"
-  show_logs
-  exit 1
-}
+E2E_CASE="chain_trust $CASE" # for pass, fail and skip (lib.sh)
 
 # tool CMD...: runs a tool, TOOL_RC its status, output in tool.out/tool.err.
 tool() {

@@ -42,19 +42,7 @@ TEST=$2
 PROG_DIR=${E2E_PROG_DIR:-$BIN_DIR/e2e}
 TEST_USER=ckpt-e2e
 
-pass() {
-  echo "PASS creds $TEST"
-  exit 0
-}
-fail() {
-  echo "FAIL creds $TEST: $*"
-  show_logs
-  exit 1
-}
-skip() {
-  echo "SKIP creds $TEST: $*"
-  exit 77
-}
+E2E_CASE="creds $TEST" # for pass, fail and skip (lib.sh)
 ((EUID == 0)) || fail "needs root"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-creds-$TEST.XXXXXX")
 chmod 755 "$WORK"

@@ -61,15 +61,7 @@ if [[ $TEST == all ]]; then
 fi
 [[ " ${TESTS[*]} " == *" $TEST "* ]] || usage
 
-pass() {
-  echo "PASS fd_bad_input $TEST"
-  exit 0
-}
-fail() {
-  echo "FAIL fd_bad_input $TEST: $*"
-  show_logs
-  exit 1
-}
+E2E_CASE="fd_bad_input $TEST" # for pass, fail and skip (lib.sh)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-fdbad-$TEST.XXXXXX")
 install_traps

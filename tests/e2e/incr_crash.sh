@@ -17,10 +17,7 @@ TRACKER=$2
 PROG_DIR=${E2E_PROG_DIR:-$BIN_DIR/e2e}
 OWN_PIDS=()
 MOUNTS=()
-fail() {
-  echo "FAIL incr_crash $TRACKER: $*"
-  exit 1
-}
+E2E_CASE="incr_crash $TRACKER" # for pass, fail and skip (lib.sh)
 if [[ $TRACKER != hash ]] &&
   ! "$BIN_DIR/cr_check" --json | grep -q "\"$TRACKER\":{\"detail\":\"[^\"]*\",\"ok\":true"; then
   echo "SKIP incr_crash $TRACKER: this kernel cannot run the $TRACKER tracker (see cr_check)"

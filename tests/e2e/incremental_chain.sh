@@ -85,11 +85,7 @@ ms_since() {
 
 NAME="incremental_chain [$TRACKER]"
 [[ $MODE == normal ]] || NAME+=" $MODE"
-fail() {
-  echo "FAIL $NAME: $*"
-  show_logs
-  exit 1
-}
+E2E_CASE="$NAME" # for pass, fail and skip (lib.sh)
 
 for tool in cr_full cr_incr cr_restart cr_info; do
   [[ -x $BIN_DIR/$tool ]] || fail "$BIN_DIR/$tool not built"

@@ -39,15 +39,7 @@ install_traps
 CKPT=$WORK/ckpt
 LOGS=("$WORK/prog.err" "$WORK/tool.err" "$WORK/restart.err")
 
-pass() {
-  echo "PASS job $MODE${1:+ ($1)}"
-  exit 0
-}
-fail() {
-  echo "FAIL job $MODE: $*"
-  show_logs
-  exit 1
-}
+E2E_CASE="job $MODE" # for pass, fail and skip (lib.sh)
 
 # Every PID of the tree under $1 (the root first).
 tree_pids() {

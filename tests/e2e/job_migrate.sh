@@ -47,19 +47,7 @@ if [[ $TEST == tcp-* ]]; then
   PROCS=2
 fi
 
-pass() {
-  echo "PASS job_migrate $TEST${1:+ ($1)}"
-  exit 0
-}
-fail() {
-  echo "FAIL job_migrate $TEST: $*"
-  show_logs
-  exit 1
-}
-skip() {
-  echo "SKIP job_migrate $TEST: $*"
-  exit 77
-}
+E2E_CASE="job_migrate $TEST" # for pass, fail and skip (lib.sh)
 ((EUID == 0)) || skip "needs root"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-jobmig-$TEST.XXXXXX")
@@ -293,7 +281,9 @@ case $TEST in
     ;;
 
   pause-refused)
-    start_job 300
+    # Paced until the checks are done, however long they take here.
+    touch "$WORK/pace"
+    JOB_TREE_PACE=$WORK/pace start_job 100000
     "$BIN_DIR/cr_full" --tree --dir "$WORK/ck" "$ROOT" >/dev/null 2>"$WORK/tool.err" ||
       fail "cr_full --tree: $(first_line "$WORK/tool.err")"
     # A chain of another job.
@@ -318,6 +308,7 @@ case $TEST in
     grep -q "$victim" "$WORK/pause.err" || fail "the message does not name member $victim: $(first_line "$WORK/pause.err")"
     echo "  cr_pause -> $(first_line "$WORK/pause.err")"
     job_untouched
+    rm "$WORK/pace"
     wait_exit "$ROOT" 60 || fail "the job still runs 60 s later"
     ((EXIT_STATUS == 0)) || fail "the job $(describe_status "$EXIT_STATUS") after the refusals: $(first_line "$WORK/prog.err")"
     expect_done "after the refusals"

@@ -79,6 +79,30 @@ is_one_line() {
 }
 
 # show_logs: prints the non-empty files in LOGS to stderr, indented.
+# The verdicts of a case; the script sets E2E_CASE, its name in the output
+# ("bad_input disk-full"). pass [NOTE]; fail CAUSE (shows LOGS); skip REASON
+# (exit 77: only where the kernel or the machine lacks something). A script
+# that defined its own before sourcing this file keeps them.
+if ! declare -F pass >/dev/null; then
+  pass() {
+    echo "PASS $E2E_CASE${1:+ ($1)}"
+    exit 0
+  }
+fi
+if ! declare -F fail >/dev/null; then
+  fail() {
+    echo "FAIL $E2E_CASE: $*"
+    show_logs
+    exit 1
+  }
+fi
+if ! declare -F skip >/dev/null; then
+  skip() {
+    echo "SKIP $E2E_CASE: $*"
+    exit 77
+  }
+fi
+
 show_logs() {
   local f
   for f in "${LOGS[@]}"; do

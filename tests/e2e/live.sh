@@ -26,10 +26,7 @@ TRACKER=$2
 MODE=$3
 PROG_DIR=${E2E_PROG_DIR:-$BIN_DIR/e2e}
 SLOW=$PROG_DIR/slow_precopy.so
-fail() {
-  echo "FAIL live $TRACKER $MODE: $*"
-  exit 1
-}
+E2E_CASE="live $TRACKER $MODE" # for pass, fail and skip (lib.sh)
 if [[ $TRACKER != hash ]] &&
   ! "$BIN_DIR/cr_check" --json | grep -q "\"$TRACKER\":{\"detail\":\"[^\"]*\",\"ok\":true"; then
   echo "SKIP live $TRACKER: this kernel cannot run the $TRACKER tracker (see cr_check)"

@@ -58,19 +58,7 @@ esac
 NAME="mpi $MODE $WORKLOAD"
 TOOL_TIMEOUT=120
 
-pass() {
-  echo "PASS $NAME${1:+ ($1)}"
-  exit 0
-}
-fail() {
-  echo "FAIL $NAME: $*"
-  show_logs
-  exit 1
-}
-skip() {
-  echo "SKIP $NAME: $*"
-  exit 77
-}
+E2E_CASE="$NAME" # for pass, fail and skip (lib.sh)
 
 case $MODE in
   ompi-vader | ompi-vader-cma | ompi-tcp)

@@ -69,15 +69,7 @@ fi
 case $FLOW in plain | restore | leave-running | incremental | incremental-after-restore | compact | new-chains) ;; *) usage ;; esac
 [[ " ${CASES[*]} " == *" $CASE "* ]] || usage
 
-pass() {
-  echo "PASS $CASE $MODE${1:+ ($1)}"
-  exit 0
-}
-fail() {
-  echo "FAIL $CASE $MODE: $*"
-  show_logs
-  exit 1
-}
+E2E_CASE="$CASE $MODE" # for pass, fail and skip (lib.sh)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-e2e-$CASE.XXXXXX")
 install_traps

@@ -32,15 +32,7 @@ BYTES=${E2E_TCP_BYTES:-700000} # ~14 s at 51 KB/s each way
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-e2e-tcpout.XXXXXX")
 install_traps
 LOGS=("$WORK/server.err" "$WORK/client.err" "$WORK/tool.err" "$WORK/restart.err")
-pass() {
-  echo "PASS $NAME${1:+ ($1)}"
-  exit 0
-}
-fail() {
-  echo "FAIL $NAME: $*"
-  show_logs
-  exit 1
-}
+E2E_CASE="$NAME" # for pass, fail and skip (lib.sh)
 cleanup() {
   local p
   for p in ${SERVER:-} ${CLIENT:-} ${RESTART:-}; do kill_tree "$p"; done

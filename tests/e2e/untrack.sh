@@ -13,10 +13,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 BIN_DIR=$1
 PROG_DIR=${E2E_PROG_DIR:-$BIN_DIR/e2e}
-fail() {
-  echo "FAIL untrack: $*"
-  exit 1
-}
+E2E_CASE="untrack" # for pass, fail and skip (lib.sh)
 if ! "$BIN_DIR/cr_check" --json | grep -q '"pagemap-scan":{"detail":"[^"]*","ok":true'; then
   echo "SKIP untrack: this kernel cannot run the pagemap-scan tracker (see cr_check)"
   exit 77

@@ -115,46 +115,52 @@ std::string endpoint(const std::string& s) {
 // Finds socket inode `ino` in the target's /proc/PID/net tables.
 std::string describe_socket(pid_t pid, uint64_t ino) {
   const std::string want = std::to_string(ino);
+  std::string found;
   for (const char* table : {"tcp", "tcp6", "udp", "udp6"}) {
     auto text = read_file(proc_path(pid, std::string("net/") + table));
     if (!text.ok()) continue;
-    size_t at = text->find('\n');  // header line
-    while (at != std::string::npos && at + 1 < text->size()) {
-      size_t end = text->find('\n', at + 1);
-      std::string line = text->substr(at + 1, end == std::string::npos ? end : end - at - 1);
-      at = end;
-      char local[64], remote[64], inode[32];
-      unsigned st;
-      if (std::sscanf(line.c_str(), " %*s %63s %63s %x %*s %*s %*s %*s %*s %31s", local, remote,
-                      &st, inode) != 4 ||
-          want != inode)
-        continue;
-      bool tcp = table[0] == 't';
-      std::string what = tcp ? "TCP socket " : "UDP socket ";
-      if (tcp && st == 0x0A) return what + "listening on " + endpoint(local);
-      std::string peer = endpoint(remote);
-      bool unconnected = peer.find_first_not_of("0.:[]") == std::string::npos ||
-                         peer.substr(peer.rfind(':')) == ":0";
-      return what + endpoint(local) + (unconnected ? "" : " -> " + peer);
-    }
+    for_each_line(
+        *text,
+        [&](const std::string& line) {
+          char local[64], remote[64], inode[32];
+          unsigned st;
+          if (std::sscanf(line.c_str(), " %*s %63s %63s %x %*s %*s %*s %*s %*s %31s", local, remote,
+                          &st, inode) != 4 ||
+              want != inode)
+            return true;
+          bool tcp = table[0] == 't';
+          std::string what = tcp ? "TCP socket " : "UDP socket ";
+          if (tcp && st == 0x0A) {
+            found = what + "listening on " + endpoint(local);
+            return false;
+          }
+          std::string peer = endpoint(remote);
+          bool unconnected = peer.find_first_not_of("0.:[]") == std::string::npos ||
+                             peer.substr(peer.rfind(':')) == ":0";
+          found = what + endpoint(local) + (unconnected ? "" : " -> " + peer);
+          return false;
+        },
+        1);
+    if (!found.empty()) return found;
   }
   if (auto text = read_file(proc_path(pid, "net/unix")); text.ok()) {
-    size_t at = text->find('\n');
-    while (at != std::string::npos && at + 1 < text->size()) {
-      size_t end = text->find('\n', at + 1);
-      std::string line = text->substr(at + 1, end == std::string::npos ? end : end - at - 1);
-      at = end;
-      unsigned type = 0;
-      char inode[32];
-      int n = 0;
-      if (std::sscanf(line.c_str(), "%*s %*s %*s %*s %x %*s %31s%n", &type, inode, &n) < 2 ||
-          want != inode)
-        continue;
-      std::string path = line.substr(size_t(n));
-      path.erase(0, path.find_first_not_of(' '));
-      const char* kind = type == 1 ? "stream" : type == 2 ? "datagram" : "seqpacket";
-      return std::string("UNIX ") + kind + " socket " + (path.empty() ? "(unnamed)" : path);
-    }
+    for_each_line(
+        *text,
+        [&](const std::string& line) {
+          unsigned type = 0;
+          char inode[32];
+          int n = 0;
+          if (std::sscanf(line.c_str(), "%*s %*s %*s %*s %x %*s %31s%n", &type, inode, &n) < 2 ||
+              want != inode)
+            return true;
+          std::string path = line.substr(size_t(n));
+          path.erase(0, path.find_first_not_of(' '));
+          const char* kind = type == 1 ? "stream" : type == 2 ? "datagram" : "seqpacket";
+          found = std::string("UNIX ") + kind + " socket " + (path.empty() ? "(unnamed)" : path);
+          return false;
+        },
+        1);
+    if (!found.empty()) return found;
   }
   return "socket:[" + want + "] (not TCP, UDP or UNIX)";
 }

@@ -1,4 +1,5 @@
 #include "proc/maps.hpp"
+#include "util/text.hpp"
 
 #include <cinttypes>
 #include <cstdio>
@@ -11,26 +12,22 @@ namespace ckpt::proc {
 
 std::vector<MapEntry> parse_maps(const std::string& text) {
   std::vector<MapEntry> out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string::npos) nl = text.size();
-    std::string line = text.substr(pos, nl - pos);
-    pos = nl + 1;
+  for_each_line(text, [&](const std::string& line) {
     MapEntry e;
     char perms[5] = {};
     int path_at = -1;
     if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %" SCNu64 " %n",
                     &e.start, &e.end, perms, &e.offset, &e.dev_major, &e.dev_minor, &e.inode,
                     &path_at) < 7)
-      continue;
+      return true;
     e.r = perms[0] == 'r';
     e.w = perms[1] == 'w';
     e.x = perms[2] == 'x';
     e.shared = perms[3] == 's';
     if (path_at > 0 && size_t(path_at) < line.size()) e.path = line.substr(size_t(path_at));
     out.push_back(std::move(e));
-  }
+    return true;
+  });
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "sockets/address.hpp"
 
 #include "util/fd.hpp"
+#include "util/text.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -140,23 +141,23 @@ std::vector<TcpRow> tcp_rows(const std::string& dir) {
   for (const char* table : {"tcp", "tcp6"}) {
     auto text = read_file(dir + table);
     if (!text.ok()) continue;
-    size_t at = text->find('\n');  // the header line
-    while (at != std::string::npos && at + 1 < text->size()) {
-      size_t end = text->find('\n', at + 1);
-      std::string line = text->substr(at + 1, end == std::string::npos ? end : end - at - 1);
-      at = end;
-      char local[64], remote[64];
-      unsigned st;
-      unsigned long long inode;
-      TcpRow r;
-      if (std::sscanf(line.c_str(), " %*s %63s %63s %x %*s %*s %*s %*s %*s %llu", local, remote,
-                      &st, &inode) == 4 &&
-          parse_proc_endpoint(local, &r.local) && parse_proc_endpoint(remote, &r.remote)) {
-        r.state = st;
-        r.inode = inode;
-        rows.push_back(r);
-      }
-    }
+    for_each_line(
+        *text,
+        [&](const std::string& line) {
+          char local[64], remote[64];
+          unsigned st;
+          unsigned long long inode;
+          TcpRow r;
+          if (std::sscanf(line.c_str(), " %*s %63s %63s %x %*s %*s %*s %*s %*s %llu", local, remote,
+                          &st, &inode) == 4 &&
+              parse_proc_endpoint(local, &r.local) && parse_proc_endpoint(remote, &r.remote)) {
+            r.state = st;
+            r.inode = inode;
+            rows.push_back(r);
+          }
+          return true;
+        },
+        1);
   }
   return rows;
 }

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "sockets/address.hpp"
+#include "sockets/sock_diag.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::sockets {
@@ -39,14 +40,9 @@ int destroy_one(int nl, const TcpRow& r) {
   std::memcpy(msg.req.id.idiag_dst, r.remote.addr.data(), 16);
   msg.req.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
   msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
-  sockaddr_nl kernel{};
-  kernel.nl_family = AF_NETLINK;
-  if (::sendto(nl, &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
-    return -errno;
   alignas(nlmsghdr) char buf[512];
-  ssize_t n = ::recv(nl, buf, sizeof buf, 0);
-  if (n < ssize_t(sizeof(nlmsghdr) + sizeof(nlmsgerr))) return n < 0 ? -errno : -EPROTO;
-  const auto* nh = reinterpret_cast<const nlmsghdr*>(buf);
+  const nlmsghdr* nh = sock_diag_ask(nl, &msg, sizeof msg, buf, sizeof buf);
+  if (!nh) return -errno;
   if (nh->nlmsg_type != NLMSG_ERROR) return -EPROTO;
   return reinterpret_cast<const nlmsgerr*>(NLMSG_DATA(nh))->error;  // 0 or -errno
 }

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "sockets/peek.hpp"
 #include "sockets/udp.hpp"
 #include "util/text.hpp"
 
@@ -27,13 +28,6 @@ namespace {
 
 constexpr size_t kMaxDatagram = 1u << 16;  // above any UDP payload without jumbograms
 constexpr size_t kMaxDatagrams = 100000;
-
-int get_int(int sock, int level, int opt) {
-  int v = 0;
-  socklen_t len = sizeof v;
-  if (::getsockopt(sock, level, opt, &v, &len) != 0) return 0;
-  return v;
-}
 
 // Whether `sock` joined `group` on interface `ifindex`: MCAST_MSFILTER
 // answers EADDRNOTAVAIL for a group the socket did not join.
@@ -49,14 +43,10 @@ bool member_of(int sock, int level, const sockaddr_storage& group, unsigned ifin
 // The first multicast group the socket is a member of ("" if none): the
 // candidates are the groups /proc/PID/net/igmp and igmp6 list per device.
 std::string multicast_membership(pid_t pid, int sock, int family) {
+  std::string found;
   if (auto text = read_file(proc_path(pid, "net/igmp")); text.ok()) {
     unsigned idx = 0;
-    size_t at = 0;
-    while (at < text->size()) {
-      size_t end = text->find('\n', at);
-      if (end == std::string::npos) end = text->size();
-      std::string line = text->substr(at, end - at);
-      at = end + 1;
+    for_each_line(*text, [&](const std::string& line) {
       unsigned v;
       unsigned group;
       if (!line.empty() && line[0] != '\t' && std::sscanf(line.c_str(), "%u", &v) == 1) {
@@ -69,23 +59,20 @@ std::string multicast_membership(pid_t pid, int sock, int family) {
         if (member_of(sock, IPPROTO_IP, g, idx)) {
           char b[INET_ADDRSTRLEN];
           ::inet_ntop(AF_INET, &in->sin_addr, b, sizeof b);
-          return b;
+          found = b;
+          return false;
         }
       }
-    }
+      return true;
+    });
   }
-  if (family != AF_INET6) return {};
+  if (!found.empty() || family != AF_INET6) return found;
   if (auto text = read_file(proc_path(pid, "net/igmp6")); text.ok()) {
-    size_t at = 0;
-    while (at < text->size()) {
-      size_t end = text->find('\n', at);
-      if (end == std::string::npos) end = text->size();
-      std::string line = text->substr(at, end - at);
-      at = end + 1;
+    for_each_line(*text, [&](const std::string& line) {
       unsigned idx;
       char hex[33];
       if (std::sscanf(line.c_str(), "%u %*s %32s", &idx, hex) != 2 || std::strlen(hex) != 32)
-        continue;
+        return true;
       sockaddr_storage g{};
       auto* in6 = reinterpret_cast<sockaddr_in6*>(&g);
       in6->sin6_family = AF_INET6;
@@ -94,14 +81,14 @@ std::string multicast_membership(pid_t pid, int sock, int family) {
         std::sscanf(hex + 2 * i, "%2x", &byte);
         in6->sin6_addr.s6_addr[i] = uint8_t(byte);
       }
-      if (member_of(sock, IPPROTO_IPV6, g, idx)) {
-        char b[INET6_ADDRSTRLEN];
-        ::inet_ntop(AF_INET6, &in6->sin6_addr, b, sizeof b);
-        return b;
-      }
-    }
+      if (!member_of(sock, IPPROTO_IPV6, g, idx)) return true;
+      char b[INET6_ADDRSTRLEN];
+      ::inet_ntop(AF_INET6, &in6->sin6_addr, b, sizeof b);
+      found = b;
+      return false;
+    });
   }
-  return {};
+  return found;
 }
 
 struct Peeked {
@@ -114,31 +101,19 @@ Status peek_queue(int sock, int family, const Endpoint& local, const std::string
                   std::vector<Peeked>* out) {
   const int level = family == AF_INET6 ? IPPROTO_IPV6 : IPPROTO_IP;
   const int pktinfo = family == AF_INET6 ? IPV6_RECVPKTINFO : IP_PKTINFO;
-  const int saved_off = get_int(sock, SOL_SOCKET, SO_PEEK_OFF);
-  const int saved_info = get_int(sock, level, pktinfo);
-  int off = 0, on = 1;
-  if (::setsockopt(sock, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof off) != 0)
-    return sys_error(what + ": setting SO_PEEK_OFF");
-  if (::setsockopt(sock, level, pktinfo, &on, sizeof on) != 0) {
-    Status s = sys_error(what + ": setting IP_PKTINFO");
-    ::setsockopt(sock, SOL_SOCKET, SO_PEEK_OFF, &saved_off, sizeof saved_off);
-    return s;
-  }
+  const int saved_info = sockopt_int(sock, level, pktinfo);
+  int on = 1;
+  CKPT_ASSIGN(const int saved_off, begin_peek(sock, what));
+  if (::setsockopt(sock, level, pktinfo, &on, sizeof on) != 0)
+    return end_peek(sock, saved_off, what, sys_error(what + ": setting IP_PKTINFO"));
   std::vector<uint8_t> buf(kMaxDatagram);
   Status s;
   for (;;) {
     sockaddr_storage from{};
     alignas(cmsghdr) char ctl[512];
-    iovec iov{buf.data(), buf.size()};
-    msghdr mh{};
-    mh.msg_name = &from;
-    mh.msg_namelen = sizeof from;
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = ctl;
-    mh.msg_controllen = sizeof ctl;
-    ssize_t n = ::recvmsg(sock, &mh, MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) continue;
+    msghdr mh;
+    ssize_t n = peek_message(sock, &buf, reinterpret_cast<sockaddr*>(&from), sizeof from, ctl,
+                             sizeof ctl, 0, &mh);
     if (n < 0 && errno == EAGAIN) break;
     if (n < 0) {
       s = sys_error(what + ": reading its receive queue");
@@ -178,9 +153,7 @@ Status peek_queue(int sock, int family, const Endpoint& local, const std::string
   }
   if (::setsockopt(sock, level, pktinfo, &saved_info, sizeof saved_info) != 0 && s.ok())
     s = sys_error(what + ": restoring IP_PKTINFO");
-  if (::setsockopt(sock, SOL_SOCKET, SO_PEEK_OFF, &saved_off, sizeof saved_off) != 0 && s.ok())
-    s = sys_error(what + ": restoring SO_PEEK_OFF");
-  return s;
+  return end_peek(sock, saved_off, what, std::move(s));
 }
 
 }  // namespace
@@ -208,7 +181,7 @@ Status collect_udp(pid_t pid, int sock, const std::string& what, FileRecord* f) 
   const std::string group = multicast_membership(pid, sock, family);
   if (!group.empty())
     return make_error(ENOTSUP, desc + ": member of multicast group " + group + ": not supported");
-  if (get_int(sock, IPPROTO_UDP, UDP_CORK))
+  if (sockopt_int(sock, IPPROTO_UDP, UDP_CORK))
     return make_error(ENOTSUP, desc + ": corked (UDP_CORK): not supported");
   int outq = 0;
   if (::ioctl(sock, SIOCOUTQ, &outq) == 0 && outq > 0)
@@ -217,20 +190,20 @@ Status collect_udp(pid_t pid, int sock, const std::string& what, FileRecord* f) 
 
   const int level = family == AF_INET6 ? IPPROTO_IPV6 : IPPROTO_IP;
   uint64_t& o = p[image::kUdpOptions];
-  if (get_int(sock, SOL_SOCKET, SO_REUSEADDR)) o |= image::kUdpOptReuseAddr;
-  if (get_int(sock, SOL_SOCKET, SO_REUSEPORT)) o |= image::kUdpOptReusePort;
-  if (get_int(sock, SOL_SOCKET, SO_BROADCAST)) o |= image::kUdpOptBroadcast;
-  if (family == AF_INET6 && get_int(sock, IPPROTO_IPV6, IPV6_V6ONLY)) o |= image::kUdpOptV6Only;
-  if (get_int(sock, level, family == AF_INET6 ? IPV6_RECVPKTINFO : IP_PKTINFO))
+  if (sockopt_int(sock, SOL_SOCKET, SO_REUSEADDR)) o |= image::kUdpOptReuseAddr;
+  if (sockopt_int(sock, SOL_SOCKET, SO_REUSEPORT)) o |= image::kUdpOptReusePort;
+  if (sockopt_int(sock, SOL_SOCKET, SO_BROADCAST)) o |= image::kUdpOptBroadcast;
+  if (family == AF_INET6 && sockopt_int(sock, IPPROTO_IPV6, IPV6_V6ONLY)) o |= image::kUdpOptV6Only;
+  if (sockopt_int(sock, level, family == AF_INET6 ? IPV6_RECVPKTINFO : IP_PKTINFO))
     o |= image::kUdpOptPktInfo;
-  if (get_int(sock, level, family == AF_INET6 ? IPV6_RECVERR : IP_RECVERR))
+  if (sockopt_int(sock, level, family == AF_INET6 ? IPV6_RECVERR : IP_RECVERR))
     o |= image::kUdpOptRecvErr;
-  p[image::kUdpSndBuf] = uint64_t(get_int(sock, SOL_SOCKET, SO_SNDBUF));
-  p[image::kUdpRcvBuf] = uint64_t(get_int(sock, SOL_SOCKET, SO_RCVBUF));
-  p[image::kUdpTos] = uint64_t(get_int(sock, level, family == AF_INET6 ? IPV6_TCLASS : IP_TOS));
+  p[image::kUdpSndBuf] = uint64_t(sockopt_int(sock, SOL_SOCKET, SO_SNDBUF));
+  p[image::kUdpRcvBuf] = uint64_t(sockopt_int(sock, SOL_SOCKET, SO_RCVBUF));
+  p[image::kUdpTos] = uint64_t(sockopt_int(sock, level, family == AF_INET6 ? IPV6_TCLASS : IP_TOS));
   p[image::kUdpTtl] =
-      uint64_t(get_int(sock, level, family == AF_INET6 ? IPV6_UNICAST_HOPS : IP_TTL));
-  p[image::kUdpPeekOff] = uint64_t(int64_t(get_int(sock, SOL_SOCKET, SO_PEEK_OFF)) + 1);
+      uint64_t(sockopt_int(sock, level, family == AF_INET6 ? IPV6_UNICAST_HOPS : IP_TTL));
+  p[image::kUdpPeekOff] = uint64_t(int64_t(sockopt_int(sock, SOL_SOCKET, SO_PEEK_OFF)) + 1);
   for (auto [opt, param] : {std::pair{SO_RCVTIMEO, image::kUdpRcvTimeoUs},
                             std::pair{SO_SNDTIMEO, image::kUdpSndTimeoUs}}) {
     timeval tv{};

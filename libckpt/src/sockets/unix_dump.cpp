@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include "sockets/peek.hpp"
+#include "sockets/sock_diag.hpp"
 #include "sockets/unix.hpp"
 
 namespace ckpt::sockets {
@@ -48,26 +50,22 @@ Status query_diag(uint64_t ino, const std::string& what, Diag* out) {
   req.r.udiag_ino = uint32_t(ino);
   req.r.udiag_show = UDIAG_SHOW_PEER | UDIAG_SHOW_RQLEN | UDIAG_SHOW_NAME;
   req.r.udiag_cookie[0] = req.r.udiag_cookie[1] = ~0u;  // INET_DIAG_NOCOOKIE
-  if (::send(nl.get(), &req, sizeof req, 0) != ssize_t(sizeof req))
-    return sys_error(what + ": querying sock_diag");
   alignas(nlmsghdr) char buf[8192];
-  ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
-  if (n < 0) return sys_error(what + ": reading sock_diag");
-  auto* h = reinterpret_cast<nlmsghdr*>(buf);
-  if (!NLMSG_OK(h, size_t(n))) return make_error(EPROTO, what + ": short sock_diag answer");
+  const nlmsghdr* h = sock_diag_ask(nl.get(), &req, sizeof req, buf, sizeof buf);
+  if (!h) return sys_error(what + ": querying sock_diag");
   if (h->nlmsg_type == NLMSG_ERROR) {
-    int err = -reinterpret_cast<nlmsgerr*>(NLMSG_DATA(h))->error;
+    int err = -reinterpret_cast<const nlmsgerr*>(NLMSG_DATA(h))->error;
     return make_error(err ? err : EPROTO,
                       what +
                           ": sock_diag does not know the socket (UNIX socket diagnostics, "
                           "CONFIG_UNIX_DIAG, are needed): " +
                           std::strerror(err));
   }
-  auto* m = reinterpret_cast<unix_diag_msg*>(NLMSG_DATA(h));
+  auto* m = reinterpret_cast<const unix_diag_msg*>(NLMSG_DATA(h));
   out->type = m->udiag_type;
   out->state = m->udiag_state;
   int len = int(h->nlmsg_len - NLMSG_LENGTH(sizeof *m));
-  for (auto* a = reinterpret_cast<rtattr*>(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+  for (auto* a = reinterpret_cast<const rtattr*>(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
     if (a->rta_type == UNIX_DIAG_PEER) out->peer = *static_cast<uint32_t*>(RTA_DATA(a));
     if (a->rta_type == UNIX_DIAG_RQLEN) {
       out->rqueue = static_cast<unix_diag_rqlen*>(RTA_DATA(a))->udiag_rqueue;
@@ -95,36 +93,19 @@ const char* type_name(int type) {
   return type == SOCK_STREAM ? "stream" : type == SOCK_DGRAM ? "datagram" : "seqpacket";
 }
 
-int get_int(int sock, int level, int opt) {
-  int v = 0;
-  socklen_t len = sizeof v;
-  if (::getsockopt(sock, level, opt, &v, &len) != 0) return 0;
-  return v;
-}
-
 // The receive queue, message by message (a stream's in the chunks the
 // kernel returns), without consuming it.
 Status peek_queue(int sock, int type, bool read_shut, const std::string& what,
                   std::vector<std::pair<std::string, std::vector<uint8_t>>>* out) {
-  const int saved_off = get_int(sock, SOL_SOCKET, SO_PEEK_OFF);
-  int off = 0;
-  if (::setsockopt(sock, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof off) != 0)
-    return sys_error(what + ": setting SO_PEEK_OFF");
+  CKPT_ASSIGN(const int saved_off, begin_peek(sock, what));
   std::vector<uint8_t> buf(kMaxMessage);
   Status s;
   for (;;) {
     sockaddr_un from{};
     alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 253) + CMSG_SPACE(64)];
-    iovec iov{buf.data(), buf.size()};
-    msghdr mh{};
-    mh.msg_name = &from;
-    mh.msg_namelen = sizeof from;
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = ctl;
-    mh.msg_controllen = sizeof ctl;
-    ssize_t n = ::recvmsg(sock, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == EINTR) continue;
+    msghdr mh;
+    ssize_t n = peek_message(sock, &buf, reinterpret_cast<sockaddr*>(&from), sizeof from, ctl,
+                             sizeof ctl, MSG_CMSG_CLOEXEC, &mh);
     if (n < 0 && errno == EAGAIN) break;
     if (n < 0) {
       s = sys_error(what + ": reading its receive queue");
@@ -162,9 +143,7 @@ Status peek_queue(int sock, int type, bool read_shut, const std::string& what,
       break;
     }
   }
-  if (::setsockopt(sock, SOL_SOCKET, SO_PEEK_OFF, &saved_off, sizeof saved_off) != 0 && s.ok())
-    s = sys_error(what + ": restoring SO_PEEK_OFF");
-  return s;
+  return end_peek(sock, saved_off, what, std::move(s));
 }
 
 }  // namespace
@@ -213,11 +192,11 @@ Status collect_unix(int sock, uint64_t ino, const std::set<uint64_t>& job_socket
     p[image::kUnixState] = image::kUnixUnconnected;
   }
 
-  if (get_int(sock, SOL_SOCKET, SO_PASSCRED)) p[image::kUnixOptions] |= image::kUnixOptPassCred;
-  if (get_int(sock, SOL_SOCKET, SO_PASSSEC)) p[image::kUnixOptions] |= image::kUnixOptPassSec;
-  p[image::kUnixPeekOff] = uint64_t(int64_t(get_int(sock, SOL_SOCKET, SO_PEEK_OFF)) + 1);
-  p[image::kUnixSndBuf] = uint64_t(get_int(sock, SOL_SOCKET, SO_SNDBUF));
-  p[image::kUnixRcvBuf] = uint64_t(get_int(sock, SOL_SOCKET, SO_RCVBUF));
+  if (sockopt_int(sock, SOL_SOCKET, SO_PASSCRED)) p[image::kUnixOptions] |= image::kUnixOptPassCred;
+  if (sockopt_int(sock, SOL_SOCKET, SO_PASSSEC)) p[image::kUnixOptions] |= image::kUnixOptPassSec;
+  p[image::kUnixPeekOff] = uint64_t(int64_t(sockopt_int(sock, SOL_SOCKET, SO_PEEK_OFF)) + 1);
+  p[image::kUnixSndBuf] = uint64_t(sockopt_int(sock, SOL_SOCKET, SO_SNDBUF));
+  p[image::kUnixRcvBuf] = uint64_t(sockopt_int(sock, SOL_SOCKET, SO_RCVBUF));
   if (!name.empty() && name[0] == '/') {
     struct stat st;
     if (::lstat(name.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {

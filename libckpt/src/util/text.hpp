@@ -29,6 +29,20 @@ inline std::string hex_id(const std::array<uint8_t, 16>& id) {
   return s;
 }
 
+// Calls fn(line) for every line of `text` (without its '\n') from line
+// `skip` on (1: past a /proc table's header), until fn returns false. The
+// line is a std::string, so sscanf-based parsers get a terminated buffer.
+template <typename F>
+void for_each_line(const std::string& text, F&& fn, size_t skip = 0) {
+  size_t at = 0;
+  for (size_t no = 0; at < text.size(); ++no) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    if (no >= skip && !fn(text.substr(at, end - at))) return;
+    at = end + 1;
+  }
+}
+
 // "/proc/PID/WHAT".
 inline std::string proc_path(pid_t pid, const std::string& what) {
   return "/proc/" + std::to_string(pid) + "/" + what;
