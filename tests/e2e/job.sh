@@ -138,13 +138,16 @@ case $MODE in
     restart_wait
     ;;
   leave-running)
-    start_job 100
+    # Paced while the tools run (however long they take here), then free.
+    touch "$WORK/pace"
+    E2E_PACE_FILE=$WORK/pace start_job 5000
     full "$ROOT"
     incr "$ROOT"
     for p in $MEMBERS; do
       st=$(proc_state "$p")
       [[ $st != T && $st != t && $(tracer_of "$p") == 0 ]] || fail "PID $p left stopped or traced"
     done
+    rm "$WORK/pace"
     wait_exit "$ROOT" 60 || fail "job did not finish"
     check_done "$EXIT_STATUS" "$WORK/prog.out"
     ;;

@@ -283,7 +283,7 @@ case $TEST in
   pause-refused)
     # Paced until the checks are done, however long they take here.
     touch "$WORK/pace"
-    JOB_TREE_PACE=$WORK/pace start_job 100000
+    E2E_PACE_FILE=$WORK/pace start_job 100000
     "$BIN_DIR/cr_full" --tree --dir "$WORK/ck" "$ROOT" >/dev/null 2>"$WORK/tool.err" ||
       fail "cr_full --tree: $(first_line "$WORK/tool.err")"
     # A chain of another job.

@@ -120,8 +120,8 @@ incremental() {
 start_program() {
   local cmd=(env "${PROG_ENV[@]}" "$PROG_DIR/$PROG" "$WORK/ready" "${ARGS[@]}")
   # Flows of several checkpoints hold the programs that know E2E_HOLD_FILE
-  # (heap_pattern, mt_compute, file_map_private, cxx_containers) until they
-  # are done.
+  # (heap_pattern, mt_compute, file_map_private, cxx_containers, fd_udp, mt_blocking,
+  # signal_state) until they are done.
   if [[ $FLOW == incremental* || $FLOW == compact || $FLOW == new-chains ]]; then
     : >"$WORK/hold"
     cmd=(env "E2E_HOLD_FILE=$WORK/hold" "${cmd[@]:1}")

@@ -101,6 +101,16 @@ static inline void e2e_hold(void) {
   while (access(f, F_OK) == 0) e2e_sleep_ms(20);
 }
 
+// A paced program's pause between rounds: `ms`, or nothing once
+// E2E_PACE_FILE is set and that file is gone. A test keeps the file while it
+// checkpoints the program (which then cannot end first, on any machine) and
+// removes it to let the remaining rounds run at full speed.
+static inline void e2e_pace(long ms) {
+  const char* f = getenv("E2E_PACE_FILE");
+  if (f && *f && access(f, F_OK) != 0) return;
+  e2e_sleep_ms(ms);
+}
+
 // splitmix64's finalizer: a cheap, well-mixed, position-dependent pattern.
 static inline uint64_t e2e_mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;

@@ -12,9 +12,7 @@
 // own state (PIDs, groups, session, counts, pattern, unread bytes), the
 // children exit 0 on success and the root checks their statuses, the
 // zombie's 7 and the file's shared-offset content, then prints "done".
-// JOB_TREE_PACE=FILE: a round sleeps its 10 ms only while FILE exists, so a
-// test can keep the job running as long as its checks take, then let it
-// finish at once.
+// Rounds are paced by E2E_PACE_FILE (e2e.h), as in the other job programs.
 #define _GNU_SOURCE
 #include <signal.h>
 #include <sys/mman.h>
@@ -38,7 +36,6 @@ static struct Shared* shm;
 static uint64_t* pattern;  // the rest of the shared region
 static size_t pattern_words;
 static long nrounds = 200;
-static const char* pace;  // JOB_TREE_PACE
 
 static void work(int slot) {
   for (long r = 1; r <= nrounds; ++r) {
@@ -46,7 +43,7 @@ static void work(int slot) {
     size_t third = pattern_words / 3, lo = third * (size_t)slot, hi = lo + third;
     for (size_t i = lo; i < hi; i += 512) pattern[i] = e2e_mix(i ^ ((uint64_t)r << 40));
     shm->rounds[slot] = (uint64_t)r;
-    if (!pace || access(pace, F_OK) == 0) e2e_sleep_ms(10);
+    e2e_pace(10);
   }
 }
 
@@ -70,7 +67,6 @@ static void wait_go(int slot) {
 int main(int argc, char** argv) {
   e2e_init(argc, argv, 2, "READY WORKDIR [ROUNDS]");
   if (argc > 3) nrounds = atol(argv[3]);
-  pace = getenv("JOB_TREE_PACE");
   if (setsid() < 0) e2e_fail("setsid: %s", strerror(errno));
   const pid_t root = getpid();
   void* p = mmap(NULL, SHM_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

@@ -9,10 +9,9 @@
 
 #include <linux/futex.h>
 #include <poll.h>
-#include <sys/epoll.h>
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
-
 
 #define SLEEP_MS 1500
 #define BARRIER_THREADS 3  // two waiters + main
@@ -122,6 +121,7 @@ int main(int argc, char** argv) {
   e2e_sleep_ms(50);  // let the last ones reach their wait
   e2e_ready(argv[1]);
   e2e_sleep_ms(SLEEP_MS + 500);
+  e2e_hold();
 
   if (e2e_sabotage()) {
     __atomic_store_n(&futex_word, 41, __ATOMIC_SEQ_CST);

@@ -8,7 +8,6 @@
 #include <seccomp.h>
 #include <sys/syscall.h>
 
-
 static void add_filter(int syscall_nr, int err) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (!ctx) e2e_fail("seccomp_init failed");
@@ -34,7 +33,8 @@ static void check(void) {
   if (sched_getscheduler(0) != -1 || errno != 77)
     e2e_fail("sched_getscheduler not filtered (errno %d)", errno);
   errno = 0;
-  if (syscall(SYS_getpgid, 0) != -1 || errno != 78) e2e_fail("getpgid not filtered (errno %d)", errno);
+  if (syscall(SYS_getpgid, 0) != -1 || errno != 78)
+    e2e_fail("getpgid not filtered (errno %d)", errno);
   if (getppid() <= 0) e2e_fail("getppid broken");
   if (status_field("Seccomp") != 2) e2e_fail("seccomp mode is %d", status_field("Seccomp"));
   if (status_field("Seccomp_filters") != 2)

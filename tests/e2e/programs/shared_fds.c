@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
     if (write(e, &v, 8) != 8) e2e_fail("writing E: %s", strerror(errno));
     kill(c, SIGUSR1);
     io_all(p[1], &r, sizeof r, 1, "parent: writing P");
-    e2e_sleep_ms(10);
+    e2e_pace(10);
     long got;
     io_all(back[0], &got, sizeof got, 0, "parent: reading the answer");
     if (got != r) e2e_fail("parent: answer %ld in round %ld", got, r);

@@ -10,10 +10,9 @@
 #include <signal.h>
 #include <sys/syscall.h>
 
-
-#define SIG_PROC SIGUSR1        // queued for the process, with a value
+#define SIG_PROC SIGUSR1           // queued for the process, with a value
 #define SIG_THREAD (SIGRTMIN + 3)  // queued for the worker thread only
-#define SIG_ONSTACK SIGUSR2     // raised later; its handler must run on the alt stack
+#define SIG_ONSTACK SIGUSR2        // raised later; its handler must run on the alt stack
 
 static volatile sig_atomic_t got_proc, got_thread, got_onstack;
 static volatile int proc_value, thread_value, proc_code;
@@ -60,7 +59,8 @@ static void check_action(int sig, void* handler, int flags) {
   if (sigaction(sig, NULL, &sa) != 0) e2e_fail("sigaction read %d", sig);
   void* h = (flags & SA_SIGINFO) ? (void*)sa.sa_sigaction : (void*)sa.sa_handler;
   if (h != handler) e2e_fail("signal %d: handler changed", sig);
-  if ((sa.sa_flags & flags) != flags) e2e_fail("signal %d: flags %#x lost (%#x)", sig, flags, sa.sa_flags);
+  if ((sa.sa_flags & flags) != flags)
+    e2e_fail("signal %d: flags %#x lost (%#x)", sig, flags, sa.sa_flags);
   if (!sigismember(&sa.sa_mask, SIGHUP)) e2e_fail("signal %d: handler mask lost", sig);
 }
 
@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
 
   e2e_ready(argv[1]);
   e2e_sleep_ms(1500);
+  e2e_hold();
 
   check_action(SIG_PROC, on_proc, SA_SIGINFO | SA_RESTART);
   check_action(SIG_THREAD, on_thread, SA_SIGINFO);

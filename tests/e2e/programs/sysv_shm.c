@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
       fill(&keyed[3], (uint64_t)r, 2);
       fill(&del[1], (uint64_t)r, 5);
       seen = check(&priv[0], 0, seen, "child");
-      e2e_sleep_ms(10);
+      e2e_pace(10);
     }
     check_segment(pid_seg, psize, 0640, IPC_PRIVATE, "child");
     check_segment(key_seg, ksize, 0600, key, "child");
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
     check(&del[1], 5, 0, "root (deleted file)");
     seen1 = check(&priv[1], 1, seen1, "root (private segment)");
     seen2 = check(&keyed[3], 2, seen2, "root (keyed segment)");
-    e2e_sleep_ms(10);
+    e2e_pace(10);
   }
   int st;
   if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0)

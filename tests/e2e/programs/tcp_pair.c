@@ -104,7 +104,7 @@ static void child(uint16_t port4, uint16_t port6, int have6) {
     io_all(data, block, BLOCK, 0, "child: reading a block");
     fill(want, r);
     if (memcmp(block, want, BLOCK) != 0) e2e_fail("child: block of round %ld is wrong", r);
-    e2e_sleep_ms(5);  // the root's next block waits in our receive queue
+    e2e_pace(5);  // the root's next block waits in our receive queue
     uint64_t s = sum(block);
     total ^= s;
     io_all(back, &s, sizeof s, 1, "child: answering");
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
       fill(block, r + 1);
       io_all(data, block, BLOCK, 1, "root: sending a block");
     }
-    e2e_sleep_ms(10);  // the child's answer waits in our receive queue
+    e2e_pace(10);  // the child's answer waits in our receive queue
     uint64_t s;
     io_all(back, &s, sizeof s, 0, "root: reading an answer");
     fill(block, r);

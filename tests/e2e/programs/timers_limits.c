@@ -14,7 +14,6 @@
 #include <sys/resource.h>
 #include <sys/time.h>
 
-
 #define TICK_MS 20
 #define TIMER_SIG (SIGRTMIN + 1)
 
@@ -50,7 +49,8 @@ int main(int argc, char** argv) {
   if (timer_create(CLOCK_MONOTONIC, &none, &first) != 0) e2e_fail("timer_create");
   struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = TIMER_SIG};
   ev.sigev_value.sival_int = 1234;
-  if (timer_create(CLOCK_MONOTONIC, &ev, &ticker) != 0) e2e_fail("timer_create: %s", strerror(errno));
+  if (timer_create(CLOCK_MONOTONIC, &ev, &ticker) != 0)
+    e2e_fail("timer_create: %s", strerror(errno));
   struct itimerspec its = {{0, TICK_MS * 1000000L}, {0, TICK_MS * 1000000L}};
   if (timer_settime(ticker, 0, &its, NULL) != 0) e2e_fail("timer_settime");
   if (timer_create(CLOCK_REALTIME, &none, &oneshot) != 0) e2e_fail("timer_create");
@@ -89,11 +89,13 @@ int main(int argc, char** argv) {
 
   struct rlimit r;
   getrlimit(RLIMIT_NOFILE, &r);
-  if (r.rlim_cur != nofile.rlim_cur || r.rlim_max != 300) e2e_fail("RLIMIT_NOFILE %lu/%lu", r.rlim_cur, r.rlim_max);
+  if (r.rlim_cur != nofile.rlim_cur || r.rlim_max != 300)
+    e2e_fail("RLIMIT_NOFILE %lu/%lu", r.rlim_cur, r.rlim_max);
   getrlimit(RLIMIT_CORE, &r);
   if (r.rlim_cur != 0 || r.rlim_max != 4096) e2e_fail("RLIMIT_CORE changed");
   getrlimit(RLIMIT_STACK, &r);
-  if (r.rlim_cur != stack.rlim_cur || r.rlim_max != stack.rlim_max) e2e_fail("RLIMIT_STACK changed");
+  if (r.rlim_cur != stack.rlim_cur || r.rlim_max != stack.rlim_max)
+    e2e_fail("RLIMIT_STACK changed");
   if (!(personality(0xffffffff) & ADDR_NO_RANDOMIZE)) e2e_fail("personality flag lost");
   char name[17] = {0};
   prctl(PR_GET_NAME, name);

@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
       get(c4, r, 1, &r4n, "child C4");
       get(c6, r, 2, &r6n, "child C6");
       get(l, r, 3, &kn, "child L");
-      e2e_sleep_ms(5);  // the root's next round waits in our queues
+      e2e_pace(5);  // the root's next round waits in our queues
       put(c4, r, 4, &r4n);
       put(c6, r, 5, &r6n);
       put(l, r, 6, NULL);
@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
       put(r6, r + 1, 2, &c6n);
       put(k, r + 1, 3, NULL);
     }
-    e2e_sleep_ms(10);  // the child's answers wait in our queues
+    e2e_pace(10);  // the child's answers wait in our queues
     get(r4, r, 4, &c4n, "root R4");
     get(r6, r, 5, &c6n, "root R6");
     get(k, r, 6, &ln, "root K");

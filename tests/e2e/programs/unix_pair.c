@@ -120,7 +120,7 @@ static void child(int st, int sq, int half, int sqhalf) {
     if (memcmp(buf, want, dg_len(r)) != 0) e2e_fail("child: datagram of round %ld is wrong", r);
     s ^= sum(buf, dg_len(r));
     total ^= s;
-    e2e_sleep_ms(5);  // the root's next round waits in our queues
+    e2e_pace(5);  // the root's next round waits in our queues
     io_all(conn, &s, sizeof s, 1, "child: answering");
     socklen_t pl = by_path(&a, dgpath);
     uint64_t tagged[2] = {s, (uint64_t)r};
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   uint64_t total = 0;
   for (long r = 1; r <= nrounds; r++) {
     if (r < nrounds) send_round(st[0], sq[0], dg, r + 1);  // one round ahead
-    e2e_sleep_ms(10);                                      // the child's answers wait in our queues
+    e2e_pace(10);                                          // the child's answers wait in our queues
     uint64_t s, tagged[2];
     io_all(conn, &s, sizeof s, 0, "root: reading an answer");
     uint8_t want[BLOCK];
