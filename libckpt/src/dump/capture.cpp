@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,20 @@ uint64_t default_capture_budget() {
     std::fclose(f);
   }
   return std::max<uint64_t>(kMin, (avail_kb << 10) / 2);
+}
+
+uint64_t capture_prefault_bytes(pid_t pid, bool incremental) {
+  if (const char* e = std::getenv("LIBCKPT_CAPTURE_PREFAULT_MIB"))
+    return std::strtoull(e, nullptr, 10) << 20;
+  uint64_t cap = (incremental ? 16ull : 64ull) << 20;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/statm", int(pid));
+  unsigned long size = 0, resident = 0;
+  if (FILE* f = std::fopen(path, "r")) {
+    if (std::fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return std::min<uint64_t>(cap, uint64_t(resident) * 4096);
 }
 
 Capture::Capture(uint64_t budget_bytes) {
@@ -50,6 +65,18 @@ Capture::Capture(uint64_t budget_bytes) {
           ::getloadavg(&load, 1) != 1 || load >= double(CPU_COUNT(&cpus));
   if (const char* h = ::getenv("LIBCKPT_CAPTURE_HOLD")) held_ = std::strcmp(h, "0") != 0;
   writer_ = std::thread([this] { drain(); });
+}
+
+void Capture::prefault(uint64_t bytes) {
+  if (!arena_) return;
+  bytes = std::min(arena_bytes_, (bytes + kBatchBytes - 1) / kBatchBytes * kBatchBytes);
+  if (bytes == 0) return;
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+  if (::madvise(arena_, bytes, MADV_POPULATE_WRITE) == 0) return;
+  for (uint64_t at = 0; at < bytes; at += 4096)  // kernels before 5.14
+    reinterpret_cast<volatile uint8_t*>(arena_)[at] = 0;
 }
 
 void Capture::resume() {

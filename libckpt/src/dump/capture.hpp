@@ -25,6 +25,13 @@ namespace ckpt::dump {
 // at least the 8 MiB a streaming copy uses anyway.
 uint64_t default_capture_budget();
 
+// How much buffer memory to fault in before the freeze of `pid`: what its
+// final copy likely needs, capped by its resident size (16 MiB for an
+// incremental, 64 MiB for a full; LIBCKPT_CAPTURE_PREFAULT_MIB overrides,
+// 0 turns it off). Memory a small checkpoint touches in vain is bounded by
+// these caps; a larger one would touch it anyway.
+uint64_t capture_prefault_bytes(pid_t pid, bool incremental);
+
 class Capture {
  public:
   explicit Capture(uint64_t budget_bytes);
@@ -48,6 +55,11 @@ class Capture {
   // least the CPU count); LIBCKPT_CAPTURE_HOLD=1 or =0 forces either
   // (docs/performance.md measures both).
   void resume();
+  // Allocates the first `bytes` of buffer memory now (capped at the budget),
+  // before the job is frozen: the first touch of fresh memory is what the
+  // copy costs most on a VM (docs/performance.md), and the buffers an
+  // incremental needs would otherwise be faulted in while the job waits.
+  void prefault(uint64_t bytes);
   // Waits until every queued batch went through its sink: the first error.
   Status finish();
   // The largest amount of buffer memory in use at once.

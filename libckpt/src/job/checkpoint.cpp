@@ -168,6 +168,12 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     return w.get();
   };
 
+  // The capture buffers (dump/capture), their first part faulted in while
+  // the job still runs: see capture_prefault_bytes.
+  dump::Capture capture(opts.capture_bytes >= 0 ? uint64_t(opts.capture_bytes)
+                                                : dump::default_capture_budget());
+  capture.prefault(dump::capture_prefault_bytes(opts.pid, prev != nullptr));
+
   std::unique_ptr<job::FrozenJob> frozen;
   double t_frozen = 0;
   std::map<pid_t, std::unique_ptr<dump::Precopy>> precopies;
@@ -302,8 +308,6 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   for (auto* d : live) total += d->plan.bytes();
   std::vector<image::SnapshotWriter*> writers;
   const double t_mem = now_seconds();
-  dump::Capture capture(opts.capture_bytes >= 0 ? uint64_t(opts.capture_bytes)
-                                                : dump::default_capture_budget());
   for (auto* d : live) {
     CKPT_ASSIGN(image::SnapshotWriter * w, writer_for(d->pid()));
     writers.push_back(w);

@@ -165,6 +165,7 @@ Status with_injected_calls(pid_t pid, const InjectSite& site,
   user_regs_struct base = frame->parked;
   base.rsp = frame->call_rsp;
   RemoteSyscall rs(pid, base, site.syscall_insn);
+  rs.set_stack_scratch(frame->scratch);
   Status st = body(rs);
   // The mask first: until the registers below are loaded, the thread would
   // still return through the frame, which holds the same mask.

@@ -37,6 +37,11 @@ class RemoteSyscall {
 
   void set_insn(uint64_t insn) { insn_ = insn; }
   pid_t tid() const { return tid_; }
+  // Room for the calls' answers on the thread's own stack, below the
+  // registers it runs the calls with (kStackScratchSize bytes); 0 when
+  // there is none (injection without a return frame): map a scratch page.
+  uint64_t stack_scratch() const { return stack_scratch_; }
+  void set_stack_scratch(uint64_t addr) { stack_scratch_ = addr; }
 
   // Runs one system call; returns the kernel's raw return value (a negative
   // errno on failure). The Result fails only when the tracee misbehaves.
@@ -62,7 +67,12 @@ class RemoteSyscall {
   pid_t tid_;
   user_regs_struct base_;
   uint64_t insn_;
+  uint64_t stack_scratch_ = 0;
 };
+
+// The size of RemoteSyscall::stack_scratch: enough for a stack_t, an
+// itimerval or an itimerspec.
+constexpr size_t kStackScratchSize = 128;
 
 // Runs `body` with injected calls into a tracee that is in a ptrace stop of
 // ours, through a "syscall" instruction of its vdso; afterwards its

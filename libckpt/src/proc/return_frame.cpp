@@ -203,6 +203,7 @@ Result<ReturnFrame> write_return_frame(pid_t tid, const InjectSite& site,
   out.parked.rsp = frame_addr + 8;  // as after a handler's "ret"
   out.parked.orig_rax = ~0ull;      // not in a system call: no restart by the kernel
   out.call_rsp = call_rsp;
+  out.scratch = (call_rsp - 2 * kStackScratchSize) & ~15ull;
   return out;
 }
 

@@ -41,6 +41,11 @@ Result<InjectSite> find_inject_site(pid_t pid);
 struct ReturnFrame {
   user_regs_struct parked;
   uint64_t call_rsp = 0;
+  // Below call_rsp, inside the room checked for a handler: where the calls
+  // may leave their answers (kStackScratchSize bytes, proc/inject.hpp). The
+  // calls themselves use no stack, and every signal is blocked while they
+  // run, so nothing else writes there meanwhile.
+  uint64_t scratch = 0;
 };
 
 // Writes the frame for thread `tid`, stopped with `captured` registers and
