@@ -185,39 +185,24 @@ Status read_thread_direct(pid_t pid, image::ThreadRecord* t) {
   return {};
 }
 
-// Which injected reads a process needs. Each call costs the frozen thread a
-// round trip through its scheduler (two ptrace stops, 1-10 ms apiece on a
-// loaded host), so values that cannot matter are not read; docs/state.md
-// ("Injected calls") gives the rule and the values recorded instead.
-struct InjectedReads {
-  bool any = true;                               // false: no injected call at all
-  bool altstack = true;                          // sigaltstack of each thread
-  bool tid_address = true;                       // PR_GET_TID_ADDRESS of each thread
-  std::array<bool, 3> itimer{true, true, true};  // ITIMER_REAL, _VIRTUAL, _PROF
-};
-
 // The alternate stack and the TID address, answered into `scratch`.
-Status read_thread_injected(RemoteSyscall& rs, uint64_t scratch, const InjectedReads& plan,
-                            image::ThreadRecord* t, image::TaskCredentials* creds) {
+Status read_thread_injected(RemoteSyscall& rs, uint64_t scratch, image::ThreadRecord* t,
+                            image::TaskCredentials* creds) {
   const pid_t tid = t->tid;
   const std::string who = "thread " + std::to_string(tid);
-  long r = 0;
-  if (plan.altstack) {
-    CKPT_ASSIGN(r, rs.call_to_exit(SYS_sigaltstack, 0, scratch));
-    if (r != 0) return sys_error(who + ": sigaltstack", int(-r));
-    stack_t ss;
-    CKPT_TRY(read_remote(tid, scratch, &ss, sizeof ss));
-    t->altstack_sp = reinterpret_cast<uint64_t>(ss.ss_sp);
-    t->altstack_size = ss.ss_size;
-    t->altstack_flags = uint32_t(ss.ss_flags);
-  }
+  CKPT_ASSIGN(long r, rs.call_to_exit(SYS_sigaltstack, 0, scratch));
+  if (r != 0) return sys_error(who + ": sigaltstack", int(-r));
+  stack_t ss;
+  CKPT_TRY(read_remote(tid, scratch, &ss, sizeof ss));
+  t->altstack_sp = reinterpret_cast<uint64_t>(ss.ss_sp);
+  t->altstack_size = ss.ss_size;
+  t->altstack_flags = uint32_t(ss.ss_flags);
   if (creds) {  // no /proc interface: docs/security.md
     CKPT_ASSIGN(r, rs.call_to_exit(SYS_prctl, PR_GET_SECUREBITS));
     if (r < 0) return sys_error(who + ": PR_GET_SECUREBITS", int(-r));
     creds->securebits = uint32_t(r);
     creds->flags |= image::kCredSecurebitsKnown;
   }
-  if (!plan.tid_address) return {};
   CKPT_ASSIGN(r, rs.call_to_exit(SYS_prctl, PR_GET_TID_ADDRESS, scratch));
   if (r != 0) return sys_error(who + ": PR_GET_TID_ADDRESS", int(-r));
   return read_remote(tid, scratch, &t->clear_child_tid, 8);
@@ -242,8 +227,7 @@ Status read_process_direct(pid_t pid, image::ProcessState* out) {
 }
 
 // Dumpable, parent-death signal, interval timers, POSIX timer settings.
-Status read_process_injected(RemoteSyscall& rs, uint64_t scratch, const InjectedReads& plan,
-                             image::ProcessState* out) {
+Status read_process_injected(RemoteSyscall& rs, uint64_t scratch, image::ProcessState* out) {
   const pid_t pid = rs.tid();
   CKPT_ASSIGN(long r, rs.call_to_exit(SYS_prctl, PR_GET_DUMPABLE));
   if (r < 0) return sys_error("PR_GET_DUMPABLE", int(-r));
@@ -252,7 +236,6 @@ Status read_process_injected(RemoteSyscall& rs, uint64_t scratch, const Injected
   if (r != 0) return sys_error("PR_GET_PDEATHSIG", int(-r));
   CKPT_TRY(read_remote(pid, scratch, &out->pdeathsig, 4));
   for (int which = 0; which < 3; ++which) {
-    if (!plan.itimer[size_t(which)]) continue;
     CKPT_ASSIGN(r, rs.call_to_exit(SYS_getitimer, uint64_t(which), scratch));
     if (r != 0) return sys_error("getitimer", int(-r));
     itimerval it;
@@ -275,27 +258,18 @@ Status read_process_injected(RemoteSyscall& rs, uint64_t scratch, const Injected
 // never be used, no thread waits on its TID address, and a timer signal or
 // a parent-death signal would end it by default (so a program relying on
 // one has a handler, blocks or ignores it). Its dumpable flag is taken as
-// the default (1); docs/state.md says so. The same reasons, value by value,
-// spare a single-threaded process the reads that cannot matter to it when
-// some signal is not at its default (a shell's `prog &` ignores SIGINT and
-// SIGQUIT): the alternate stack unless it catches a signal, the TID address,
-// and an interval timer whose signal keeps its default action.
-InjectedReads plan_injected_reads(pid_t pid, const std::vector<image::ThreadRecord>& threads,
-                                  const image::ProcessState& state,
-                                  const std::vector<image::TaskCredentials>* creds) {
-  InjectedReads all;
-  if (threads.size() != 1) return all;
+// the default (1); docs/state.md says so. Any other process gets every
+// read: skipping values one by one (an alternate stack set before its
+// handler, an alarm() watchdog at SIGALRM's default, the main thread's TID
+// address joined after pthread_exit) would lose state some program relies on.
+bool needs_injected_reads(pid_t pid, const std::vector<image::ThreadRecord>& threads,
+                          const image::ProcessState& state,
+                          const std::vector<image::TaskCredentials>* creds) {
+  if (threads.size() != 1 || !state.timers.empty()) return true;
+  if (creds && credentials_need_securebits(*creds)) return true;
   auto masks = read_signal_masks(pid, pid);
-  if (!masks.ok()) return all;
-  const uint64_t not_default = masks->caught | masks->ignored | masks->blocked;
-  InjectedReads plan;
-  plan.altstack = masks->caught != 0;
-  plan.tid_address = false;
-  constexpr int kTimerSignal[3] = {SIGALRM, SIGVTALRM, SIGPROF};
-  for (size_t k = 0; k < 3; ++k) plan.itimer[k] = (not_default >> (kTimerSignal[k] - 1)) & 1;
-  plan.any =
-      not_default != 0 || !state.timers.empty() || (creds && credentials_need_securebits(*creds));
-  return plan;
+  if (!masks.ok()) return true;
+  return (masks->caught | masks->ignored | masks->blocked) != 0;
 }
 
 }  // namespace
@@ -305,8 +279,7 @@ Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
   if (creds && creds->size() != threads->size()) creds = nullptr;
   for (image::ThreadRecord& t : *threads) CKPT_TRY(read_thread_direct(pid, &t));
   CKPT_TRY(read_process_direct(pid, state));
-  const InjectedReads plan = plan_injected_reads(pid, *threads, *state, creds);
-  if (!plan.any) return {};
+  if (!needs_injected_reads(pid, *threads, *state, creds)) return {};
   // One instruction and one scratch page (the mm is shared) for all threads:
   // the freeze time grows by a few calls per thread, not a session each.
   CKPT_ASSIGN(InjectSite site, find_inject_site(pid));
@@ -326,17 +299,17 @@ Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
     };
     Status st = [&]() -> Status {
       CKPT_ASSIGN(uint64_t scratch, scratch_for(leader));
-      CKPT_TRY(read_process_injected(leader, scratch, plan, state));
+      CKPT_TRY(read_process_injected(leader, scratch, state));
       for (size_t i = 0; i < threads->size(); ++i) {
         image::ThreadRecord& t = (*threads)[i];
         image::TaskCredentials* c = creds ? &(*creds)[i] : nullptr;
         if (t.tid == pid) {
-          CKPT_TRY(read_thread_injected(leader, scratch, plan, &t, c));
+          CKPT_TRY(read_thread_injected(leader, scratch, &t, c));
           continue;
         }
         CKPT_TRY(with_injected_calls(t.tid, site, [&](RemoteSyscall& rs) -> Status {
           CKPT_ASSIGN(uint64_t mine, scratch_for(rs));
-          return read_thread_injected(rs, mine, plan, &t, c);
+          return read_thread_injected(rs, mine, &t, c);
         }));
       }
       return {};
