@@ -59,6 +59,10 @@ Result<pid_t> wait_running(FrameReader& r) {
 }  // namespace
 
 Result<MigrateStats> migrate_job(const MigrateOptions& opts) {
+  return migrate_job(opts, JobMigrateHooks{});
+}
+
+Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHooks& hooks) {
   const double t0 = now_seconds();
   MigrateStats stats;
   stats.live = opts.live;
@@ -110,10 +114,16 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts) {
       const uint64_t g = std::stoull(gen_dir.substr(gen_dir.rfind('-') + 1));
       CKPT_TRY(send_job_generation(w, gen_dir, g));
       t_sent = now_seconds();
+      if (hooks.before_commit) CKPT_TRY(hooks.before_commit(gen_dir));
       std::vector<uint8_t> p;
       put_u64(p, g);
-      CKPT_TRY(w.send(kCommit, p.data(), p.size()));
-      CKPT_ASSIGN(stats.remote_pid, wait_running(r));
+      Status committed = w.send(kCommit, p.data(), p.size());
+      Result<pid_t> running = committed.ok() ? wait_running(r) : Result<pid_t>(committed.error());
+      if (!running.ok()) {
+        if (hooks.commit_failed) hooks.commit_failed(running.error());
+        return running.error();
+      }
+      stats.remote_pid = *running;
       t_running = now_seconds();
       return {};
     };
