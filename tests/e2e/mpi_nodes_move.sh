@@ -23,10 +23,14 @@ where() {
 }
 read -r fns fdev <<<"\$(where "\$CKPT_FROM")"
 read -r tns tdev <<<"\$(where "\$CKPT_TO")"
+# The destination must hold its locks before the address arrives (A's
+# retransmissions would meet resets there otherwise).
+rules=\$(ip -n "\$tns" rule show)
+[[ \$rules == *"from $NET.2 "*blackhole* ]] || { echo "takeover: no lock in \$tns: \$rules" >&2; exit 1; }
 ip -n "\$fns" addr del "$NET.2/24" dev "\$fdev" 2>/dev/null || true
 ip -n "\$tns" addr replace "$NET.2/24" dev "\$tdev"
 ip -n "$NS_A" neigh flush to "$NET.2" 2>/dev/null || true
-echo "\$CKPT_FROM -> \$CKPT_TO" >>"$WORK/takeover.log"
+echo "\$CKPT_FROM -> \$CKPT_TO, \$(grep -c blackhole <<<"\$rules") locks there" >>"$WORK/takeover.log"
 TAKEOVER
 chmod +x "$WORK/takeover"
 LOGS+=("$WORK/nodedC.err")
@@ -45,7 +49,7 @@ untouched() { # $1: when; B's part (and A's) running, untraced, in B
     [[ $(tracer_of "$p") == 0 && $(proc_state "$p") != [tTZ-] ]] || fail "$1: process $p is not running untraced"
   done
   [[ $(ip netns identify "$ORTED") == "$NS_B" ]] || fail "$1: orted left B"
-  ip -n "$NS_B" addr show | grep -q "inet $NET.2/" || fail "$1: B lost its address"
+  [[ $(ip -n "$NS_B" addr show) == *"inet $NET.2/"* ]] || fail "$1: B lost its address"
 }
 progress() { # $1: iteration to pass
   local n=0
@@ -79,7 +83,7 @@ for p in $PART_B; do
   for ((i = 0; i < 100; i++)); do [[ $(proc_state "$p") == [Z-] ]] && break; sleep 0.05; done
   [[ $(proc_state "$p") == [Z-] ]] || fail "process $p of B's part still exists on B after the migration"
 done
-ip -n "$NS_C" addr show | grep -q "inet $NET.2/" || fail "C did not take B's address"
+[[ $(ip -n "$NS_C" addr show) == *"inet $NET.2/"* ]] || fail "C did not take B's address"
 in_c=$(ip netns pids "$NS_C" | while read -r p; do
   if [[ $(cat /proc/"$p"/comm 2>/dev/null) == orted ]]; then echo "$p"; fi
 done)
@@ -114,4 +118,4 @@ got=$(grep '^result: ' "$WORK/prog.out")
 [[ $got == "$REF" ]] || fail "the migrated job's result differs: '$got', uninterrupted: '$REF'"
 grep -qx 'check: ok' "$WORK/prog.out" || fail "the migrated job's self-check failed"
 ((rc == 0)) || fail "mpirun $(describe_status "$rc")"
-pass "to C frozen at iter $at_there: downtime ${DOWN_THERE}s (address move ${TAKE_THERE}s), total ${TOTAL_THERE}s; back to B live at iter $at_c ($ROUNDS_BACK rounds): downtime ${DOWN_BACK}s, total ${TOTAL_BACK}s; job at iter $at_back after; reference run ${REF_TIME}s"
+pass "$(tr "\n" ";" <"$WORK/takeover.log") to C frozen at iter $at_there: downtime ${DOWN_THERE}s (address move ${TAKE_THERE}s), total ${TOTAL_THERE}s; back to B live at iter $at_c ($ROUNDS_BACK rounds): downtime ${DOWN_BACK}s, total ${TOTAL_BACK}s; job at iter $at_back after; reference run ${REF_TIME}s"

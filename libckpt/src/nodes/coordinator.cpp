@@ -227,8 +227,7 @@ Result<MoveOutcome> migrate_node(const Coordination& c, const std::string& from,
   out.from = from;
   out.to = to;
   const double t0 = now_seconds();
-  if (Status s = send_step(l.conn->w, {kMigrate, uint64_t(src->pid), live ? 1u : 0u, to});
-      !s.ok())
+  if (Status s = send_step(l.conn->w, {kMigrate, uint64_t(src->pid), live ? 1u : 0u, to}); !s.ok())
     return s.error().context(name);
   // The part runs at `from` until the agent says SENT (pre-copy rounds).
   CKPT_ASSIGN(Message m, read_step(l.conn->r, name));
@@ -253,9 +252,10 @@ Result<MoveOutcome> migrate_node(const Coordination& c, const std::string& from,
     (void)send_step(l.conn->w, {kGo});
     (void)read_step(l.conn->r, name);
     if (!back.ok())
-      return make_error(EIO, name + ": " + m.text + "; moving the address back failed too: " +
-                                 back.error().message);
-    return make_error(ECANCELED, name + ": " + m.text + " (the address moved back, the part runs on at " + from + ")");
+      return make_error(EIO, name + ": " + m.text +
+                                 "; moving the address back failed too: " + back.error().message);
+    return make_error(ECANCELED, name + ": " + m.text +
+                                     " (the address moved back, the part runs on at " + from + ")");
   }
   if (m.step != kMoved)
     return make_error(EPROTO, name + ": protocol error: expected MOVED, got " + step_name(m.step));
@@ -273,7 +273,8 @@ Result<MoveOutcome> migrate_node(const Coordination& c, const std::string& from,
   return out;
 }
 
-Status rewrite_nodes(const std::string& path, const std::vector<Node>& nodes, const MoveOutcome& o) {
+Status rewrite_nodes(const std::string& path, const std::vector<Node>& nodes,
+                     const MoveOutcome& o) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::trunc);

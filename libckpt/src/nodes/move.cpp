@@ -91,8 +91,8 @@ Status serve_migrate(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, con
   std::snprintf(text, sizeof text, "%zu %llu %.6f %llu", st->rounds.size(),
                 static_cast<unsigned long long>(st->bytes_total), st->migration_seconds,
                 static_cast<unsigned long long>(st->processes));
-  return send_step(w, {kMoved, uint64_t(st->remote_pid), uint64_t(st->downtime_seconds * 1e6),
-                       text});
+  return send_step(w,
+                   {kMoved, uint64_t(st->remote_pid), uint64_t(st->downtime_seconds * 1e6), text});
 }
 
 Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const Frame& first) {
@@ -147,8 +147,8 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
         std::vector<uint8_t> p;
         migrate::put_u32(p, uint32_t(res->pid));
         CKPT_TRY(w.send(migrate::kRunning, p.data(), p.size()));
-        std::fprintf(stderr, "cr_noded: part restored, root PID %d (%llu processes)\n", res->pid,
-                     static_cast<unsigned long long>(res->processes));
+        std::fprintf(stderr, "cr_noded: part restored in %.3f s, root PID %d (%llu processes)\n",
+                     res->seconds, res->pid, static_cast<unsigned long long>(res->processes));
         break;
       }
       case migrate::kDone:
@@ -156,10 +156,11 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
         return {};
       case migrate::kError:
         if (!committed) sockets::unlock_all(locked);  // the address never stayed here
-        return make_error(ECANCELED, "sender: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
+        return make_error(ECANCELED,
+                          "sender: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
       default:
-        return refuse(make_error(EPROTO, std::string("unexpected frame ") +
-                                             migrate::frame_name(f.type)));
+        return refuse(
+            make_error(EPROTO, std::string("unexpected frame ") + migrate::frame_name(f.type)));
     }
     auto next = r.next();
     if (!next.ok()) {
