@@ -25,7 +25,7 @@ read -r fns fdev <<<"\$(where "\$CKPT_FROM")"
 read -r tns tdev <<<"\$(where "\$CKPT_TO")"
 # The destination must hold its locks before the address arrives (A's
 # retransmissions would meet resets there otherwise).
-rules=\$(ip -n "\$tns" rule show)
+rules=\$(ip -n "\$tns" rule show; ip -n "\$tns" -6 rule show)
 [[ \$rules == *"from $NET.2 "*blackhole* ]] || { echo "takeover: no lock in \$tns: \$rules" >&2; exit 1; }
 ip -n "\$fns" addr del "$NET.2/24" dev "\$fdev" 2>/dev/null || true
 ip -n "\$tns" addr replace "$NET.2/24" dev "\$tdev"

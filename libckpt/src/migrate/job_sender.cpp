@@ -56,6 +56,20 @@ Result<pid_t> wait_running(FrameReader& r) {
   return pid_t(get_u32(f.data));
 }
 
+// Reads the receiver's APPLIED frames up to the one of generation `g`.
+Status wait_applied(FrameReader& r, uint64_t g) {
+  for (;;) {
+    CKPT_ASSIGN(Frame f, r.next());
+    if (f.type == kError)
+      return make_error(ECONNABORTED,
+                        "receiver: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
+    if (f.type != kApplied || f.len != 8)
+      return make_error(EBADMSG,
+                        std::string("protocol error: expected APPLIED, got ") + frame_name(f.type));
+    if (get_u64(f.data) == g) return {};
+  }
+}
+
 }  // namespace
 
 Result<MigrateStats> migrate_job(const MigrateOptions& opts) {
@@ -117,7 +131,12 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHoo
       const uint64_t g = std::stoull(gen_dir.substr(gen_dir.rfind('-') + 1));
       CKPT_TRY(send_job_generation(w, gen_dir, g));
       t_sent = now_seconds();
-      if (hooks.before_commit) CKPT_TRY(hooks.before_commit(gen_dir));
+      if (hooks.before_commit) {
+        // The destination holds the generation (and did what it does on
+        // receipt: a node agent locks the connections) before the hook.
+        CKPT_TRY(wait_applied(r, g));
+        CKPT_TRY(hooks.before_commit(gen_dir));
+      }
       std::vector<uint8_t> p;
       put_u64(p, g);
       Status committed = w.send(kCommit, p.data(), p.size());

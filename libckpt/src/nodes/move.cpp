@@ -129,6 +129,9 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
           if (Status s = sockets::lock_connection(c); !s.ok()) return refuse(s.error());
           locked.push_back(c);
         }
+        std::fprintf(stderr,
+                     "cr_noded: generation %llu received, %zu connections to other nodes locked\n",
+                     static_cast<unsigned long long>(done), locked.size());
         std::vector<uint8_t> p;
         migrate::put_u64(p, done);
         CKPT_TRY(w.send(migrate::kApplied, p.data(), p.size()));
