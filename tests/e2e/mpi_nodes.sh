@@ -13,7 +13,9 @@
 # uninterrupted result line. ACTION "replace": the nodes hang off a bridge
 # (a third namespace), and after the kill node B is gone (its namespace
 # deleted): a spare namespace crnC<pid> takes over B's address, its own
-# cr_noded gets B's checkpoint set, and B's part restarts there. Prints
+# cr_noded gets B's checkpoint set, and B's part restarts there. ACTION
+# "move": no checkpoint and no kill; B's part is migrated to spare C while
+# the job runs and back (cr_job migrate, mpi_nodes_move.sh). Prints
 # PASS/FAIL with the measured times;
 # exit 77 = skip (no Open MPI, no network namespaces).
 # E2E_MPI_MIB (default 64), E2E_MPI_ITERS (300), E2E_MPI_MIN_MS (200): as mpi.sh.
