@@ -1,6 +1,6 @@
-// cr_job checkpoint|restart --nodes FILE --token FILE: a coordinated
-// checkpoint or restart of a job across nodes through their cr_noded agents
-// (docs/nodes.md).
+// cr_job checkpoint|restart|migrate --nodes FILE --token FILE: a coordinated
+// checkpoint or restart of a job across nodes through their cr_noded agents,
+// or one node's part moved to another agent (docs/nodes.md).
 #include "common/cli.hpp"
 #include "nodes/coordinator.hpp"
 
@@ -26,11 +26,47 @@ int main(int argc, char** argv) {
   auto* rs = app.add_subcommand("restart", "restore every node's part, then release them together");
   common(rs);
   rs->add_option("--generation", generation, "the generation to restore (default: the newest)");
+  auto* mg = app.add_subcommand(
+      "migrate", "move one node's part to another agent while the other parts run on");
+  common(mg);
+  std::string from, to, takeover;
+  bool live = false;
+  mg->add_option("--node", from, "the agent (HOST:PORT, as in the node file) whose part moves")
+      ->required();
+  mg->add_option("--to", to, "the destination agent, HOST:PORT")->required();
+  mg->add_option("--takeover", takeover,
+                 "shell command that moves the part's address from $CKPT_FROM to $CKPT_TO "
+                 "(run once the part is frozen with its state there; run with the two swapped "
+                 "if the destination fails afterwards)")
+      ->required();
+  mg->add_flag("--live", live, "pre-copy rounds while the part runs (default: frozen)");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   auto list = ckpt::nodes::read_nodes(nodes);
   if (!list.ok()) return ckpt::cli::fail("cr_job", list.error());
   c.nodes = *list;
+  if (mg->parsed()) {
+    auto m = ckpt::nodes::migrate_node(c, from, to, live, takeover);
+    if (!m.ok()) return ckpt::cli::fail("cr_job", m.error());
+    // The node file follows the part, for the next checkpoint or migration.
+    if (auto s = ckpt::nodes::rewrite_nodes(nodes, c.nodes, *m); !s.ok())
+      return ckpt::cli::fail("cr_job", s.error());
+    if (json) {
+      nlohmann::json j{{"action", live ? "migrate-live" : "migrate-frozen"},
+                       {"from", m->from},
+                       {"to", m->to},
+                       {"pid", m->pid},
+                       {"processes", m->processes},
+                       {"rounds", m->rounds},
+                       {"bytes", m->bytes},
+                       {"downtime_seconds", m->downtime_seconds},
+                       {"takeover_seconds", m->takeover_seconds},
+                       {"migration_seconds", m->migration_seconds},
+                       {"total_seconds", m->total_seconds}};
+      ckpt::cli::print_json(j);
+    }
+    return 0;
+  }
   const bool checkpoint = ck->parsed();
   auto r = checkpoint ? ckpt::nodes::coordinated_checkpoint(c, !incremental)
                       : ckpt::nodes::coordinated_restart(c, generation);

@@ -13,7 +13,9 @@
 # uninterrupted result line. ACTION "replace": the nodes hang off a bridge
 # (a third namespace), and after the kill node B is gone (its namespace
 # deleted): a spare namespace crnC<pid> takes over B's address, its own
-# cr_noded gets B's checkpoint set, and B's part restarts there. Prints
+# cr_noded gets B's checkpoint set, and B's part restarts there. ACTION
+# "move": no checkpoint and no kill; B's part is migrated to spare C while
+# the job runs and back (cr_job migrate, mpi_nodes_move.sh). Prints
 # PASS/FAIL with the measured times;
 # exit 77 = skip (no Open MPI, no network namespaces).
 # E2E_MPI_MIB (default 64), E2E_MPI_ITERS (300), E2E_MPI_MIN_MS (200): as mpi.sh.
@@ -35,6 +37,7 @@ NS_B=crnB$$
 NS_C=crnC$$
 NS_S=crnS$$
 NET=10.249.$(($$ % 250))
+MNET=10.248.$(($$ % 250))
 PORT=$((21000 + $$ % 20000))
 pass() {
   echo "PASS $NAME${1:+ ($1)}"
@@ -75,6 +78,16 @@ trap cleanup EXIT
 case $ACTION in
   restart) netns_pair "$NS_A" "$NS_B" "$NET" "crn$$" || skip "$NETNS_WHY" ;;
   replace) netns_switch "$NS_S" "$NET" "crn$$" "$NS_A" "$NS_B" || skip "$NETNS_WHY" ;;
+  move)
+    # The agents listen on addresses of their own (MNET, not the job's
+    # subnet, so Open MPI never uses them) that stay when B's job address
+    # moves to spare C and back.
+    netns_switch "$NS_S" "$NET" "crn$$" "$NS_A" "$NS_B" || skip "$NETNS_WHY"
+    ip -n "$NS_A" addr add "$MNET.1/24" dev "crn$$1-n"
+    ip -n "$NS_B" addr add "$MNET.2/24" dev "crn$$2-n"
+    ip netns add "$NS_C"
+    netns_attach "$NS_S" "$NS_C" "$MNET.3" "crn$$"c || skip "$NETNS_WHY"
+    ;;
   *)
     echo "unknown action $ACTION" >&2
     exit 2
@@ -127,10 +140,12 @@ find "$JOB_TMP" -mindepth 1 -delete
 # The agents, one per node.
 head -c 32 /dev/urandom >"$WORK/token"
 chmod 600 "$WORK/token"
+AGENT_NET=$NET
+[[ $ACTION == move ]] && AGENT_NET=$MNET
 for n in A B; do
   ns=NS_$n
-  addr=$NET.1
-  [[ $n == B ]] && addr=$NET.2
+  addr=$AGENT_NET.1
+  [[ $n == B ]] && addr=$AGENT_NET.2
   start_noded "${!ns}" "$addr:$PORT" "$WORK/token" "$WORK/ck$n" "$WORK/noded$n.err" DAEMONS
 done
 
@@ -154,7 +169,7 @@ ROOTS+=("$SHELL_B" "$ORTED")
 [[ $(ip netns identify "$ORTED") == "$NS_B" ]] || fail "orted $ORTED is not in $NS_B"
 nb=$(($(wc -w <<<"$(cat /proc/"$ORTED"/task/*/children)")))
 ((nb == 2)) || fail "orted on B has $nb children, not 2 ranks"
-printf '%s:%s %s\n%s:%s %s\n' "$NET.1" "$PORT" "$MPIRUN" "$NET.2" "$PORT" "$ORTED" >"$WORK/nodes"
+printf '%s:%s %s\n%s:%s %s\n' "$AGENT_NET.1" "$PORT" "$MPIRUN" "$AGENT_NET.2" "$PORT" "$ORTED" >"$WORK/nodes"
 last_iter() { grep '^iter ' "$WORK/prog.out" | tail -n 1 | awk '{ print $2 }'; }
 tree_pids() {
   local c
@@ -166,6 +181,10 @@ job() { # cr_job ARGS, run on node A (the launch node): its JSON in $WORK/job.ou
   timeout 300 ip netns exec "$NS_A" "$BIN_DIR/cr_job" "$@" --nodes "$WORK/nodes" --token "$WORK/token" --json \
     </dev/null >"$WORK/job.out" 2>"$WORK/job.err"
 }
+if [[ $ACTION == move ]]; then
+  # shellcheck source=mpi_nodes_move.sh
+  source "$HERE/mpi_nodes_move.sh"
+fi
 # A round that a node fails (B's PID is a process that is gone) is aborted
 # on every node: A's part runs on, untraced, and no generation appears.
 true &

@@ -23,6 +23,14 @@ if(LIBCKPT_MPICC_OPENMPI)
     set_tests_properties(e2e.nodes.mpi.cg_mpi.${action} PROPERTIES
       LABELS "e2e;mpi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 900)
   endforeach()
+  # "move": B's part migrated to spare C (frozen) and back (live) while A's
+  # part runs on; C takes over B's address (mpi_nodes_move.sh). Smaller job
+  # than the other cases (CI time).
+  add_test(NAME e2e.nodes.mpi.cg_mpi.move
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi_nodes.sh ${CMAKE_BINARY_DIR}/bin cg_mpi move)
+  set_tests_properties(e2e.nodes.mpi.cg_mpi.move PROPERTIES
+    LABELS "e2e;mpi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 300
+    ENVIRONMENT "E2E_MPI_MIB=32;E2E_MPI_ITERS=150;E2E_MPI_MIN_MS=100")
 endif()
 # nodes_bad_input.sh: cr_job/cr_noded refusals (node file, unreachable agent,
 # wrong token, a node whose process is gone), the targets left running.

@@ -351,7 +351,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
         (void)frozen->release();
         return s.error();
       }
-    const Status parked = outside.park(live);  // closed silently by the kill
+    const Status parked = outside.park(live, opts.tcp_established);  // closed silently by the kill
     CKPT_TRY(frozen->kill());
     t_released = now_seconds();
     if (!parked.ok())

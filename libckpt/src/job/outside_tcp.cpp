@@ -23,16 +23,22 @@ void OutsideTcp::unlock() {
   conns_.clear();
 }
 
-Status OutsideTcp::park(const std::vector<dump::MemberDump*>& dumps) {
+Status OutsideTcp::park(const std::vector<dump::MemberDump*>& dumps, bool inside_too) {
   // Every connection is tried: the job is killed next whatever happens.
   Status first;
   for (const dump::MemberDump* d : dumps)
-    for (const image::FileRecord& f : d->meta.files)
-      if (sockets::is_outside(f) && f.dup_of == -1) {
-        Status s = sockets::lock_connection(sockets::connection_of(f));  // made since lock()
-        if (s.ok()) s = sockets::park_connection(d->pid(), f.fd);
-        if (!s.ok() && first.ok()) first = s;
-      }
+    for (const image::FileRecord& f : d->meta.files) {
+      if (f.dup_of != -1 || !sockets::is_established(f)) continue;
+      if (!inside_too && !sockets::is_outside(f)) continue;
+      // Connections inside the job too: killed in repair mode they vanish
+      // without a FIN, which would otherwise leave a closing socket holding
+      // the connection's ports (for ever when the address moved away with
+      // the job: cr_job migrate) where the job may be restored again.
+      Status s;
+      if (sockets::is_outside(f)) s = sockets::lock_connection(sockets::connection_of(f));
+      if (s.ok()) s = sockets::park_connection(d->pid(), f.fd);
+      if (!s.ok() && first.ok()) first = s;
+    }
   conns_.clear();  // the locks outlive this checkpoint
   return first;
 }

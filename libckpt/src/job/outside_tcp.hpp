@@ -28,8 +28,9 @@ class OutsideTcp {
   void unlock();
   // The job is about to be killed (kill_after): every saved outside
   // connection goes into repair mode, so the kill closes it silently, and
-  // the locks stay until the restore rebuilds the connections.
-  Status park(const std::vector<dump::MemberDump*>& dumps);
+  // the locks stay until the restore rebuilds the connections. `inside_too`:
+  // the connections between members as well (no FIN, no closing leftover).
+  Status park(const std::vector<dump::MemberDump*>& dumps, bool inside_too);
 
   size_t count() const { return conns_.size(); }
 

@@ -4,6 +4,7 @@
 
 #include <ckpt/migrate.hpp>
 #include <ckpt/result.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,5 +31,16 @@ struct SenderLink {
 Result<std::unique_ptr<SenderLink>> open_link(const MigrateOptions& opts);
 // cr_migrate --tree: the job of opts.pid (migrate/job_sender.cpp).
 Result<MigrateStats> migrate_job(const MigrateOptions& opts);
+
+// A node agent's migration of its part of a job across nodes (nodes/move):
+// the final generation is delivered and the part frozen (its connections
+// to other nodes locked) when `before_commit` runs; an error from it
+// releases the part untouched. `commit_failed`: the destination failed
+// after COMMIT; called before the part is released.
+struct JobMigrateHooks {
+  std::function<Status(const std::string& gen_dir)> before_commit;
+  std::function<void(const Error&)> commit_failed;
+};
+Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHooks& hooks);
 
 }  // namespace ckpt::migrate

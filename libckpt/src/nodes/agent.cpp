@@ -6,6 +6,7 @@
 #include "image/store.hpp"
 #include "job/round_hooks.hpp"
 #include "migrate/handshake.hpp"
+#include "nodes/move.hpp"
 #include "nodes/wire.hpp"
 #include "restore/restore_held.hpp"
 #include "util/clock.hpp"
@@ -16,22 +17,6 @@ namespace {
 
 using migrate::FrameReader;
 using migrate::FrameWriter;
-
-// Reports `step` and waits for GO; ABORT (or anything else) is an error.
-Status report_and_wait(FrameWriter& w, FrameReader& r, Message m) {
-  CKPT_TRY(send_step(w, m));
-  CKPT_ASSIGN(Message next, read_step(r, "cr_job"));
-  if (next.step == kGo) return {};
-  if (next.step == kAbort)
-    return make_error(ECANCELED, "aborted by cr_job" + (next.text.empty() ? "" : ": " + next.text));
-  return make_error(EPROTO,
-                    std::string("protocol error: expected GO, got ") + step_name(next.step));
-}
-
-Status fail(FrameWriter& w, const Error& e) {
-  (void)send_step(w, {kFailed, 0, 0, e.message});
-  return e;
-}
 
 Status checkpoint(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const Message& req) {
   CheckpointOptions o;
@@ -78,7 +63,10 @@ Status serve_session(int fd, const AgentConfig& cfg) {
   std::vector<uint8_t> ok(proof.begin(), proof.end());
   migrate::put_u64(ok, 1);
   CKPT_TRY(w.send(migrate::kAuthOk, ok.data(), ok.size()));
-  CKPT_ASSIGN(Message req, read_step(r, "cr_job"));
+  CKPT_ASSIGN(migrate::Frame first, r.next());
+  if (first.type == migrate::kJobBegin) return serve_incoming(w, r, cfg, first);  // another agent
+  CKPT_ASSIGN(Message req, parse_step(first, "cr_job"));
+  if (req.step == kMigrate) return serve_migrate(w, r, cfg, req);
   if (req.step == kCheckpoint) return checkpoint(w, r, cfg, req);
   if (req.step == kRestore) return restore(w, r, cfg, req);
   return fail(w, make_error(EPROTO, std::string("unexpected request ") + step_name(req.step)));

@@ -13,6 +13,7 @@ namespace ckpt::nodes {
 struct AgentConfig {
   std::string dir;             // this node's checkpoint set
   std::vector<uint8_t> token;  // shared with cr_job
+  std::string token_file;      // the same, for a migration to another agent
   double timeout = 60;         // per read from the coordinator
 };
 

@@ -1,6 +1,10 @@
 // cr_job's coordination of the node agents (coordinator.hpp).
 #include "nodes/coordinator.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -179,6 +183,113 @@ Result<RoundOutcome> coordinated_restart(const Coordination& c, uint64_t generat
     out.nodes.push_back(n);
   }
   return out;
+}
+
+namespace {
+
+// `cmd` by /bin/sh with CKPT_FROM and CKPT_TO; its failure named.
+Status run_takeover(const std::string& cmd, const std::string& from, const std::string& to) {
+  const pid_t child = ::fork();
+  if (child < 0) return sys_error("fork");
+  if (child == 0) {
+    ::setenv("CKPT_FROM", from.c_str(), 1);
+    ::setenv("CKPT_TO", to.c_str(), 1);
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int st = 0;
+  while (::waitpid(child, &st, 0) < 0)
+    if (errno != EINTR) return sys_error("waitpid");
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return {};
+  return make_error(EIO, "the takeover command (" + from + " -> " + to + ") " +
+                             (WIFEXITED(st) ? "exited with " + std::to_string(WEXITSTATUS(st))
+                                            : "ended by signal " + std::to_string(WTERMSIG(st))));
+}
+
+}  // namespace
+
+Result<MoveOutcome> migrate_node(const Coordination& c, const std::string& from,
+                                 const std::string& to, bool live, const std::string& takeover) {
+  const Node* src = nullptr;
+  for (const Node& n : c.nodes)
+    if (n.addr == from) src = &n;
+  if (!src) return make_error(EINVAL, "node " + from + " is not in the node file");
+  if (src->pid <= 0) return make_error(EINVAL, "node " + from + ": no PID of its part given");
+  for (const Node& n : c.nodes)
+    if (n.addr == to) return make_error(EINVAL, "node " + to + " already holds a part of the job");
+  if (takeover.empty()) return make_error(EINVAL, "no takeover command given");
+  Coordination one = c;
+  one.nodes = {*src};
+  CKPT_ASSIGN(std::vector<Link> links, connect_all(one));
+  Link& l = links[0];
+  const std::string name = "node " + from;
+  MoveOutcome out;
+  out.from = from;
+  out.to = to;
+  const double t0 = now_seconds();
+  if (Status s = send_step(l.conn->w, {kMigrate, uint64_t(src->pid), live ? 1u : 0u, to}); !s.ok())
+    return s.error().context(name);
+  // The part runs at `from` until the agent says SENT (pre-copy rounds).
+  CKPT_ASSIGN(Message m, read_step(l.conn->r, name));
+  if (m.step == kFailed)
+    return make_error(ECANCELED, name + ": " + m.text + " (the part runs on there)");
+  if (m.step != kSent)
+    return make_error(EPROTO, name + ": protocol error: expected SENT, got " + step_name(m.step));
+  const double t_take = now_seconds();
+  if (Status s = run_takeover(takeover, from, to); !s.ok()) {
+    (void)run_takeover(takeover, to, from);  // whatever it did, undone as far as it goes
+    (void)send_step(l.conn->w, {kAbort, 0, 0, s.error().message});
+    (void)read_step(l.conn->r, name);
+    return make_error(s.error().code, s.error().message + " (the part runs on at " + from + ")");
+  }
+  out.takeover_seconds = now_seconds() - t_take;
+  if (Status s = send_step(l.conn->w, {kGo}); !s.ok()) return s.error().context(name);
+  CKPT_ASSIGN(m, read_step(l.conn->r, name));
+  if (m.step == kFailed) {
+    // The destination failed once it had the address: back to the source,
+    // then the part there is released.
+    Status back = run_takeover(takeover, to, from);
+    (void)send_step(l.conn->w, {kGo});
+    (void)read_step(l.conn->r, name);
+    if (!back.ok())
+      return make_error(EIO, name + ": " + m.text +
+                                 "; moving the address back failed too: " + back.error().message);
+    return make_error(ECANCELED, name + ": " + m.text +
+                                     " (the address moved back, the part runs on at " + from + ")");
+  }
+  if (m.step != kMoved)
+    return make_error(EPROTO, name + ": protocol error: expected MOVED, got " + step_name(m.step));
+  out.total_seconds = now_seconds() - t0;
+  out.pid = pid_t(m.a);
+  out.downtime_seconds = double(m.b) / 1e6;
+  unsigned long long rounds = 0, bytes = 0, procs = 0;
+  double secs = 0;
+  if (std::sscanf(m.text.c_str(), "%llu %llu %lf %llu", &rounds, &bytes, &secs, &procs) == 4) {
+    out.rounds = rounds;
+    out.bytes = bytes;
+    out.migration_seconds = secs;
+    out.processes = procs;
+  }
+  return out;
+}
+
+Status rewrite_nodes(const std::string& path, const std::vector<Node>& nodes,
+                     const MoveOutcome& o) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!f) return make_error(EIO, "cannot write " + tmp);
+    for (const Node& n : nodes) {
+      const bool moved = n.addr == o.from;
+      f << (moved ? o.to : n.addr);
+      const pid_t pid = moved ? o.pid : n.pid;
+      if (pid > 0) f << ' ' << pid;
+      f << '\n';
+    }
+    if (!f.flush()) return make_error(EIO, "cannot write " + tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return sys_error("renaming " + tmp);
+  return {};
 }
 
 }  // namespace ckpt::nodes

@@ -53,4 +53,26 @@ Result<RoundOutcome> coordinated_checkpoint(const Coordination& c, bool full);
 // mode), then released together; the generation must be the same on all.
 Result<RoundOutcome> coordinated_restart(const Coordination& c, uint64_t generation);
 
+struct MoveOutcome {
+  std::string from, to;  // the agents
+  pid_t pid = 0;         // the part's root there
+  uint64_t rounds = 0, bytes = 0, processes = 0;
+  double downtime_seconds = 0;   // the source's final freeze until the part ran there
+  double migration_seconds = 0;  // as the source measured it
+  double takeover_seconds = 0;   // the address move (the --takeover command)
+  double total_seconds = 0;
+};
+
+// Moves the part of node `from` (an agent of c.nodes) to the agent `to`
+// while the other nodes' parts run on. Once the part is frozen with its
+// state at `to`, `takeover` (a shell command, CKPT_FROM and CKPT_TO set to
+// the two agents) moves the address; if the destination fails after that,
+// it runs again with the two swapped before the part is released. Any
+// failure leaves the part running at `from`.
+Result<MoveOutcome> migrate_node(const Coordination& c, const std::string& from,
+                                 const std::string& to, bool live, const std::string& takeover);
+
+// The node file with `o.from`'s line replaced by `o.to` and its new PID.
+Status rewrite_nodes(const std::string& path, const std::vector<Node>& nodes, const MoveOutcome& o);
+
 }  // namespace ckpt::nodes

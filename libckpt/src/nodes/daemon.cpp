@@ -57,6 +57,7 @@ Status run_daemon(const DaemonOptions& opts) {
   AgentConfig cfg;
   cfg.dir = opts.dir;
   cfg.timeout = opts.timeout;
+  cfg.token_file = opts.token_file;
   CKPT_ASSIGN(cfg.token, migrate::load_token(opts.token_file));
   CKPT_TRY(image::ensure_dir(opts.dir));
   CKPT_ASSIGN(UniqueFd lfd, listen_on(opts.listen));

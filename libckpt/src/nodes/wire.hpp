@@ -17,6 +17,7 @@ enum Step : uint32_t {
   kGo = 2,          // go on to the next step
   kAbort = 3,       // abort the round: release, make nothing visible
   kRestore = 4,     // a = generation (0: newest)
+  kMigrate = 5,     // a = root PID of the part, b = 1 live / 0 frozen, text = destination agent
   // agent -> coordinator
   kFrozen = 10,     // every process frozen, connections between nodes locked
   kCaptured = 11,   // state and memory copied; released at the next kGo
@@ -25,6 +26,8 @@ enum Step : uint32_t {
   kReady = 14,      // a = generation, b = root PID: built, held in repair mode
   kRunning = 15,    // a = root PID: released
   kFailed = 16,     // text: the one-line cause; the round is aborted on this node
+  kSent = 17,       // migrate: final generation delivered, part frozen: move the address
+  kMoved = 18,      // migrate: a = PID there, b = downtime microseconds; text: stats
 };
 const char* step_name(uint32_t s);
 
@@ -37,5 +40,12 @@ struct Message {
 Status send_step(migrate::FrameWriter& w, const Message& m);
 // The next step (an ERROR frame or a closed connection is an error).
 Result<Message> read_step(migrate::FrameReader& r, const std::string& peer);
+// An agent's report of `m`, then the coordinator's GO (ABORT or anything
+// else is an error).
+Status report_and_wait(migrate::FrameWriter& w, migrate::FrameReader& r, Message m);
+// Reports FAILED with e's message and returns e.
+Status fail(migrate::FrameWriter& w, const Error& e);
+// A NODE_STEP frame already read.
+Result<Message> parse_step(const migrate::Frame& f, const std::string& peer);
 
 }  // namespace ckpt::nodes

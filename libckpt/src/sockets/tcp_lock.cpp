@@ -160,6 +160,11 @@ Status park_connection(pid_t pid, int fd) {
   return {};
 }
 
+bool is_established(const image::FileRecord& f) {
+  return f.kind == image::FileKind::kTcp && f.params.size() >= image::kTcpParams &&
+         f.params[image::kTcpState] == TCP_ESTABLISHED;
+}
+
 bool is_outside(const image::FileRecord& f) {
   return f.kind == image::FileKind::kTcp && f.params.size() >= image::kTcpParams &&
          f.params[image::kTcpState] == TCP_ESTABLISHED &&

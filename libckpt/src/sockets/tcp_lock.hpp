@@ -49,6 +49,8 @@ Status park_connection(pid_t pid, int fd);
 
 // The connection of a TCP record whose peer was outside the job.
 bool is_outside(const image::FileRecord& f);
+// An established TCP connection (inside the job or not).
+bool is_established(const image::FileRecord& f);
 Connection connection_of(const image::FileRecord& f);
 
 }  // namespace ckpt::sockets

@@ -1,0 +1,177 @@
+// One node's part of a job moved to another node's agent (move.hpp).
+#include "nodes/move.hpp"
+
+#include <ftw.h>
+#include <unistd.h>
+
+#include <ckpt/ckpt.hpp>
+#include <ckpt/migrate.hpp>
+#include <cstdio>
+
+#include "image/job_image.hpp"
+#include "image/reader.hpp"
+#include "image/store.hpp"
+#include "job/generation.hpp"
+#include "migrate/job_stream.hpp"
+#include "migrate/sender_link.hpp"
+#include "restore/restore_held.hpp"
+
+namespace ckpt::nodes {
+
+namespace {
+
+using migrate::Frame;
+using migrate::FrameReader;
+using migrate::FrameWriter;
+
+void remove_tree(const std::string& dir) {
+  ::nftw(
+      dir.c_str(),
+      [](const char* p, const struct stat*, int type, FTW*) {
+        return type == FTW_DP ? ::rmdir(p) : ::unlink(p);
+      },
+      16, FTW_DEPTH | FTW_PHYS);
+}
+
+bool same(const sockets::Connection& a, const sockets::Connection& b) {
+  return a.local == b.local && a.peer == b.peer;
+}
+
+}  // namespace
+
+Result<std::vector<sockets::Connection>> outside_of_generation(const std::string& gen_dir) {
+  CKPT_ASSIGN(image::JobMeta jm, job::read_job_or_root(gen_dir));
+  std::vector<sockets::Connection> out;
+  const pid_t root = jm.members[0].pid;
+  for (const image::JobMember& m : jm.members) {
+    if (m.zombie()) continue;
+    CKPT_ASSIGN(auto rd, image::SnapshotReader::open(image::member_dir(gen_dir, m.pid, root)));
+    for (const image::FileRecord& f : rd->meta().files)
+      if (sockets::is_outside(f)) out.push_back(sockets::connection_of(f));
+  }
+  return out;
+}
+
+Status serve_migrate(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const Message& req) {
+  MigrateOptions o;
+  o.to = req.text;
+  o.token_file = cfg.token_file;
+  o.pid = pid_t(req.a);
+  o.tree = true;
+  o.live = req.b == 1;
+  o.tcp_established = true;  // the connections to the other nodes' parts
+  o.timeout_seconds = cfg.timeout;
+  if (o.pid <= 0) return fail(w, make_error(EINVAL, "no root PID given"));
+  if (o.to.empty()) return fail(w, make_error(EINVAL, "no destination agent given"));
+  std::vector<sockets::Connection> moved;
+  bool reported = false;
+  migrate::JobMigrateHooks hooks;
+  hooks.before_commit = [&](const std::string& gen_dir) -> Status {
+    if (auto c = outside_of_generation(gen_dir); c.ok()) moved = std::move(*c);
+    // The part is frozen, its connections locked here, its state at the
+    // destination: cr_job moves the address now and says GO.
+    return report_and_wait(w, r, {kSent});
+  };
+  hooks.commit_failed = [&](const Error& e) {
+    // The address is at the destination: cr_job moves it back (GO) before
+    // the part is released here.
+    (void)send_step(w, {kFailed, 0, 0, "destination " + o.to + ": " + e.message});
+    (void)read_step(r, "cr_job");
+    reported = true;
+  };
+  auto st = migrate::migrate_job(o, hooks);
+  if (!st.ok()) {
+    if (reported) return st.error();
+    return fail(w, st.error().context("to " + o.to));
+  }
+  // The connections live at the destination now (the address went with
+  // them); this node's parked copies are gone with the killed part.
+  sockets::unlock_all(moved);
+  char text[160];
+  std::snprintf(text, sizeof text, "%zu %llu %.6f %llu", st->rounds.size(),
+                static_cast<unsigned long long>(st->bytes_total), st->migration_seconds,
+                static_cast<unsigned long long>(st->processes));
+  return send_step(w,
+                   {kMoved, uint64_t(st->remote_pid), uint64_t(st->downtime_seconds * 1e6), text});
+}
+
+Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const Frame& first) {
+  std::string staging = cfg.dir + "/.incoming-XXXXXX";
+  if (!::mkdtemp(staging.data())) return sys_error("creating " + staging);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { remove_tree(dir); }
+  } cleanup{staging};
+  auto refuse = [&](const Error& e) -> Status {
+    (void)w.send(migrate::kError, e.message.data(), std::min<size_t>(e.message.size(), 4000));
+    return e;
+  };
+  migrate::JobIncoming in(staging, 1);
+  // Locked here before the address arrives: until the restore rebuilds a
+  // connection, the other node's retransmissions must not meet a reset.
+  std::vector<sockets::Connection> locked;
+  bool committed = false;
+  Frame f = first;
+  for (;;) {
+    switch (f.type) {
+      case migrate::kJobBegin:
+      case migrate::kJobFile:
+      case migrate::kJobEnd: {
+        uint64_t done = 0;
+        if (Status s = in.on_frame(f, &done); !s.ok()) return refuse(s.error());
+        if (!done) break;
+        auto conns = outside_of_generation(image::generation_dir(staging, done));
+        if (!conns.ok()) return refuse(conns.error());
+        for (const sockets::Connection& c : *conns) {
+          bool have = false;
+          for (const sockets::Connection& l : locked) have = have || same(l, c);
+          if (have) continue;
+          if (Status s = sockets::lock_connection(c); !s.ok()) return refuse(s.error());
+          locked.push_back(c);
+        }
+        std::fprintf(stderr,
+                     "cr_noded: generation %llu received, %zu connections to other nodes locked\n",
+                     static_cast<unsigned long long>(done), locked.size());
+        std::vector<uint8_t> p;
+        migrate::put_u64(p, done);
+        CKPT_TRY(w.send(migrate::kApplied, p.data(), p.size()));
+        break;
+      }
+      case migrate::kCommit: {
+        if (f.len != 8 || committed) return refuse(make_error(EPROTO, "unexpected COMMIT"));
+        RestoreOptions o;
+        o.dir = staging;
+        o.generation = migrate::get_u64(f.data);
+        // The locks stay on failure: the address may be here until cr_job
+        // moves it back, and the other node must not see a reset meanwhile.
+        auto res = restore::restore_held(o, nullptr);
+        if (!res.ok()) return refuse(res.error().context("restoring the part"));
+        committed = true;
+        std::vector<uint8_t> p;
+        migrate::put_u32(p, uint32_t(res->pid));
+        CKPT_TRY(w.send(migrate::kRunning, p.data(), p.size()));
+        std::fprintf(stderr, "cr_noded: part restored in %.3f s, root PID %d (%llu processes)\n",
+                     res->seconds, res->pid, static_cast<unsigned long long>(res->processes));
+        break;
+      }
+      case migrate::kDone:
+        if (!committed) return make_error(EPROTO, "DONE before COMMIT");
+        return {};
+      case migrate::kError:
+        if (!committed) sockets::unlock_all(locked);  // the address never stayed here
+        return make_error(ECANCELED,
+                          "sender: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
+      default:
+        return refuse(
+            make_error(EPROTO, std::string("unexpected frame ") + migrate::frame_name(f.type)));
+    }
+    auto next = r.next();
+    if (!next.ok()) {
+      if (!committed) sockets::unlock_all(locked);
+      return next.error().context("the sending agent");
+    }
+    f = *next;
+  }
+}
+
+}  // namespace ckpt::nodes
