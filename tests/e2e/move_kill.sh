@@ -43,7 +43,7 @@ source "$HERE/netns.sh"
 BIN_DIR=$(cd "$1" && pwd)
 MODE=$2
 TRIALS=$3
-PRELOAD=$4
+PRELOAD=$(realpath "$4")
 PROG_DIR=${E2E_PROG_DIR:-$BIN_DIR/e2e}
 [[ $MODE == cr_pause || $MODE == cr_migrate-frozen || $MODE == cr_migrate-live || $MODE == cr_recv ]] || exit 2
 [[ -f $PRELOAD ]] || {
@@ -66,7 +66,7 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-move-kill.XXXXXX")
 chmod 755 "$WORK"
 PORT=$((21000 + $$ % 20000))
 T_MIB=32
-[[ $MODE == cr_pause ]] && T_MIB=8 # its steps (injected calls) barely depend on the size
+T_MIB=8 # the steps (injected calls) barely depend on the size; the time does
 RECVS=()
 cleanup() {
   local p
@@ -250,6 +250,8 @@ trial() {
   [[ $MODE != cr_recv ]] && ((rc == 137)) && kills=$((kills + 1))
   local what="$MODE killed at $how $arg" st
   st=$(proc_state "$PID")
+  # (A source that ends by itself right now has no mask to read: ended.)
+  [[ -n $(sigblk "$PID") ]] || st=-
   local -a cps
   if [[ $MODE == cr_pause ]]; then
     cps=()
