@@ -14,6 +14,7 @@
 #include "dump/precopy_rule.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sender_link.hpp"
+#include "proc/freeze.hpp"
 #include "util/clock.hpp"
 
 namespace ckpt {
@@ -177,6 +178,11 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
       std::vector<uint8_t> p;
       put_u64(p, spec.generation);
       CKPT_TRY(w.send(kCommit, p.data(), p.size()));
+      // The destination may start the process from now on: if this tool
+      // dies before it kills the source, the source dies too instead of
+      // running twice (a refusal by the receiver still releases it: the
+      // detach clears this). Best effort: failing here changes nothing else.
+      (void)proc::die_with_tracer(opts.pid);
       Frame f;
       do {  // acknowledgments of earlier generations may come first
         CKPT_ASSIGN(f, r.next());

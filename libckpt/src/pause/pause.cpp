@@ -199,7 +199,13 @@ Result<PauseStats> pause_process(const PauseOptions& opts) {
   st.pid = opts.pid;
 
   pause::InPlaceStats ips;
-  Status s = roll_back(opts.pid, chain, plan, tracked ? &candidates : nullptr, &ips);
+  // The point of no return: from the first change on, the process is
+  // neither what it was nor the checkpoint until the rollback is over. If
+  // cr_pause dies in between, the process dies with it (its chain is
+  // intact: cr_restart brings the rolled-back state back, docs/security.md)
+  // rather than run on half rolled back.
+  Status s = proc::die_with_tracer(opts.pid);
+  if (s.ok()) s = roll_back(opts.pid, chain, plan, tracked ? &candidates : nullptr, &ips);
   if (s.ok()) s = fp->release();
   st.pages_compared = ips.pages_compared;
   st.pages_written = ips.pages_written;

@@ -143,6 +143,21 @@ Status FrozenProcess::kill() {
   return {};
 }
 
+Status die_with_tracer(pid_t pid) {
+  CKPT_ASSIGN(std::vector<pid_t> tids, list_tasks(pid));
+  // The options seize_thread set, plus EXITKILL (PTRACE_SETOPTIONS replaces them all).
+  const long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL;
+  for (pid_t tid : tids) {
+    if (::ptrace(PTRACE_SETOPTIONS, tid, nullptr, (void*)(opts | PTRACE_O_SUSPEND_SECCOMP)) == 0)
+      continue;
+    if ((errno == EPERM || errno == EINVAL) &&
+        ::ptrace(PTRACE_SETOPTIONS, tid, nullptr, (void*)opts) == 0)
+      continue;
+    return sys_error("making thread " + std::to_string(tid) + " die with its tracer");
+  }
+  return {};
+}
+
 FrozenProcess::~FrozenProcess() {
   (void)release();
 }

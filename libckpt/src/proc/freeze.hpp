@@ -42,4 +42,12 @@ class FrozenProcess {
   bool released_ = false;
 };
 
+// From now on every thread of `pid` (held by us through FrozenProcess) dies
+// if the calling process dies (PTRACE_O_EXITKILL): set at a tool's point of
+// no return, after which releasing the process would let it run in a state
+// that is neither the old one nor the new one (cr_pause midway), or run it
+// twice (cr_migrate once the destination was told to start it). A detach
+// (release) clears it again.
+Status die_with_tracer(pid_t pid);
+
 }  // namespace ckpt::proc

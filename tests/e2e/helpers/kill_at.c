@@ -4,6 +4,8 @@
 //   STAGE fork:    PID exists (the restorer has just forked its child)
 //   STAGE rebuild: PID no longer maps CMD's own executable (its address
 //                  space is being rebuilt from the image)
+//   STAGE self:    not killed here: CMD kills itself (preloaded
+//                  kill_at_step.so, CKPT_KILL_AT_STEP); DELAY_US unused
 // kill_at makes itself a child subreaper, so whatever CMD leaves behind is
 // re-parented here (not to an init that may never reap it) and is reaped.
 // Exit: 0 killed at STAGE and PID free within 5 s; 1 PID still held (its
@@ -68,7 +70,7 @@ static double now(void) {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    fprintf(stderr, "usage: kill_at PID fork|rebuild DELAY_US CMD...\n");
+    fprintf(stderr, "usage: kill_at PID fork|rebuild|self DELAY_US CMD...\n");
     return 2;
   }
   pid_t pid = atoi(argv[1]);
@@ -92,6 +94,11 @@ int main(int argc, char** argv) {
   int st;
   int killed = 0;
   for (;;) {
+    if (strcmp(stage, "self") == 0) {  // CMD kills itself (kill_at_step.so)
+      waitpid(tool, &st, 0);
+      killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+      break;
+    }
     if (reached(pid, stage, own_exe)) {
       if (delay_us) usleep((useconds_t)delay_us);
       killed = kill(tool, SIGKILL) == 0;
@@ -99,7 +106,7 @@ int main(int argc, char** argv) {
     }
     if (waitpid(tool, &st, WNOHANG) == tool) break;
   }
-  if (killed) waitpid(tool, &st, 0);
+  if (killed && strcmp(stage, "self") != 0) waitpid(tool, &st, 0);
   if (!killed || !WIFSIGNALED(st)) {
     // Finished on its own: let a restored process end, reap it, report.
     while (wait(NULL) > 0) {

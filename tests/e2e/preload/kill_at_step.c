@@ -65,7 +65,9 @@ ssize_t process_vm_writev(pid_t pid, const struct iovec* l, unsigned long ln, co
 
 __attribute__((destructor)) static void report(void) {
   const char* path = getenv("CKPT_STEP_COUNT_FILE");
-  if (!path) return;
+  // Not from a process that took no step (a wrapper such as kill_at,
+  // which ends after the tool and would overwrite its count).
+  if (!path || steps == 0) return;
   FILE* f = fopen(path, "w");
   if (!f) return;
   fprintf(f, "%ld\n", steps);
