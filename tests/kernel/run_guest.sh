@@ -185,8 +185,9 @@ timeout "${KTEST_TIMEOUT:-840}" qemu-system-x86_64 -accel tcg -cpu "${KTEST_CPU:
   -append "console=ttyS0 panic=-1 loglevel=4 transparent_hugepage=always" \
   </dev/null >"$LOG" 2>&1 || rc=$?
 [[ -n ${KTEST_LOG:-} ]] && cp "$LOG" "$KTEST_LOG"
-tr -d '\r' <"$LOG" | grep -a '^KTEST ' | sed 's/^KTEST //'
+tr -d '\r' <"$LOG" | { grep -a '^KTEST ' || true; } | sed 's/^KTEST //'
 ((rc != 124)) || echo "(qemu still running after ${KTEST_TIMEOUT:-840}s: killed)"
+((rc == 0 || rc == 124)) || echo "(qemu exited with status $rc)"
 
 # ---- verdict ----
 mapfile -t passed < <(tr -d '\r' <"$LOG" | grep -a '^KTEST PASS ' | awk '{ print $3 }')
