@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ctest bench.cr_bench_mpi: the overhead harness on an MPI job (cg_mpi, 4
-# ranks under Open MPI's mpirun, 32 MiB, 150 iterations of at least 0.2 s): every checkpoint is of the whole
+# ranks under Open MPI's mpirun, 32 MiB, 60 iterations of at least 0.2 s): every checkpoint is of the whole
 # tree (mpirun and its ranks), and after the kill each restart from the full
 # and from full + 1 incremental restores all five processes and prints the
 # uninterrupted run's result line (the harness exits 0 only then).
@@ -14,7 +14,7 @@ command -v mpirun.openmpi >/dev/null || { echo "SKIP: no mpirun.openmpi (openmpi
 OUT=$(mktemp -d /tmp/cr_bench_mpi_test.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 
-/usr/bin/python3 "$HERE/cr_bench" --bin "$BIN" --mpi cg_mpi --mpi-size 32,150,200 --interval 20% \
+/usr/bin/python3 "$HERE/cr_bench" --bin "$BIN" --mpi cg_mpi --mpi-size 32,60,200 --interval 20% \
   --incrementals 1 --no-plots --out "$OUT/r" >"$OUT/stdout" 2>"$OUT/progress" ||
   { tr '\r' '\n' <"$OUT/progress" | tail -n 5 >&2; fail "cr_bench --mpi exited non-zero"; }
 d=$OUT/r/cg_mpi.np4.32M
