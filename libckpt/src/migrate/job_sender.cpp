@@ -47,12 +47,7 @@ Result<pid_t> wait_running(FrameReader& r) {
   do {
     CKPT_ASSIGN(f, r.next());
   } while (f.type == kApplied);
-  if (f.type == kError)
-    return make_error(ECONNABORTED,
-                      "receiver: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
-  if (f.type != kRunning || f.len != 4)
-    return make_error(EBADMSG,
-                      std::string("protocol error: expected RUNNING, got ") + frame_name(f.type));
+  if (f.type != kRunning || f.len != 4) return unexpected_frame(f, kRunning, "receiver");
   return pid_t(get_u32(f.data));
 }
 
@@ -60,12 +55,7 @@ Result<pid_t> wait_running(FrameReader& r) {
 Status wait_applied(FrameReader& r, uint64_t g) {
   for (;;) {
     CKPT_ASSIGN(Frame f, r.next());
-    if (f.type == kError)
-      return make_error(ECONNABORTED,
-                        "receiver: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
-    if (f.type != kApplied || f.len != 8)
-      return make_error(EBADMSG,
-                        std::string("protocol error: expected APPLIED, got ") + frame_name(f.type));
+    if (f.type != kApplied || f.len != 8) return unexpected_frame(f, kApplied, "receiver");
     if (get_u64(f.data) == g) return {};
   }
 }

@@ -364,14 +364,18 @@ Result<Frame> FrameReader::next(uint64_t max_len) {
   return f;
 }
 
-Result<Frame> expect(FrameReader& r, uint32_t type, const std::string& peer) {
-  CKPT_ASSIGN(Frame f, r.next());
-  if (f.type == type) return f;
+Error unexpected_frame(const Frame& f, uint32_t expected, const std::string& peer) {
   if (f.type == kError)
     return make_error(ECONNABORTED,
                       peer + ": " + std::string(reinterpret_cast<const char*>(f.data), f.len));
-  return make_error(EBADMSG, std::string("protocol error: expected ") + frame_name(type) +
+  return make_error(EBADMSG, std::string("protocol error: expected ") + frame_name(expected) +
                                  ", got " + frame_name(f.type));
+}
+
+Result<Frame> expect(FrameReader& r, uint32_t type, const std::string& peer) {
+  CKPT_ASSIGN(Frame f, r.next());
+  if (f.type == type) return f;
+  return unexpected_frame(f, type, peer);
 }
 
 Result<std::vector<uint8_t>> load_token(const std::string& path) {

@@ -116,6 +116,9 @@ class FrameReader {
 
 // Reads a frame of the expected type; a kError frame becomes an Error with
 // the peer's message, any other type a protocol error.
+// The error for frame `f` where `expected` should have come: the peer's own
+// message for an ERROR frame, else a protocol error naming both.
+Error unexpected_frame(const Frame& f, uint32_t expected, const std::string& peer);
 Result<Frame> expect(FrameReader& r, uint32_t type, const std::string& peer);
 
 // The shared secret: the whole content of FILE, which must be a regular file

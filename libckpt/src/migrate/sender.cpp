@@ -188,12 +188,7 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
         CKPT_ASSIGN(f, r.next());
         if (f.type == kApplied && f.len == 8) applied = std::max(applied, get_u64(f.data));
       } while (f.type == kApplied);
-      if (f.type == kError)
-        return make_error(ECONNABORTED,
-                          "receiver: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
-      if (f.type != kRunning || f.len != 4)
-        return make_error(
-            EBADMSG, std::string("protocol error: expected RUNNING, got ") + frame_name(f.type));
+      if (f.type != kRunning || f.len != 4) return unexpected_frame(f, kRunning, "receiver");
       stats.remote_pid = pid_t(get_u32(f.data));
       t_running = now_seconds();
       return {};
