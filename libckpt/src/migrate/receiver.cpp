@@ -164,8 +164,7 @@ Status write_file(const std::string& path, const uint8_t* data, size_t len) {
 class Session {
  public:
   Session(int conn, int ctl, const std::string& staging, const Mac& proof, uint64_t first_gen)
-      : conn_(conn),
-        ctl_(ctl),
+      : ctl_(ctl),
         staging_(staging),
         proof_(proof),
         first_gen_(first_gen),
@@ -332,7 +331,7 @@ class Session {
     return {};
   }
 
-  int conn_, ctl_;
+  int ctl_;
   std::string staging_;
   Mac proof_;
   uint64_t first_gen_;
