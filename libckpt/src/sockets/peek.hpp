@@ -13,7 +13,7 @@
 
 namespace ckpt::sockets {
 
-// An int socket option, or 0 where it cannot be read.
+// An int socket option, or 0 where it cannot be read (also the TCP dump's).
 int sockopt_int(int sock, int level, int opt);
 
 // Peeks from the start of the queue on: returns the program's SO_PEEK_OFF

@@ -15,6 +15,7 @@
 
 #include "proc/fd_links.hpp"
 #include "sockets/address.hpp"
+#include "sockets/peek.hpp"
 #include "sockets/tcp.hpp"
 #include "util/text.hpp"
 
@@ -31,12 +32,6 @@ Status get_opt(int sock, int level, int name, T* v, const std::string& what, con
   socklen_t len = sizeof *v;
   if (::getsockopt(sock, level, name, v, &len) != 0) return sys_error(what + ": reading " + opt);
   return {};
-}
-
-bool flag(int sock, int level, int name) {
-  int v = 0;
-  socklen_t len = sizeof v;
-  return ::getsockopt(sock, level, name, &v, &len) == 0 && v != 0;
 }
 
 // The queue's sequence number and content (peeked: nothing is consumed).
@@ -70,7 +65,7 @@ Status read_connection(int sock, const std::string& what, FileRecord* f) {
     return sys_error(what + ": measuring its queues");
   // Leaving repair mode clears SO_REUSEADDR: it is set again after, or the
   // program's next bind of this port (after it closes) would fail.
-  const bool reuse = flag(sock, SOL_SOCKET, SO_REUSEADDR);
+  const bool reuse = sockopt_int(sock, SOL_SOCKET, SO_REUSEADDR);
   int on = 1;
   if (::setsockopt(sock, IPPROTO_TCP, TCP_REPAIR, &on, sizeof on) != 0) {
     if (errno == EPERM)
@@ -171,13 +166,13 @@ Status collect_tcp(pid_t pid, int sock, const std::set<uint64_t>& job_sockets, b
   }
 
   uint64_t& o = p[image::kTcpOptions];
-  if (flag(sock, SOL_SOCKET, SO_REUSEADDR)) o |= image::kTcpOptReuseAddr;
-  if (flag(sock, SOL_SOCKET, SO_REUSEPORT)) o |= image::kTcpOptReusePort;
-  if (flag(sock, IPPROTO_TCP, TCP_NODELAY)) o |= image::kTcpOptNoDelay;
-  if (flag(sock, IPPROTO_TCP, TCP_CORK)) o |= image::kTcpOptCork;
-  if (local.ss_family == AF_INET6 && flag(sock, IPPROTO_IPV6, IPV6_V6ONLY))
+  if (sockopt_int(sock, SOL_SOCKET, SO_REUSEADDR)) o |= image::kTcpOptReuseAddr;
+  if (sockopt_int(sock, SOL_SOCKET, SO_REUSEPORT)) o |= image::kTcpOptReusePort;
+  if (sockopt_int(sock, IPPROTO_TCP, TCP_NODELAY)) o |= image::kTcpOptNoDelay;
+  if (sockopt_int(sock, IPPROTO_TCP, TCP_CORK)) o |= image::kTcpOptCork;
+  if (local.ss_family == AF_INET6 && sockopt_int(sock, IPPROTO_IPV6, IPV6_V6ONLY))
     o |= image::kTcpOptV6Only;
-  if (flag(sock, SOL_SOCKET, SO_KEEPALIVE)) o |= image::kTcpOptKeepAlive;
+  if (sockopt_int(sock, SOL_SOCKET, SO_KEEPALIVE)) o |= image::kTcpOptKeepAlive;
   int v = 0;
   CKPT_TRY(get_opt(sock, IPPROTO_TCP, TCP_KEEPIDLE, &v, what, "TCP_KEEPIDLE"));
   p[image::kTcpKeepIdle] = uint64_t(v);
