@@ -188,3 +188,57 @@ TEST(MigrateSandbox, LandlockConfinesHandlers) {
   ::rmdir(staging.c_str());
   ::unlink("/tmp/ckpt-landlock-escape");
 }
+
+namespace {
+
+// The Cap* lines of /proc/PID/status, as "CapInh:..|CapPrm:..|...".
+std::string capability_lines(pid_t pid) {
+  FILE* f = ::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "re");
+  if (!f) return "unreadable";
+  std::string out;
+  char line[256];
+  while (::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "Cap", 3) == 0) out += line;
+  ::fclose(f);
+  return out;
+}
+
+// Runs `sandbox` in a child that then waits; returns its capability lines.
+template <class Sandbox>
+std::string capabilities_under(Sandbox sandbox) {
+  int ready[2], go[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) return "pipe failed";
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(go[1]);  // so that the parent's close is our EOF
+    char c = sandbox().ok() ? 'y' : 'n';
+    (void)::write(ready[1], &c, 1);
+    (void)::read(go[0], &c, 1);
+    ::_exit(0);
+  }
+  char c = 0;
+  (void)::read(ready[0], &c, 1);
+  std::string caps = c == 'y' ? capability_lines(child) : "the sandbox failed";
+  ::close(go[1]);
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  for (int fd : {ready[0], ready[1], go[0]}) ::close(fd);
+  return caps;
+}
+
+}  // namespace
+
+// The handlers keep uid 0 (their files stay root's) but hold no capability,
+// and cannot get one back: bounding and ambient sets are empty too.
+TEST(MigrateSandbox, HandlersHoldNoCapabilities) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a non-root handler has nothing to drop";
+  const std::string none =
+      "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+      "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n";
+  char tmpl[] = "/tmp/ckpt-caps-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string staging = tmpl;
+  EXPECT_EQ(capabilities_under([&] { return apply_receiver_sandbox(staging); }), none);
+  EXPECT_EQ(capabilities_under([] { return apply_gate_sandbox(); }), none);
+  ::rmdir(staging.c_str());
+}
