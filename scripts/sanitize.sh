@@ -8,8 +8,10 @@
 #   - a few end-to-end cases with the sanitized tools (the programs under
 #     test come from build/, made by scripts/test.sh: they stay ordinary).
 # Any sanitizer report fails the run. Needs root, like the tests.
-# `sanitize.sh build` only builds, `sanitize.sh run` only runs (CI builds
-# while the host's tests run: .ci/run); no argument does both.
+# Phases: `build`; `unit` (unit tests and fuzz targets); `e2e` (the
+# end-to-end cases); `run` = unit + e2e; no argument does all. CI builds and
+# runs `unit` while the host's tests still run (.ci/run): only `e2e` comes
+# after them, because its cases share names and ports with the host's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -42,37 +44,48 @@ if [[ $PHASE != run ]]; then
   echo "sanitize: built in $(($(date +%s) - t0)) s"
 fi
 [[ $PHASE != build ]] || exit 0
+case $PHASE in all | run | unit | e2e) ;; *)
+  echo "usage: $0 [build|unit|e2e|run]" >&2
+  exit 2
+  ;;
+esac
 
 # Leaks are reported for the unit tests; the tools end with _exit paths
 # and forked children that leak by design.
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
-# Excluded here (they pass in the normal build): the seccomp sandbox tests,
-# because ASan's runtime makes calls outside the allowlists in the sandboxed
-# child (SIGSYS), and PagemapScan.BlockedSystemCallsFinish, whose timing
-# does not hold under ASan (24.7 s measured); the cli.* cases, whose tools this
-# pass does not build (they run in the normal build).
-"${AS_ROOT[@]}" ctest --test-dir build-san -L unit --output-on-failure --timeout 300 -j 2 \
-  -E 'MigrateSandbox\.|PagemapScan\.BlockedSystemCallsFinish|^cli\.'
+run_unit() {
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+  # Excluded here (they pass in the normal build): the seccomp sandbox tests,
+  # because ASan's runtime makes calls outside the allowlists in the sandboxed
+  # child (SIGSYS), and PagemapScan.BlockedSystemCallsFinish, whose timing
+  # does not hold under ASan (24.7 s measured); the cli.* cases, whose tools this
+  # pass does not build (they run in the normal build).
+  "${AS_ROOT[@]}" ctest --test-dir build-san -L unit --output-on-failure --timeout 300 \
+    -j "${SANITIZE_UNIT_JOBS:-2}" -E 'MigrateSandbox\.|PagemapScan\.BlockedSystemCallsFinish|^cli\.'
 
-# Any crash fails CI (each target also ran 1,000,000 executions with none,
-# docs/security.md). The filter keeps the log short; ctest's status decides.
-fuzz_log=build-san/fuzz.log
-fuzz_rc=0
-"${AS_ROOT[@]}" ctest --test-dir build-san -L fuzz --output-on-failure --verbose >"$fuzz_log" 2>&1 ||
-  fuzz_rc=$?
-grep -E "^[0-9]+: FUZZ|Test +#|tests passed|failed|ERROR|SUMMARY" "$fuzz_log" || true
-if ((fuzz_rc != 0)); then
-  tail -n 60 "$fuzz_log"
-  echo "sanitize: a fuzz target failed (above)"
-  exit 1
-fi
+  # Any crash fails CI (each target also ran 1,000,000 executions with none,
+  # docs/security.md). The filter keeps the log short; ctest's status decides.
+  local fuzz_log=build-san/fuzz.log fuzz_rc=0
+  "${AS_ROOT[@]}" ctest --test-dir build-san -L fuzz --output-on-failure --verbose >"$fuzz_log" 2>&1 ||
+    fuzz_rc=$?
+  grep -E "^[0-9]+: FUZZ|Test +#|tests passed|failed|ERROR|SUMMARY" "$fuzz_log" || true
+  if ((fuzz_rc != 0)); then
+    tail -n 60 "$fuzz_log"
+    echo "sanitize: a fuzz target failed (above)"
+    exit 1
+  fi
+}
 
-export ASAN_OPTIONS=detect_leaks=0
-export E2E_PROG_DIR=$PWD/build/bin/e2e
-for c in "heap_pattern plain" "heap_pattern incremental" "mt_compute restore" "fd_pipe plain"; do
-  # shellcheck disable=SC2086
-  "${AS_ROOT[@]}" bash tests/e2e/run_case.sh build-san/bin $c
-done
-"${AS_ROOT[@]}" bash tests/e2e/recv_dos.sh build-san/bin once
-echo "sanitize: done in $(($(date +%s) - t0)) s"
+run_e2e() {
+  export ASAN_OPTIONS=detect_leaks=0
+  export E2E_PROG_DIR=$PWD/build/bin/e2e
+  for c in "heap_pattern plain" "heap_pattern incremental" "mt_compute restore" "fd_pipe plain"; do
+    # shellcheck disable=SC2086
+    "${AS_ROOT[@]}" bash tests/e2e/run_case.sh build-san/bin $c
+  done
+  "${AS_ROOT[@]}" bash tests/e2e/recv_dos.sh build-san/bin once
+}
+
+[[ $PHASE == e2e ]] || run_unit
+[[ $PHASE == unit ]] || run_e2e
+echo "sanitize: $PHASE done in $(($(date +%s) - t0)) s"
