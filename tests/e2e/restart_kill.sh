@@ -34,14 +34,24 @@ LOGS=("$WORK/prog.err" "$WORK/tool.err")
 for x in cr_full cr_restart; do [[ -x $BIN_DIR/$x ]] || fail "$BIN_DIR/$x not built"; done
 [[ -x $PROG_DIR/kill_at ]] || fail "$PROG_DIR/kill_at not built"
 
-(close_fds && exec "$PROG_DIR/heap_pattern" "$WORK/ready" 256 300 </dev/null \
-  >"$WORK/prog.out" 2>"$WORK/prog.err") &
-TPID=$!
-OWN_PIDS+=("$TPID")
-wait_file "$WORK/ready" "$TPID" 30 || fail "heap_pattern did not become ready"
-timeout 120 "$BIN_DIR/cr_full" --dir "$WORK/ck" --kill "$TPID" >/dev/null 2>"$WORK/tool.err" ||
-  fail "cr_full: $(first_line "$WORK/tool.err")"
-wait_exit "$TPID" 10 || fail "the target did not end after cr_full --kill"
+# checkpointed TAG MIB STEPS: heap_pattern of MIB MiB (files $WORK/*TAG),
+# checkpointed into $WORK/ckTAG with --kill; its PID in TPID. The hold file
+# keeps it from ending before the checkpoint on a loaded machine; restored
+# copies find the file gone.
+checkpointed() {
+  local tag=$1 mib=$2 steps=$3
+  touch "$WORK/hold$tag"
+  (close_fds && E2E_HOLD_FILE=$WORK/hold$tag exec "$PROG_DIR/heap_pattern" "$WORK/ready$tag" "$mib" "$steps" </dev/null \
+    >"$WORK/prog$tag.out" 2>"$WORK/prog$tag.err") &
+  TPID=$!
+  OWN_PIDS+=("$TPID")
+  wait_file "$WORK/ready$tag" "$TPID" 30 || fail "heap_pattern ($mib MiB) did not become ready"
+  timeout 120 "$BIN_DIR/cr_full" --dir "$WORK/ck$tag" --kill "$TPID" >/dev/null 2>"$WORK/tool.err" ||
+    fail "cr_full ($mib MiB): $(first_line "$WORK/tool.err")"
+  wait_exit "$TPID" 10 || fail "the $mib MiB target did not end after cr_full --kill"
+  rm -f "$WORK/hold$tag"
+}
+checkpointed "" 256 300
 
 declare -A tested=()
 for point in fork:0 fork:0 fork:0 fork:100 fork:1000 fork:5000 rebuild:0 rebuild:0 rebuild:2000 \
@@ -68,14 +78,10 @@ echo "  kills that left nothing behind: fork ${tested[fork]:-0}, rebuild ${teste
 # each, nothing may hold the PID, or the restore had completed (the process
 # runs untraced: kill_at ends it).
 if [[ -n $PRELOAD ]]; then
-  (close_fds && exec "$PROG_DIR/heap_pattern" "$WORK/ready2" 32 50 </dev/null \
-    >"$WORK/prog2.out" 2>"$WORK/prog2.err") &
-  T2=$!
-  OWN_PIDS+=("$T2")
-  wait_file "$WORK/ready2" "$T2" 30 || fail "heap_pattern (32 MiB) did not become ready"
-  timeout 120 "$BIN_DIR/cr_full" --dir "$WORK/ck2" --kill "$T2" >/dev/null 2>"$WORK/tool.err" ||
-    fail "cr_full (32 MiB): $(first_line "$WORK/tool.err")"
-  wait_exit "$T2" 10 || fail "the 32 MiB target did not end after cr_full --kill"
+  T1=$TPID
+  checkpointed 2 32 50
+  T2=$TPID
+  TPID=$T1
   rc=0
   (close_fds && LD_PRELOAD=$PRELOAD CKPT_STEP_COUNT_FILE=$WORK/steps exec timeout 60 \
     "$PROG_DIR/kill_at" "$T2" self 0 "$BIN_DIR/cr_restart" --dir "$WORK/ck2" --detach \
