@@ -133,6 +133,7 @@ std::vector<uint8_t> spec_meta_stream(const ImageMeta& m, uint64_t* count) {
     p.u64(v.file_size);
     p.u64(uint64_t(v.mtime_ns));
     p.str(v.name);
+    if (v.advice) p.u32(v.advice);
     record(out, 5, p);
     ++*count;
   }
@@ -392,6 +393,45 @@ TEST(FormatSpec, BytesAfterKnownFieldsOfARecordAreIgnored) {
 // A File record as version-1 writers before the appended fields wrote it
 // (ending with `path`) still reads, with the defaults; a record cut inside
 // the appended fields is malformed.
+// Vma's appended advice: absent (older images) reads as none; an advice bit
+// docs/format.md does not define makes the record malformed.
+TEST(FormatSpec, VmaAdviceIsOptionalAndChecked) {
+  TempDir tmp;
+  const auto chain = ckpt::testing::make_chain_id(35);
+  ImageMeta meta = ckpt::testing::make_meta(1, chain, 64);
+  meta.vmas.clear();
+  auto w = SnapshotWriter::create(tmp.path(), 1, chain);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->commit(meta).ok());
+  const std::string path = tmp.path() + "/gen-000001/meta.img";
+  const std::vector<uint8_t> orig = read_bytes(path);
+  auto vma_record = [](std::optional<uint32_t> advice) {
+    Le p;
+    for (uint64_t v : {0x10000ull, 0x20000ull}) p.u64(v);
+    p.u32(3);
+    p.u32(0);
+    for (int i = 0; i < 5; ++i) p.u64(0);
+    p.str("");
+    if (advice) p.u32(*advice);
+    Le rec;
+    record(rec, 5, p);
+    return rec;
+  };
+  for (auto [advice, ok] : {std::pair<std::optional<uint32_t>, bool>{std::nullopt, true},
+                            {kAdvWipeOnFork | kAdvRandom, true},
+                            {1u << 20, false}}) {
+    SCOPED_TRACE(advice ? std::to_string(*advice) : "absent");
+    write_bytes(path, with_extra_records(orig, vma_record(advice), 1));
+    auto r = SnapshotReader::open(tmp.path() + "/gen-000001");
+    ASSERT_EQ(r.ok(), ok) << (r.ok() ? "" : r.error().message);
+    if (ok) {
+      EXPECT_EQ((*r)->meta().vmas.at(0).advice, advice.value_or(0));
+    } else {
+      EXPECT_NE(r.error().message.find("malformed"), std::string::npos) << r.error().message;
+    }
+  }
+}
+
 TEST(FormatSpec, FileRecordAppendedFieldsAreOptional) {
   TempDir tmp;
   const auto chain = ckpt::testing::make_chain_id(34);
@@ -679,7 +719,8 @@ std::string spec_read(const std::string& dir, SpecGeneration* out) {
   const std::vector<uint8_t>* files[3] = {&meta, &addr, &pages};
   const char letters[3] = {'M', 'A', 'P'};
   for (int i = 0; i < 3; ++i)
-    if (std::string e = spec_header(*files[i], letters[i], &v[i], &hs[i], &g[i], &c[i], &n[i], &fl[i]);
+    if (std::string e =
+            spec_header(*files[i], letters[i], &v[i], &hs[i], &g[i], &c[i], &n[i], &fl[i]);
         !e.empty())
       return std::string(1, letters[i]) + ": " + e;
   if (v[0] != v[1] || v[0] != v[2] || g[0] != g[1] || g[0] != g[2] || c[0] != c[1] || c[0] != c[2])
@@ -701,8 +742,8 @@ std::string spec_read(const std::string& dir, SpecGeneration* out) {
       if (len < 40 || le64(meta, off + 8) != g[0]) return "generation record";
       out->parent = le64(meta, off + 16);
     } else if (type == 22) {
-      if (len < 48 || le64(meta, off + 8) != g[0] || std::memcmp(&meta[off + 16], c[0].data(), 16) ||
-          le64(meta, off + 32) != out->parent ||
+      if (len < 48 || le64(meta, off + 8) != g[0] ||
+          std::memcmp(&meta[off + 16], c[0].data(), 16) || le64(meta, off + 32) != out->parent ||
           le64(meta, off + 48) != ckpt::xxh3(addr.data(), addr.size()))
         return "chain link";
       out->has_link = true;
@@ -763,9 +804,9 @@ TEST(FormatSpec, IndependentReaderReadsEveryImage) {
     ASSERT_TRUE((*w)->commit(m).ok());
   }
   const std::vector<std::string> dirs = {
-      golden_dir() + "/gen-000001",   golden_dir() + "-current/gen-000001",
+      golden_dir() + "/gen-000001",    golden_dir() + "-current/gen-000001",
       golden_v2_dir() + "/gen-000001", golden_v2_dir() + "/gen-000002",
-      tmp.path() + "/gen-000001",     tmp.path() + "/gen-000002",
+      tmp.path() + "/gen-000001",      tmp.path() + "/gen-000002",
       written + "/gen-000003"};
   std::map<std::string, uint64_t> digests;
   for (const std::string& d : dirs) {

@@ -232,7 +232,9 @@ inline image::ImageMeta make_meta(uint64_t generation, const std::array<uint8_t,
   m.vmas.push_back(shm);
   m.vmas.push_back(vma(0x7ffff7fb8000, 0x7ffff7fbc000, PROT_READ, kVmaVvar, "[vvar_vclock]"));
   m.vmas.push_back(vma(0x7ffff7fc1000, 0x7ffff7fc3000, PROT_READ | PROT_EXEC, kVmaVdso, "[vdso]"));
-  m.vmas.push_back(vma(0x7ffff7fc4000, 0x7ffff7fc8000, PROT_READ | PROT_WRITE, 0, ""));
+  VmaRecord anon = vma(0x7ffff7fc4000, 0x7ffff7fc8000, PROT_READ | PROT_WRITE, 0, "");
+  anon.advice = kAdvHugePage | kAdvDontFork;
+  m.vmas.push_back(anon);
   m.vmas.push_back(
       vma(0x7ffffffde000, 0x7ffffffff000, PROT_READ | PROT_WRITE, kVmaGrowsDown, "[stack]"));
 
@@ -397,6 +399,7 @@ inline void expect_meta_eq(const image::ImageMeta& a, const image::ImageMeta& b)
     EXPECT_EQ(x.file_size, y.file_size);
     EXPECT_EQ(x.mtime_ns, y.mtime_ns);
     EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.advice, y.advice);
   }
   ASSERT_EQ(a.threads.size(), b.threads.size());
   for (size_t i = 0; i < a.threads.size(); ++i) {

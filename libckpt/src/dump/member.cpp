@@ -4,9 +4,11 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <future>
 
 #include "dirty/layout.hpp"
 #include "dirty/pagemap_scan.hpp"
+#include "dump/advice.hpp"
 #include "dump/collect.hpp"
 #include "dump/hash_filter.hpp"
 #include "proc/credentials.hpp"
@@ -54,6 +56,10 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));
   CKPT_ASSIGN(meta.vmas, collect_vmas(pid, maps));
   pt.mark("maps+vmas");
+  // smaps (the mappings' madvise state) walks every page table: read it on
+  // another thread while the rest is described.
+  std::vector<image::VmaRecord> advised = meta.vmas;
+  auto advice = std::async(std::launch::async, [&] { return read_advice(pid, &advised); });
   CKPT_TRY(collect_mm(pid, meta.vmas, &meta.mm));
   CKPT_TRY(collect_vdso(pid, meta.vmas, &meta.vdso));
   pt.mark("mm+vdso");
@@ -71,6 +77,9 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   pt.mark("files");
   CKPT_TRY(collect_scratch(pid, &meta, spec.scratch_saved, spec.scratch_max_bytes));
   pt.mark("scratch");
+  CKPT_TRY(advice.get());
+  for (size_t i = 0; i < meta.vmas.size(); ++i) meta.vmas[i].advice = advised[i].advice;
+  pt.mark("advice");
   utsname u;
   if (::uname(&u) == 0) meta.kernel_release = u.release;
 

@@ -160,6 +160,7 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     put_u64s(w, {v.pgoff, v.dev, v.ino, v.file_size});
     w.i64(v.mtime_ns);
     w.str(v.name);
+    if (v.advice) w.u32(v.advice);  // appended; absent means none (older images too)
     put_record(out, RecordType::kVma, w, nrecords);
   }
   for (const ThreadRecord& t : m.threads) {
@@ -308,6 +309,8 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       bool ok = r.u64(&v.start) && r.u64(&v.end) && r.u32(&v.prot) && r.u32(&v.flags) &&
                 r.u64(&v.pgoff) && r.u64(&v.dev) && r.u64(&v.ino) && r.u64(&v.file_size) &&
                 r.i64(&v.mtime_ns) && r.str(&v.name);
+      // Appended later: absent in older images (no advice).
+      if (ok && r.left() > 0) ok = r.u32(&v.advice) && (v.advice & ~uint32_t(kAdvKnown)) == 0;
       if (ok) m->vmas.push_back(std::move(v));
       return ok;
     }

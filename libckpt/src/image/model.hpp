@@ -32,6 +32,20 @@ enum VmaFlag : uint32_t {
                             // file_size are the file's, name ends in " (deleted)"
 };
 
+// VmaRecord::advice bits: the madvise() state of a mapping, as the kernel
+// shows it in smaps' VmFlags, given back at restore (docs/format.md, Vma).
+enum VmaAdvice : uint32_t {
+  kAdvHugePage = 1u << 0,    // MADV_HUGEPAGE (hg)
+  kAdvNoHugePage = 1u << 1,  // MADV_NOHUGEPAGE (nh)
+  kAdvDontFork = 1u << 2,    // MADV_DONTFORK (dc)
+  kAdvWipeOnFork = 1u << 3,  // MADV_WIPEONFORK (wf)
+  kAdvDontDump = 1u << 4,    // MADV_DONTDUMP (dd)
+  kAdvMergeable = 1u << 5,   // MADV_MERGEABLE (mg)
+  kAdvSequential = 1u << 6,  // MADV_SEQUENTIAL (sr)
+  kAdvRandom = 1u << 7,      // MADV_RANDOM (rr)
+  kAdvKnown = (1u << 8) - 1,
+};
+
 // The kernel object behind a shared mapping, to match mappings across members.
 // Shared anonymous memory, SysV segments and files on each tmpfs number their
 // objects independently (a fresh kernel's first SysV segment has id 0, and
@@ -55,7 +69,8 @@ struct VmaRecord {
   uint64_t ino = 0;
   uint64_t file_size = 0;
   int64_t mtime_ns = 0;
-  std::string name;  // file path, or a pseudo name such as "[heap]", "[stack]", "[vdso]", ""
+  std::string name;     // file path, or a pseudo name such as "[heap]", "[stack]", "[vdso]", ""
+  uint32_t advice = 0;  // VmaAdvice bits
 
   uint64_t size() const { return end - start; }
   bool is_file() const { return flags & kVmaFile; }

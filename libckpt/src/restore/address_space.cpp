@@ -228,7 +228,37 @@ Status AddressSpaceBuilder::map_vmas() {
       st = make_error(EFAULT, where + ": landed at " + hex(uint64_t(*got)));
   }
   for (auto& [key, fd] : open_files) (void)rs_.call(SYS_close, uint64_t(fd));
+  for (size_t i = 0; i < vmas.size() && st.ok(); ++i)
+    if (!vmas[i].is_special() && vmas[i].advice && (only_.empty() || only_[i]))
+      st = apply_advice(vmas[i]);
   return st;
+}
+
+// Before the content is written, so that huge-page advice gets huge pages
+// from the first fault. What changes how the process forks or dumps core must
+// come back; performance hints are dropped where this kernel lacks them (no
+// transparent huge pages, no KSM), as the kernel itself would on that node.
+Status AddressSpaceBuilder::apply_advice(const VmaRecord& v) {
+  static const struct {
+    uint32_t bit;
+    uint64_t advice;
+    bool required;
+    const char* name;
+  } kAdvice[] = {{image::kAdvHugePage, MADV_HUGEPAGE, false, "MADV_HUGEPAGE"},
+                 {image::kAdvNoHugePage, MADV_NOHUGEPAGE, false, "MADV_NOHUGEPAGE"},
+                 {image::kAdvDontFork, MADV_DONTFORK, true, "MADV_DONTFORK"},
+                 {image::kAdvWipeOnFork, MADV_WIPEONFORK, true, "MADV_WIPEONFORK"},
+                 {image::kAdvDontDump, MADV_DONTDUMP, true, "MADV_DONTDUMP"},
+                 {image::kAdvMergeable, MADV_MERGEABLE, false, "MADV_MERGEABLE"},
+                 {image::kAdvSequential, MADV_SEQUENTIAL, true, "MADV_SEQUENTIAL"},
+                 {image::kAdvRandom, MADV_RANDOM, true, "MADV_RANDOM"}};
+  for (const auto& a : kAdvice) {
+    if (!(v.advice & a.bit)) continue;
+    auto r = sys(a.name, SYS_madvise, v.start, v.size(), a.advice);
+    if (!r.ok() && (a.required || r.error().code != EINVAL))
+      return r.error().context("mapping " + hex(v.start) + "-" + hex(v.end) + " " + v.name);
+  }
+  return {};
 }
 
 namespace {

@@ -56,6 +56,8 @@ class AddressSpaceBuilder {
   // not as new private-to-this-process objects.
   void map_shared_from(const image::SharedPaths* objects) { shared_ = objects; }
   Status restore_protections();
+  // The mapping's madvise() state (image::VmaAdvice), by injected madvise calls.
+  Status apply_advice(const image::VmaRecord& v);
   // PR_SET_MM_MAP with the image's mm fields and auxv; `exe_fd` an fd of the
   // executable in the process, or -1 to keep the current one.
   Status set_mm_map(uint32_t exe_fd);
