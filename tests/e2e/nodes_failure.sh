@@ -31,6 +31,9 @@
 #   move-kill-src-committed B's session killed before it reports MOVED (the
 #                  part runs at C): cr_job asks C, the move stands (exit 0,
 #                  one line naming B); exactly one copy, at C
+#   move-kill-src-commit-sent  B's session killed once C runs the part,
+#                  before C says RUNNING: B's frozen copy dies with its
+#                  session (PTRACE_O_EXITKILL past COMMIT), never two copies
 # Prints how long each abort took from the fault until cr_job exited and
 # every process ran again. Exit 77 where network namespaces cannot be made.
 set -euo pipefail
@@ -307,10 +310,13 @@ move_case() { # CASE NODE FRAME FAULT
     t0=$EPOCHREALTIME
     case $4 in
       kill | committed) kill -9 "$s" ;;
+      commit-sent) # C runs the part and has not said so; B's session dies
+        kill -9 $(cat /proc/"$AG_B"/task/*/children)
+        kill -CONT "$s" ;;
       link) ip -n "$NS_C" link set "${LINK}3-n" down && kill -CONT "$s" ;;
     esac
   fi
-  if [[ $4 == committed ]]; then
+  if [[ $4 == committed || $4 == commit-sent ]]; then
     # B's agent was lost after the part ran at C: cr_job asks C, which has
     # it; the move stands (exit 0), with one line naming B.
     wait_exit "$JOB" 60 || fail "cr_job still runs 60 s after the fault"
@@ -328,6 +334,7 @@ move_case() { # CASE NODE FRAME FAULT
     # Back to the start for the next case: C's part ended, B gets its address.
     ip -n "$NS_C" addr del "$NET.2/24" dev "${LINK}3-n"
     ip -n "$NS_B" addr add "$NET.2/24" dev "${LINK}2-n"
+    ip -n "$NS_A" neigh flush to "$NET.2"
     nothing_left
     return
   fi
@@ -354,6 +361,7 @@ move_case move-kill-dst C 12 kill
 move_case move-link-dst C 12 link
 move_case move-kill-src-takeover B - takeover-kill
 move_case move-kill-src-committed B 16:18 committed
+move_case move-kill-src-commit-sent C 9 commit-sent
 
 CASE=
 echo "PASS $NAME: released after: ${RESULTS[*]}"
