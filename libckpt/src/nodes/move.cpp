@@ -18,6 +18,7 @@
 #include "job/generation.hpp"
 #include "migrate/job_stream.hpp"
 #include "migrate/sender_link.hpp"
+#include "nodes/announce.hpp"
 #include "nodes/lock_journal.hpp"
 #include "restore/restore_held.hpp"
 #include "util/clock.hpp"
@@ -177,6 +178,10 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
         CKPT_TRY(w.send(migrate::kRunning, p.data(), p.size()));
         std::fprintf(stderr, "cr_noded: part restored in %.3f s, root PID %d (%llu processes)\n",
                      res->seconds, res->pid, static_cast<unsigned long long>(res->processes));
+        // The address came with the part: the neighbours learn its new
+        // link-layer address now rather than after their entry expires.
+        if (int n = announce_addresses(locked); n > 0)
+          std::fprintf(stderr, "cr_noded: %d address(es) announced (gratuitous ARP)\n", n);
         break;
       }
       case migrate::kDone:
