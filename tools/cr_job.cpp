@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   if (mg->parsed()) {
     auto m = ckpt::nodes::migrate_node(c, from, to, live, takeover);
     if (!m.ok()) return ckpt::cli::fail("cr_job", m.error());
+    if (!m->note.empty()) std::fprintf(stderr, "cr_job: %s\n", m->note.c_str());
     // The node file follows the part, for the next checkpoint or migration.
     if (auto s = ckpt::nodes::rewrite_nodes(nodes, c.nodes, *m); !s.ok())
       return ckpt::cli::fail("cr_job", s.error());

@@ -38,3 +38,17 @@ add_test(NAME e2e.nodes.bad-input
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/nodes_bad_input.sh ${CMAKE_BINARY_DIR}/bin)
 set_tests_properties(e2e.nodes.bad-input PROPERTIES
   LABELS e2e SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 180)
+# nodes_failure.sh: a node's agent killed, or its link cut, at an exact step
+# of a coordinated checkpoint or of a move (the agent stops itself there:
+# stop_at_frame.so, preloaded, never in the library): the round aborted,
+# every process released and running, nothing left on any node.
+add_library(e2e_stop_at_frame MODULE preload/stop_at_frame.c)
+target_link_libraries(e2e_stop_at_frame PRIVATE ${CMAKE_DL_LIBS})
+set_target_properties(e2e_stop_at_frame PROPERTIES
+  OUTPUT_NAME stop_at_frame PREFIX ""
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin/e2e)
+add_dependencies(e2e_programs e2e_stop_at_frame)
+add_test(NAME e2e.nodes.failure
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/nodes_failure.sh ${CMAKE_BINARY_DIR}/bin)
+set_tests_properties(e2e.nodes.failure PROPERTIES
+  LABELS e2e SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 420)

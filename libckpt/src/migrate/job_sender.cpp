@@ -16,9 +16,11 @@
 #include "dump/precopy_rule.hpp"
 #include "image/store.hpp"
 #include "job/checkpoint.hpp"
+#include "job/generation.hpp"
 #include "migrate/job_stream.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sender_link.hpp"
+#include "proc/freeze.hpp"
 #include "util/clock.hpp"
 
 namespace ckpt::migrate {
@@ -130,6 +132,15 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHoo
       std::vector<uint8_t> p;
       put_u64(p, g);
       Status committed = w.send(kCommit, p.data(), p.size());
+      if (committed.ok()) {
+        // The destination may start the job from now on: if this process
+        // dies before it kills the source, the source's members die too
+        // instead of running twice (cr_migrate does the same for one
+        // process; a refusal still releases them: the detach clears it).
+        if (auto jm = job::read_job_or_root(gen_dir); jm.ok())
+          for (const image::JobMember& m : jm->members)
+            if (!m.zombie()) (void)proc::die_with_tracer(m.pid);
+      }
       Result<pid_t> running = committed.ok() ? wait_running(r) : Result<pid_t>(committed.error());
       if (!running.ok()) {
         if (hooks.commit_failed) hooks.commit_failed(running.error());

@@ -140,6 +140,16 @@ void set_timeouts(int fd, double seconds) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
+void watch_peer(int fd) {
+  int on = 1, idle = 2, intvl = 1, cnt = 3;
+  unsigned user_ms = kPeerDeadSeconds * 1000;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof user_ms);
+}
+
 static Error io_error(const char* what, int err) {
   if (err == EAGAIN || err == EWOULDBLOCK)
     return make_error(ETIMEDOUT, std::string(what) + ": timed out");

@@ -142,5 +142,11 @@ uint64_t get_u64(const uint8_t* p);
 
 // Socket timeouts for send and receive (seconds), and TCP_NODELAY.
 void set_timeouts(int fd, double seconds);
+// A peer that is gone (its node down, the link cut) noticed within about
+// kPeerDeadSeconds, however long the step timeout: TCP keepalive probes
+// while the link is idle, and TCP_USER_TIMEOUT for data left unacknowledged.
+// A peer that is merely slow (its kernel still acknowledges) is not affected.
+constexpr int kPeerDeadSeconds = 5;
+void watch_peer(int fd);
 
 }  // namespace ckpt::migrate

@@ -59,6 +59,7 @@ Result<UniqueFd> connect_to(const std::string& to, double timeout) {
     UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
     if (!fd.valid()) continue;
     set_timeouts(fd.get(), timeout);
+    watch_peer(fd.get());
     if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) {
       ::freeaddrinfo(res);
       return fd;

@@ -58,6 +58,7 @@ Status restore(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const Mes
 Status serve_session(int fd, const AgentConfig& cfg) {
   CKPT_ASSIGN(migrate::Mac proof, migrate::accept_sender(fd, cfg.token, now_seconds() + 10));
   migrate::set_timeouts(fd, cfg.timeout);
+  migrate::watch_peer(fd);  // a cr_job or a sending agent whose node or link died
   FrameWriter w(fd);
   FrameReader r(fd);
   std::vector<uint8_t> ok(proof.begin(), proof.end());
@@ -67,6 +68,7 @@ Status serve_session(int fd, const AgentConfig& cfg) {
   if (first.type == migrate::kJobBegin) return serve_incoming(w, r, cfg, first);  // another agent
   CKPT_ASSIGN(Message req, parse_step(first, "cr_job"));
   if (req.step == kMigrate) return serve_migrate(w, r, cfg, req);
+  if (req.step == kWhere) return serve_where(w, cfg, req);
   if (req.step == kCheckpoint) return checkpoint(w, r, cfg, req);
   if (req.step == kRestore) return restore(w, r, cfg, req);
   return fail(w, make_error(EPROTO, std::string("unexpected request ") + step_name(req.step)));

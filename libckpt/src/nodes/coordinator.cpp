@@ -206,6 +206,20 @@ Status run_takeover(const std::string& cmd, const std::string& from, const std::
                                             : "ended by signal " + std::to_string(WTERMSIG(st))));
 }
 
+// Asks the agent `to` whether the part whose root PID is `pid` runs there
+// (once no migration to it is in progress).
+Result<pid_t> part_at(const Coordination& c, const std::string& to, pid_t pid) {
+  Coordination one = c;
+  one.nodes = {Node{to, pid}};
+  CKPT_ASSIGN(std::vector<Link> links, connect_all(one));
+  CKPT_TRY(send_step(links[0].conn->w, {kWhere, uint64_t(pid), 0, {}}));
+  CKPT_ASSIGN(Message m, read_step(links[0].conn->r, "node " + to));
+  if (m.step == kRunning) return pid_t(m.a);
+  if (m.step == kFailed) return make_error(ESRCH, m.text);
+  return make_error(EPROTO,
+                    std::string("protocol error: expected RUNNING, got ") + step_name(m.step));
+}
+
 }  // namespace
 
 Result<MoveOutcome> migrate_node(const Coordination& c, const std::string& from,
@@ -227,10 +241,18 @@ Result<MoveOutcome> migrate_node(const Coordination& c, const std::string& from,
   out.from = from;
   out.to = to;
   const double t0 = now_seconds();
+  auto lost = [&](const Error& e) { return name + ": " + e.message; };
   if (Status s = send_step(l.conn->w, {kMigrate, uint64_t(src->pid), live ? 1u : 0u, to}); !s.ok())
-    return s.error().context(name);
-  // The part runs at `from` until the agent says SENT (pre-copy rounds).
-  CKPT_ASSIGN(Message m, read_step(l.conn->r, name));
+    return make_error(s.error().code, lost(s.error()));
+  // The part runs at `from` until the agent says SENT (pre-copy rounds). An
+  // agent lost before that (killed, its node or link down) has not told the
+  // destination to start it: the part there was released (by the agent or,
+  // with the agent gone, by the kernel) and the destination drops what it got.
+  auto sent = read_step(l.conn->r, name);
+  if (!sent.ok())
+    return make_error(sent.error().code,
+                      lost(sent.error()) + " (the part runs on at " + from + ")");
+  Message m = *sent;
   if (m.step == kFailed)
     return make_error(ECANCELED, name + ": " + m.text + " (the part runs on there)");
   if (m.step != kSent)
@@ -243,10 +265,28 @@ Result<MoveOutcome> migrate_node(const Coordination& c, const std::string& from,
     return make_error(s.error().code, s.error().message + " (the part runs on at " + from + ")");
   }
   out.takeover_seconds = now_seconds() - t_take;
-  if (Status s = send_step(l.conn->w, {kGo}); !s.ok()) return s.error().context(name);
-  CKPT_ASSIGN(m, read_step(l.conn->r, name));
-  if (m.step == kFailed) {
-    // The destination failed once it had the address: back to the source,
+  Status go = send_step(l.conn->w, {kGo});
+  auto last = go.ok() ? read_step(l.conn->r, name) : Result<Message>(go.error());
+  if (!last.ok()) {
+    // The source is lost with the address at the destination. It may have
+    // told the destination to start the part (its copy then dies with it)
+    // or not (its copy was released): the destination knows which.
+    auto there = part_at(c, to, src->pid);
+    if (there.ok()) {
+      out.total_seconds = now_seconds() - t0;
+      out.pid = *there;
+      out.note = lost(last.error()) + " after it committed: the part runs at " + to;
+      return out;
+    }
+    Status back = run_takeover(takeover, to, from);
+    if (!back.ok())
+      return make_error(EIO, lost(last.error()) + "; " + to + ": " + there.error().message +
+                                 "; moving the address back failed too: " + back.error().message);
+    return make_error(last.error().code, lost(last.error()) + " (the address moved back; " + to +
+                                             ": " + there.error().message + ")");
+  }
+  m = *last;
+  if (m.step == kFailed) {  // The destination failed once it had the address: back to the source,
     // then the part there is released.
     Status back = run_takeover(takeover, to, from);
     (void)send_step(l.conn->w, {kGo});

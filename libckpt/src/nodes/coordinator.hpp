@@ -61,6 +61,9 @@ struct MoveOutcome {
   double migration_seconds = 0;  // as the source measured it
   double takeover_seconds = 0;   // the address move (the --takeover command)
   double total_seconds = 0;
+  // Set when the move completed but the source agent was lost at its end
+  // (cr_job says it on stderr).
+  std::string note;
 };
 
 // Moves the part of node `from` (an agent of c.nodes) to the agent `to`

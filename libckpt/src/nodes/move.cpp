@@ -1,12 +1,16 @@
 // One node's part of a job moved to another node's agent (move.hpp).
 #include "nodes/move.hpp"
 
+#include <fcntl.h>
 #include <ftw.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <ckpt/ckpt.hpp>
 #include <ckpt/migrate.hpp>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
@@ -14,7 +18,11 @@
 #include "job/generation.hpp"
 #include "migrate/job_stream.hpp"
 #include "migrate/sender_link.hpp"
+#include "nodes/announce.hpp"
+#include "nodes/lock_journal.hpp"
 #include "restore/restore_held.hpp"
+#include "util/clock.hpp"
+#include "util/fd.hpp"
 
 namespace ckpt::nodes {
 
@@ -23,6 +31,8 @@ namespace {
 using migrate::Frame;
 using migrate::FrameReader;
 using migrate::FrameWriter;
+
+}  // namespace
 
 void remove_tree(const std::string& dir) {
   ::nftw(
@@ -33,8 +43,18 @@ void remove_tree(const std::string& dir) {
       16, FTW_DEPTH | FTW_PHYS);
 }
 
+namespace {
+
 bool same(const sockets::Connection& a, const sockets::Connection& b) {
   return a.local == b.local && a.peer == b.peer;
+}
+
+// A migration that ends before COMMIT: the address may be on its way here
+// (the source was lost while cr_job moved it), so the locks stay; the
+// daemon removes them later unless the address is here (lock_journal).
+void keep_until_settled(const std::vector<sockets::Connection>& locked) {
+  if (locked.empty()) return;
+  std::fprintf(stderr, "cr_noded: %zu lock(s) kept until the address settles\n", locked.size());
 }
 
 }  // namespace
@@ -96,7 +116,8 @@ Status serve_migrate(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, con
 }
 
 Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const Frame& first) {
-  std::string staging = cfg.dir + "/.incoming-XXXXXX";
+  // .incoming-PID-: the daemon removes it if this session is killed.
+  std::string staging = cfg.dir + "/.incoming-" + std::to_string(::getpid()) + "-XXXXXX";
   if (!::mkdtemp(staging.data())) return sys_error("creating " + staging);
   struct Cleanup {
     std::string dir;
@@ -106,6 +127,11 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
     (void)w.send(migrate::kError, e.message.data(), std::min<size_t>(e.message.size(), 4000));
     return e;
   };
+  // Held (shared) while this migration is in progress: serve_where waits
+  // for it. Released by the kernel however the session ends.
+  UniqueFd busy(::open(cfg.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (busy.valid()) (void)::flock(busy.get(), LOCK_SH);
+  journal_incoming();
   migrate::JobIncoming in(staging, 1);
   // Locked here before the address arrives: until the restore rebuilds a
   // connection, the other node's retransmissions must not meet a reset.
@@ -152,13 +178,17 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
         CKPT_TRY(w.send(migrate::kRunning, p.data(), p.size()));
         std::fprintf(stderr, "cr_noded: part restored in %.3f s, root PID %d (%llu processes)\n",
                      res->seconds, res->pid, static_cast<unsigned long long>(res->processes));
+        // The address came with the part: the neighbours learn its new
+        // link-layer address now rather than after their entry expires.
+        if (int n = announce_addresses(locked); n > 0)
+          std::fprintf(stderr, "cr_noded: %d address(es) announced (gratuitous ARP)\n", n);
         break;
       }
       case migrate::kDone:
         if (!committed) return make_error(EPROTO, "DONE before COMMIT");
         return {};
       case migrate::kError:
-        if (!committed) sockets::unlock_all(locked);  // the address never stayed here
+        if (!committed) keep_until_settled(locked);
         return make_error(ECANCELED,
                           "sender: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
       default:
@@ -167,11 +197,60 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
     }
     auto next = r.next();
     if (!next.ok()) {
-      if (!committed) sockets::unlock_all(locked);
+      if (!committed) keep_until_settled(locked);
       return next.error().context("the sending agent");
     }
     f = *next;
   }
+}
+
+}  // namespace ckpt::nodes
+
+namespace ckpt::nodes {
+
+namespace {
+
+// State and parent of `pid` from /proc.
+bool stat_of(pid_t pid, char* state, long* ppid) {
+  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  return paren != std::string::npos &&
+         std::sscanf(text.c_str() + paren + 1, " %c %ld", state, ppid) == 2;
+}
+
+}  // namespace
+
+Status serve_where(FrameWriter& w, const AgentConfig& cfg, const Message& req) {
+  const pid_t pid = pid_t(req.a);
+  if (pid <= 0) return fail(w, make_error(EINVAL, "no root PID given"));
+  UniqueFd d(::open(cfg.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d.valid()) return fail(w, sys_error("opening " + cfg.dir));
+  // A migration still in progress here may yet start the part (its source
+  // committed) or drop it (it did not): wait for its outcome.
+  const double deadline = now_seconds() + cfg.timeout;
+  while (::flock(d.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) return fail(w, sys_error("locking " + cfg.dir));
+    if (now_seconds() > deadline)
+      return fail(w, make_error(ETIMEDOUT, "a migration to this node is still in progress"));
+    ::usleep(20000);
+  }
+  // A part restored here is a child of the daemon (our parent) once its
+  // session ended; the session's lock goes before its children are handed
+  // over, so a part still attached to its exiting session is waited for.
+  for (int i = 0; i < 100; ++i) {
+    char state = 0;
+    long ppid = 0;
+    if (!stat_of(pid, &state, &ppid) || state == 'Z' || state == 'X') break;
+    if (ppid == long(::getppid())) return send_step(w, {kRunning, uint64_t(pid), 0, {}});
+    char pstate = 0;
+    long pppid = 0;
+    if (!stat_of(pid_t(ppid), &pstate, &pppid) || pppid != long(::getppid()) ||
+        (pstate != 'Z' && pstate != 'X'))
+      break;  // not a part of ours
+    ::usleep(20000);
+  }
+  return fail(w, make_error(ESRCH, "no part with root PID " + std::to_string(pid) + " runs here"));
 }
 
 }  // namespace ckpt::nodes

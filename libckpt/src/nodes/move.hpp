@@ -27,6 +27,14 @@ Status serve_migrate(migrate::FrameWriter& w, migrate::FrameReader& r, const Age
 Status serve_incoming(migrate::FrameWriter& w, migrate::FrameReader& r, const AgentConfig& cfg,
                       const migrate::Frame& first);
 
+// Removes a directory tree (a staging directory).
+void remove_tree(const std::string& dir);
+
+// Destination, asked by cr_job after it lost the source once the address
+// had moved: once no incoming migration is in progress here, whether the
+// part whose root PID is req.a runs here (RUNNING a = PID) or not (FAILED).
+Status serve_where(migrate::FrameWriter& w, const AgentConfig& cfg, const Message& req);
+
 // The connections to peers outside the part saved in a job generation.
 Result<std::vector<sockets::Connection>> outside_of_generation(const std::string& gen_dir);
 

@@ -29,6 +29,8 @@ const char* step_name(uint32_t s) {
       return "FAILED";
     case kMigrate:
       return "MIGRATE";
+    case kWhere:
+      return "WHERE";
     case kSent:
       return "SENT";
     case kMoved:

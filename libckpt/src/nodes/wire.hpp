@@ -18,6 +18,7 @@ enum Step : uint32_t {
   kAbort = 3,       // abort the round: release, make nothing visible
   kRestore = 4,     // a = generation (0: newest)
   kMigrate = 5,     // a = root PID of the part, b = 1 live / 0 frozen, text = destination agent
+  kWhere = 6,       // a = root PID: does a part moved here run? RUNNING or FAILED
   // agent -> coordinator
   kFrozen = 10,     // every process frozen, connections between nodes locked
   kCaptured = 11,   // state and memory copied; released at the next kGo

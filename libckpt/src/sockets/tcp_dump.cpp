@@ -57,12 +57,57 @@ Status peek_queue(int sock, int queue, size_t len, uint64_t* seq, std::vector<ui
   return {};
 }
 
+// The queues, sequence numbers and window of one connection, read as one
+// snapshot. The process is frozen and its packets held back, but the
+// kernel still takes in the peer's segments (new data moves rcv_nxt and,
+// with the acknowledgement it tries to send, rcv_wup) and its
+// acknowledgements (snd_una): a segment arriving between two of the reads
+// would give a receive queue that does not end at the saved rcv_nxt, or a
+// window whose rcv_wup lies beyond it (the restore's TCP_REPAIR_WINDOW then
+// fails with EINVAL: seen in nodes_failure.sh's moves). So the reads are
+// repeated until rcv_nxt and the send queue's length are the same before
+// and after them: nothing arrived in between. The peer stops sending new
+// data soon (nothing acknowledges it), so this ends within a few rounds.
+Status read_snapshot(int sock, const std::string& what, FileRecord* f, int* inq, int* outq,
+                     int* unsent, tcp_repair_window* w, uint32_t* ts) {
+  auto& p = f->params;
+  const size_t data_at = f->data.size();
+  for (int attempt = 0;; ++attempt) {
+    f->data.resize(data_at);
+    int recv_q = TCP_RECV_QUEUE;
+    uint32_t before = 0, after = 0;
+    if (::setsockopt(sock, IPPROTO_TCP, TCP_REPAIR_QUEUE, &recv_q, sizeof recv_q) != 0)
+      return sys_error(what + ": selecting the receive queue");
+    CKPT_TRY(get_opt(sock, IPPROTO_TCP, TCP_QUEUE_SEQ, &before, what, "rcv_nxt"));
+    if (::ioctl(sock, SIOCINQ, inq) != 0 || ::ioctl(sock, SIOCOUTQ, outq) != 0 ||
+        ::ioctl(sock, SIOCOUTQNSD, unsent) != 0)
+      return sys_error(what + ": measuring its queues");
+    Status s =
+        peek_queue(sock, TCP_RECV_QUEUE, size_t(*inq), &p[image::kTcpRecvSeq], &f->data, what);
+    if (s.ok())
+      s = peek_queue(sock, TCP_SEND_QUEUE, size_t(*outq), &p[image::kTcpSendSeq], &f->data, what);
+    if (s.ok()) s = get_opt(sock, IPPROTO_TCP, TCP_REPAIR_WINDOW, w, what, "its window");
+    if (s.ok()) s = get_opt(sock, IPPROTO_TCP, TCP_TIMESTAMP, ts, what, "its timestamp");
+    int outq_after = 0;
+    if (s.ok() && ::setsockopt(sock, IPPROTO_TCP, TCP_REPAIR_QUEUE, &recv_q, sizeof recv_q) != 0)
+      s = sys_error(what + ": selecting the receive queue");
+    if (s.ok()) s = get_opt(sock, IPPROTO_TCP, TCP_QUEUE_SEQ, &after, what, "rcv_nxt");
+    if (s.ok() && ::ioctl(sock, SIOCOUTQ, &outq_after) != 0)
+      s = sys_error(what + ": measuring its send queue");
+    const bool moved = !s.ok() || before != after || *outq != outq_after;
+    if (!moved) return {};
+    // A queue that changed while it was peeked reads short (EAGAIN): the
+    // same cause, the same remedy. Other errors are final.
+    if (!s.ok() && s.error().code != EAGAIN) return s;
+    if (attempt == 100)
+      return s.ok() ? make_error(EAGAIN, what + ": its queues kept changing while it was read") : s;
+    ::usleep(1000);
+  }
+}
+
 Status read_connection(int sock, const std::string& what, FileRecord* f) {
   auto& p = f->params;
   int inq = 0, outq = 0, unsent = 0;
-  if (::ioctl(sock, SIOCINQ, &inq) != 0 || ::ioctl(sock, SIOCOUTQ, &outq) != 0 ||
-      ::ioctl(sock, SIOCOUTQNSD, &unsent) != 0)
-    return sys_error(what + ": measuring its queues");
   // Leaving repair mode clears SO_REUSEADDR: it is set again after, or the
   // program's next bind of this port (after it closes) would fail.
   const bool reuse = sockopt_int(sock, SOL_SOCKET, SO_REUSEADDR);
@@ -72,13 +117,9 @@ Status read_connection(int sock, const std::string& what, FileRecord* f) {
       return make_error(EPERM, what + ": saving a TCP connection needs CAP_NET_ADMIN (TCP_REPAIR)");
     return sys_error(what + ": entering repair mode");
   }
-  Status s = peek_queue(sock, TCP_RECV_QUEUE, size_t(inq), &p[image::kTcpRecvSeq], &f->data, what);
-  if (s.ok())
-    s = peek_queue(sock, TCP_SEND_QUEUE, size_t(outq), &p[image::kTcpSendSeq], &f->data, what);
   tcp_repair_window w{};
-  if (s.ok()) s = get_opt(sock, IPPROTO_TCP, TCP_REPAIR_WINDOW, &w, what, "its window");
   uint32_t ts = 0;
-  if (s.ok()) s = get_opt(sock, IPPROTO_TCP, TCP_TIMESTAMP, &ts, what, "its timestamp");
+  Status s = read_snapshot(sock, what, f, &inq, &outq, &unsent, &w, &ts);
   int off = kRepairOffNoProbe;
   if (::setsockopt(sock, IPPROTO_TCP, TCP_REPAIR, &off, sizeof off) != 0 && s.ok())
     s = sys_error(what + ": leaving repair mode");

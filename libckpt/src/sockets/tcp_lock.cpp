@@ -102,7 +102,18 @@ std::string name(const Connection& c) {
 
 }  // namespace
 
+namespace {
+LockObserver g_observer = nullptr;
+}  // namespace
+
+void set_lock_observer(LockObserver observer) {
+  g_observer = observer;
+}
+
 Status lock_connection(const Connection& c) {
+  // Journaled before the rule exists: a kill in between leaves an entry
+  // whose removal finds no rule, never a rule without an entry.
+  if (g_observer) g_observer(c, true);
   const int rc = rule(c, RTM_NEWRULE);
   if (rc == 0 || rc == -EEXIST) return {};
   if (rc == -EPERM)
@@ -113,7 +124,10 @@ Status lock_connection(const Connection& c) {
 
 Status unlock_connection(const Connection& c) {
   const int rc = rule(c, RTM_DELRULE);
-  if (rc == 0 || rc == -ENOENT) return {};
+  if (rc == 0 || rc == -ENOENT) {
+    if (g_observer) g_observer(c, false);
+    return {};
+  }
   return make_error(
       -rc, name(c) + ": removing the rule that held its packets back: " + std::strerror(-rc));
 }

@@ -30,6 +30,12 @@ struct Connection {
   Endpoint local, peer;
 };
 
+// Called after every rule this process added (locked = true) or removed:
+// cr_noded journals them so that the rules of a session killed mid-round
+// can be removed by the daemon (nodes/lock_journal). None by default.
+using LockObserver = void (*)(const Connection& c, bool locked);
+void set_lock_observer(LockObserver observer);
+
 // Adds the rule (an existing identical rule is fine).
 Status lock_connection(const Connection& c);
 // Removes it (none there is fine).
