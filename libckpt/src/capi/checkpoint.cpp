@@ -29,6 +29,7 @@ int checkpoint(ckpt_ctx* ctx, const ckpt_checkpoint_opts* in, ckpt_checkpoint_st
   opts.force = o.flags & CKPT_FORCE;
   opts.tcp_established = o.flags & CKPT_TCP_ESTABLISHED;
   if (o.tracker) opts.tracker = o.tracker;
+  opts.compress_level = o.compress_level;
   opts.progress = progress(ctx, CKPT_PHASE_CHECKPOINT);
   auto r = full ? ckpt::checkpoint_full(opts) : ckpt::checkpoint_incremental(opts);
   if (!r.ok()) return fail(ctx, r.error());

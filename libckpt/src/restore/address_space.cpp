@@ -278,7 +278,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     for (size_t b = 0; b < batches.size(); ++b) {
       if (b + 1 < batches.size())  // overlap the disk with this batch's hashing
         for (size_t i = batches[b + 1].first; i < batches[b + 1].last; ++i)
-          if (!slices[i].zero())
+          if (!slices[i].zero() && !slices[i].run->compressed())  // a frame: read when verified
             ::madvise(const_cast<uint8_t*>(content(slices[i])),
                       uint64_t(slices[i].npages) * kPageSize, MADV_WILLNEED);
       Status st;
