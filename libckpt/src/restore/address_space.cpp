@@ -268,6 +268,12 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   // while this one copies the current batch: no byte reaches the process
   // before its whole run's checksum matched, and the two passes overlap.
   const std::vector<WriteBatch> batches = make_write_batches(slices);
+  // A compressed run's decompressed content (kept by its reader once
+  // verified) is freed after the last batch that copies from it.
+  std::map<const image::PageRun*, size_t> last_use;
+  for (size_t b = 0; b < batches.size(); ++b)
+    for (size_t i = batches[b].first; i < batches[b].last; ++i)
+      if (!slices[i].zero() && slices[i].run->compressed()) last_use[slices[i].run] = b;
   std::mutex mu;
   std::condition_variable cv;
   size_t verified = 0;  // batches [0, verified) are good
@@ -341,6 +347,11 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
                  : make_error(EFAULT, "short write into the new process");
     else if (progress)
       progress(done, total);
+    for (size_t i = batches[b].first; i < batches[b].last && !last_use.empty(); ++i) {
+      auto it = last_use.find(slices[i].run);
+      if (it != last_use.end() && it->second == b)
+        chain_.links[slices[i].link]->drop_content(*slices[i].run);
+    }
   }
   {
     std::lock_guard<std::mutex> l(mu);
