@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
          "--scratch-max", [&opts](uint64_t mib) { opts.scratch_max_bytes = mib << 20; },
          "MiB of files on tmpfs (saved with each checkpoint) a process may hold (default 512)")
       ->check(CLI::Range(uint64_t(1), uint64_t(1) << 30));
+  ckpt::cli::add_compress_option(app, opts.compress_level);
   app.add_flag("--no-sync", opts.no_sync,
                "skip the fsyncs: faster, but an OS crash or power loss may lose this generation "
                "(a killed tool never leaves a half one visible)");

@@ -29,7 +29,8 @@
 # Exit status: 0 pass, 1 fail, 2 usage, 77 skip (only for a missing kernel
 # feature). Set E2E_KEEP=1 to keep the temporary directory; E2E_TRACKER=NAME
 # starts the chain with cr_full --tracker=NAME (default: auto);
-# E2E_HEAP_ARGS="MIB STEPS" sizes heap_pattern (default 256 MiB, 200 steps).
+# E2E_HEAP_ARGS="MIB STEPS" sizes heap_pattern (default 256 MiB, 200 steps);
+# E2E_CKPT_ARGS adds options to cr_full and cr_incr (e.g. --compress).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -110,7 +111,7 @@ esac
 # Runs cr_incr on $PID (must succeed).
 incremental() {
   local rc=0
-  timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_incr" --dir "$CKPT" "$PID" </dev/null \
+  timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_incr" --dir "$CKPT" ${E2E_CKPT_ARGS:-} "$PID" </dev/null \
     >"$WORK/cr_incr.out" 2>"$WORK/cr_incr.err" || rc=$?
   ((rc == 0)) || fail "cr_incr $(describe_status "$rc"): $(first_line "$WORK/cr_incr.err")"
 }
@@ -159,7 +160,7 @@ feed() {
 CKPT_TIME=""
 checkpoint() {
   local rc=0 t0=$EPOCHREALTIME
-  timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_full" --dir "$CKPT" ${E2E_TRACKER:+"--tracker=$E2E_TRACKER"} "$PID" </dev/null \
+  timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_full" --dir "$CKPT" ${E2E_TRACKER:+"--tracker=$E2E_TRACKER"} ${E2E_CKPT_ARGS:-} "$PID" </dev/null \
     >"$WORK/cr_full.out" 2>"$WORK/cr_full.err" || rc=$?
   CKPT_TIME=$(elapsed "$t0")
   ((rc == 0)) || fail "cr_full $(describe_status "$rc"): $(first_line "$WORK/cr_full.err")"

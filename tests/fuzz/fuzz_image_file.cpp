@@ -1,6 +1,7 @@
 // One file of a real generation (FUZZ_FILE: pages.img, addr.img or meta.img)
 // replaced by the input; the other two from the seed checkpoint
-// ($CKPT_FUZZ_BASE/gen-000001). SnapshotReader::open and verify_all must
+// ($CKPT_FUZZ_BASE/gen-000001, written with --compress: zstd runs are decoded).
+// SnapshotReader::open and verify_all must
 // refuse or accept cleanly, never crash. Inputs whose byte 63 is odd keep
 // their checksums as they are; the others get them repaired.
 #include <sys/stat.h>

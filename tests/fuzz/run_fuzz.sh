@@ -34,7 +34,8 @@ checkpoint() { # a full and an incremental of a small real process in $WORK/ck
   exec sleep 600 </dev/null >/dev/null 2>&1) &
   SLEEPER=$!
   sleep 0.1
-  "$TOOLS/cr_full" --dir "$WORK/ck" --tracker hash "$SLEEPER" >/dev/null
+  # --compress: gen-000001 holds zstd runs (the image targets decode them), gen-000002 plain ones.
+  "$TOOLS/cr_full" --dir "$WORK/ck" --tracker hash --compress "$SLEEPER" >/dev/null
   "$TOOLS/cr_incr" --dir "$WORK/ck" "$SLEEPER" >/dev/null
   { kill -9 "$SLEEPER" && wait "$SLEEPER"; } 2>/dev/null || true
   SLEEPER=

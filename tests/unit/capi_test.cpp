@@ -86,6 +86,14 @@ TEST(CApi, NullAndShortOptions) {
   EXPECT_NE(msg(x.c).find("too small"), std::string::npos);
   EXPECT_EQ(ckpt_migrate(x.c, nullptr, nullptr), -EINVAL);
   EXPECT_EQ(ckpt_pause(x.c, nullptr, nullptr), -EINVAL);
+  // The appended compress_level: 0 to 19.
+  ckpt_checkpoint_opts cz{};
+  cz.size = sizeof cz;
+  cz.dir = "/tmp/x";
+  cz.pid = 1;
+  cz.compress_level = 42;
+  EXPECT_EQ(ckpt_checkpoint_full(x.c, &cz, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("compress_level"), std::string::npos) << msg(x.c);
   // The thread's message follows the handle's.
   EXPECT_EQ(msg(x.c), ckpt_last_message());
 }

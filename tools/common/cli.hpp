@@ -28,6 +28,9 @@ void print_json(const nlohmann::json& j);
 // exit code, or 128 + the signal that ended it.
 int wait_child(pid_t pid);
 
+// --compress[=LEVEL] of cr_full and cr_incr (CheckpointOptions::compress_level).
+void add_compress_option(CLI::App& app, int& level);
+
 // Runs CLI11's parse; returns -1 to continue, or the exit status to return.
 int parse(CLI::App& app, int argc, char** argv);
 

@@ -75,6 +75,9 @@ struct ckpt_checkpoint_opts {
   pid_t pid;           /* the target; with CKPT_TREE the root of the job */
   unsigned flags;      /* enum ckpt_checkpoint_flags */
   const char* tracker; /* NULL or "auto", "kmod", "pagemap-scan", "soft-dirty", "hash" */
+  /* appended after V1 (a V1-sized struct reads as 0): zstd level 1-19 for
+   * page content, 0 = stored plain (docs/format.md, compressed runs) */
+  int compress_level;
 };
 #define CKPT_CHECKPOINT_OPTS_SIZE_V1 \
   (offsetof(struct ckpt_checkpoint_opts, tracker) + sizeof(char*))

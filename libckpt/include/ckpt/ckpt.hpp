@@ -46,6 +46,11 @@ struct CheckpointOptions {
   // are saved with each generation): at most this many bytes per process,
   // beyond that the checkpoint is refused naming the file.
   uint64_t scratch_max_bytes = uint64_t(512) << 20;
+  // zstd level (1-19) for page content, 0: stored plain. Each 1 MiB run is
+  // compressed on its own, after the copy (off the freeze), on up to 4
+  // threads; restore checks and decompresses run by run (docs/format.md).
+  // Not with `live` (refused).
+  int compress_level = 0;
   ProgressFn progress;
 };
 

@@ -12,6 +12,8 @@ int checkpoint(ckpt_ctx* ctx, const ckpt_checkpoint_opts* in, ckpt_checkpoint_st
   if (int rc = read_opts(ctx, in, CKPT_CHECKPOINT_OPTS_SIZE_V1, o, "ckpt_checkpoint_opts"))
     return rc;
   if (int rc = check_out(ctx, out, "ckpt_checkpoint_stats")) return rc;
+  if (o.compress_level < 0 || o.compress_level > 19)
+    return fail(ctx, EINVAL, std::string(call) + ": compress_level is not 0 (off) or 1 to 19");
   if (int rc = check_dir(ctx, o.dir, call)) return rc;
   if (o.pid <= 0) return fail(ctx, EINVAL, std::string(call) + ": no target PID given");
   constexpr unsigned known =
@@ -29,6 +31,7 @@ int checkpoint(ckpt_ctx* ctx, const ckpt_checkpoint_opts* in, ckpt_checkpoint_st
   opts.force = o.flags & CKPT_FORCE;
   opts.tcp_established = o.flags & CKPT_TCP_ESTABLISHED;
   if (o.tracker) opts.tracker = o.tracker;
+  opts.compress_level = o.compress_level;
   opts.progress = progress(ctx, CKPT_PHASE_CHECKPOINT);
   auto r = full ? ckpt::checkpoint_full(opts) : ckpt::checkpoint_incremental(opts);
   if (!r.ok()) return fail(ctx, r.error());

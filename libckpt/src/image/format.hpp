@@ -31,6 +31,8 @@ constexpr uint32_t kMaxRunPages = 256;  // 1 MiB: the checksum granularity
 
 // addr.img header flag: a page-hash table follows the run records.
 constexpr uint64_t kAddrHasPageHashes = 1;
+// addr.img header flag: some runs are zstd-compressed (readers before it refuse the file).
+constexpr uint64_t kAddrHasZstdRuns = 2;
 
 constexpr const char* kPagesFile = "pages.img";
 constexpr const char* kAddrFile = "addr.img";

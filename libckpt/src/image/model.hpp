@@ -437,7 +437,11 @@ struct ImageMeta {
 // PageRun::flags bits.
 enum RunFlag : uint32_t {
   kRunZero = 1u << 0,  // every page of the run is zero: no content bytes
+  // The content is one zstd frame padded to whole pages (image/page_codec);
+  // bits 16-31 hold how many pages it takes in the page file.
+  kRunZstd = 1u << 1,
 };
+constexpr uint32_t kRunStoredShift = 16;
 
 // One entry of the address file: `npages` pages from `vaddr`, whose content
 // is at `content_offset` in the page file (unless kRunZero).
@@ -450,6 +454,12 @@ struct PageRun {
 
   uint64_t bytes() const { return uint64_t(npages) * kPageSize; }
   bool zero() const { return flags & kRunZero; }
+  bool compressed() const { return flags & kRunZstd; }
+  // Pages the run takes in the page file (0 for zero runs).
+  uint32_t stored_pages() const {
+    return zero() ? 0 : compressed() ? flags >> kRunStoredShift : npages;
+  }
+  uint64_t stored_bytes() const { return uint64_t(stored_pages()) * kPageSize; }
 };
 
 // The content hash of one page of the process's state at a generation (the

@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <new>
 
 #include "image/chain_link.hpp"
 #include "image/format.hpp"
+#include "image/page_codec.hpp"
 #include "util/fd.hpp"
 #include "util/hash.hpp"
 #include "util/text.hpp"
@@ -71,7 +73,9 @@ Result<std::unique_ptr<SnapshotReader>> SnapshotReader::open(const std::string& 
       (addr.header.flags & kAddrHasPageHashes ? addr.body.size() < runs_bytes
                                               : addr.body.size() != runs_bytes))
     return corrupt(addr_path, "size does not match its run count (truncated?)");
-  if (addr.header.flags & ~kAddrHasPageHashes) return corrupt(addr_path, "unknown header flags");
+  if (addr.header.flags & ~(kAddrHasPageHashes | kAddrHasZstdRuns))
+    return corrupt(addr_path, "unknown header flags");
+  const bool zstd_runs = addr.header.flags & kAddrHasZstdRuns;
   if ((addr.header.flags & kAddrHasPageHashes) &&
       !decode_page_hashes(addr.body.data() + runs_bytes, addr.body.size() - runs_bytes,
                           &r->page_hashes_))
@@ -97,16 +101,21 @@ Result<std::unique_ptr<SnapshotReader>> SnapshotReader::open(const std::string& 
     PageRun& run = r->runs_[i];
     if (!decode_run(&addr.body[i * kRunRecordSize], &run))
       return corrupt(addr_path, "run record " + std::to_string(i) + " checksum mismatch");
+    // Flags: ZERO, or ZSTD with its stored page count (1 to npages) when the
+    // header announces compressed runs; nothing else.
+    const uint32_t known = run.compressed() ? kRunZstd | (0xffffu << kRunStoredShift) : kRunZero;
+    if ((run.flags & ~known) || (run.compressed() && (!zstd_runs || run.stored_pages() == 0 ||
+                                                      run.stored_pages() > run.npages)))
+      return corrupt(addr_path, "run record " + std::to_string(i) + " has unknown flags");
     if (run.npages == 0 || run.npages > kMaxRunPages || run.vaddr % kPageSize != 0 ||
         (!run.zero() &&
          (run.content_offset % kPageSize != 0 || run.content_offset > r->content_bytes_ ||
-          run.bytes() > r->content_bytes_ - run.content_offset)))
+          run.stored_bytes() > r->content_bytes_ - run.content_offset)))
       return corrupt(addr_path, "run record " + std::to_string(i) + " is out of range");
   }
 
   uint64_t covered = 0;
-  for (const PageRun& run : r->runs_)
-    if (!run.zero()) covered += run.bytes();
+  for (const PageRun& run : r->runs_) covered += run.stored_bytes();
   if (covered != r->content_bytes_)
     return corrupt(addr_path, "runs do not cover the page content exactly");
 
@@ -126,20 +135,48 @@ SnapshotReader::~SnapshotReader() {
 
 const uint8_t* SnapshotReader::content(const PageRun& run) const {
   if (run.zero()) return nullptr;
+  if (run.compressed()) {
+    std::lock_guard<std::mutex> l(plain_mu_);
+    auto it = plain_.find(key(run));
+    return it == plain_.end() ? nullptr : it->second.get();
+  }
   return map_ + kPagesHeaderSize + run.content_offset;
 }
 
 Status SnapshotReader::verify_run(const PageRun& run) const {
   if (run.zero()) return {};
-  if (xxh3(content(run), run.bytes()) != run.content_hash) {
-    return corrupt(dir_ + "/" + kPagesFile,
-                   "page run at " + hex(run.vaddr) + ": content checksum mismatch");
+  const uint8_t* stored = map_ + kPagesHeaderSize + run.content_offset;
+  auto mismatch = [&](const std::string& why) {
+    return corrupt(dir_ + "/" + kPagesFile, "page run at " + hex(run.vaddr) + ": " + why);
+  };
+  if (!run.compressed()) {
+    if (xxh3(stored, run.bytes()) != run.content_hash) return mismatch("content checksum mismatch");
+    return {};
   }
+  if (content(run)) return {};  // verified before
+  std::unique_ptr<uint8_t[]> plain(new (std::nothrow) uint8_t[run.bytes()]);
+  if (!plain) return make_error(ENOMEM, "decompressing " + dir_ + "/" + kPagesFile);
+  if (std::string why = decompress_run(stored, run.stored_bytes(), plain.get(), run.bytes());
+      !why.empty())
+    return mismatch("content checksum mismatch (" + why + ")");
+  if (xxh3(plain.get(), run.bytes()) != run.content_hash)
+    return mismatch("content checksum mismatch");
+  std::lock_guard<std::mutex> l(plain_mu_);
+  plain_.emplace(key(run), std::move(plain));
   return {};
 }
 
+void SnapshotReader::drop_content(const PageRun& run) const {
+  if (!run.compressed()) return;
+  std::lock_guard<std::mutex> l(plain_mu_);
+  plain_.erase(key(run));
+}
+
 Status SnapshotReader::verify_all() const {
-  for (const PageRun& run : runs_) CKPT_TRY(verify_run(run));
+  for (const PageRun& run : runs_) {
+    CKPT_TRY(verify_run(run));
+    drop_content(run);
+  }
   return {};
 }
 

@@ -4,8 +4,11 @@
 #pragma once
 
 #include <ckpt/result.hpp>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "image/model.hpp"
@@ -27,11 +30,19 @@ class SnapshotReader {
   uint64_t meta_digest() const { return meta_digest_; }
   uint32_t format_version() const { return version_; }
 
-  // The content of a run, from a read-only mapping of pages.img (nullptr for zero runs).
+  // The content of a run, from a read-only mapping of pages.img (nullptr for
+  // zero runs). A compressed run's content exists once verify_run() passed
+  // (its decompressed bytes, kept until drop_content() or the reader's end);
+  // before that: nullptr.
   const uint8_t* content(const PageRun& run) const;
-  // Checks a run's content checksum.
+  // Checks a run's content checksum (a compressed run: decompresses it
+  // first; a frame that does not decode is a checksum error too).
+  // Thread-safe for distinct runs.
   Status verify_run(const PageRun& run) const;
+  // Every run, keeping no decompressed content.
   Status verify_all() const;
+  // Frees a compressed run's decompressed content (a no-op otherwise).
+  void drop_content(const PageRun& run) const;
 
  private:
   SnapshotReader() = default;
@@ -43,6 +54,13 @@ class SnapshotReader {
   uint64_t meta_digest_ = 0;
   uint32_t version_ = 0;
   const uint8_t* map_ = nullptr;
+  // Decompressed content of verified compressed runs, by what the run record
+  // says of its content (offset, hash, pages): two records naming the same
+  // offset with different hashes are checked each on its own.
+  using PlainKey = std::tuple<uint64_t, uint64_t, uint32_t>;
+  static PlainKey key(const PageRun& r) { return {r.content_offset, r.content_hash, r.npages}; }
+  mutable std::mutex plain_mu_;
+  mutable std::map<PlainKey, std::unique_ptr<uint8_t[]>> plain_;
   size_t map_len_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "image/chain_link.hpp"
@@ -95,6 +96,11 @@ std::unique_ptr<SnapshotWriter> SnapshotWriter::create_stream(
 
 SnapshotWriter::~SnapshotWriter() {
   if (!committed_) discard();
+  std::free(zbuf_);
+}
+
+void SnapshotWriter::set_compression(int level, unsigned threads) {
+  if (level > 0 && !stream_) compressor_ = std::make_unique<RunCompressor>(level, threads);
 }
 
 void SnapshotWriter::discard() {
@@ -151,6 +157,7 @@ Status SnapshotWriter::add_pages(uint64_t vaddr, const uint8_t* data, size_t npa
     int fl = ::fcntl(pages_fd_.get(), F_GETFL);
     if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
   }
+  const size_t first_run = runs_.size();
   size_t i = 0;
   while (i < npages) {
     bool zero = is_zero_page(data + i * kPageSize);
@@ -163,22 +170,65 @@ Status SnapshotWriter::add_pages(uint64_t vaddr, const uint8_t* data, size_t npa
       run.flags = kRunZero;
       zero_pages_ += run.npages;
     } else {
-      const uint8_t* p = data + i * kPageSize;
-      run.content_offset = content_bytes_;
-      run.content_hash = xxh3(p, run.bytes());
-      content_bytes_ += run.bytes();
-      iov_.push_back(iovec{const_cast<uint8_t*>(p), run.bytes()});
-      if (stream_) iov_hash_.push_back(run.content_hash);
+      run.content_hash = xxh3(data + i * kPageSize, run.bytes());
+      plain_bytes_ += run.bytes();
     }
     pages_ += run.npages;
     runs_.push_back(run);
     i = j;
+  }
+  // Compressed frames of this call's runs, made on the compressor's threads
+  // (the capture's writer thread calls this after the copy, off the freeze).
+  std::vector<RunCompressor::Job> jobs;
+  if (compressor_) {
+    size_t need = 0;
+    for (size_t r = first_run; r < runs_.size(); ++r)
+      if (!runs_[r].zero()) need += RunCompressor::bound(runs_[r].bytes());
+    if (need > zbuf_len_) {
+      std::free(zbuf_);
+      zbuf_ = static_cast<uint8_t*>(std::aligned_alloc(kPageSize, need));
+      zbuf_len_ = zbuf_ ? need : 0;
+    }
+    if (zbuf_) {
+      size_t at = 0;
+      for (size_t r = first_run; r < runs_.size(); ++r) {
+        if (runs_[r].zero()) continue;
+        RunCompressor::Job job;
+        job.src = data + (runs_[r].vaddr - vaddr);
+        job.len = runs_[r].bytes();
+        job.out = zbuf_ + at;
+        at += RunCompressor::bound(job.len);
+        jobs.push_back(job);
+      }
+      compressor_->run(jobs);
+    }
+  }
+  size_t k = 0;
+  for (size_t r = first_run; r < runs_.size(); ++r) {
+    PageRun& run = runs_[r];
+    if (run.zero()) continue;
+    const uint8_t* p = data + (run.vaddr - vaddr);
+    size_t len = run.bytes();
+    if (k < jobs.size() && jobs[k].stored_pages > 0) {
+      run.flags |= kRunZstd | uint32_t(jobs[k].stored_pages) << kRunStoredShift;
+      p = jobs[k].out;
+      len = jobs[k].stored_pages * kPageSize;
+      any_compressed_ = true;
+    }
+    ++k;
+    run.content_offset = content_bytes_;
+    content_bytes_ += len;
+    iov_.push_back(iovec{const_cast<uint8_t*>(p), len});
+    if (stream_) iov_hash_.push_back(run.content_hash);
   }
   return flush_iov();
 }
 
 Status SnapshotWriter::drop_pages(const std::vector<MemRange>& ranges, bool keep) {
   if (stream_) return make_error(ENOTSUP, "a stream cannot take pages back");
+  if (compressor_)
+    return make_error(ENOTSUP,
+                      "a compressed generation cannot take pages back (--compress with --live)");
   // The parts of [a, b) to keep: outside `ranges` (or inside, with `keep`).
   auto kept = [&](uint64_t a, uint64_t b) {
     std::vector<MemRange> out;
@@ -227,8 +277,7 @@ Status SnapshotWriter::drop_pages(const std::vector<MemRange>& ranges, bool keep
 Status SnapshotWriter::fill_holes() {
   std::vector<PageRun> runs, moving;
   uint64_t covered = 0;
-  for (const PageRun& r : runs_)
-    if (!r.zero()) covered += r.bytes();
+  for (const PageRun& r : runs_) covered += r.stored_bytes();
   if (covered == content_bytes_) return {};
   const std::string path = tmp_dir_ + "/" + kPagesFile;
   int fl = ::fcntl(pages_fd_.get(), F_GETFL);
@@ -321,6 +370,7 @@ Status SnapshotWriter::commit(const ImageMeta& meta) {
     h.flags = kAddrHasPageHashes;
     encode_page_hashes(page_hashes_, addr);
   }
+  if (any_compressed_) h.flags |= kAddrHasZstdRuns;
   std::vector<uint8_t> addr_header = encode_header(h);
 
   uint64_t nrec = 0;

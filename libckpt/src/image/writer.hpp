@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "image/model.hpp"
+#include "image/page_codec.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::image {
@@ -66,12 +67,18 @@ class SnapshotWriter {
   Status commit(const ImageMeta& meta);
   // false: commit() fsyncs nothing (CheckpointOptions::no_sync).
   void set_durable(bool durable) { durable_ = durable; }
+  // Store non-zero runs as zstd frames where that saves space (level > 0),
+  // compressed on `threads` threads per add_pages call. Directory writers
+  // only (a stream stays plain); drop_pages then refuses.
+  void set_compression(int level, unsigned threads);
 
   const std::vector<PageRun>& runs() const { return runs_; }
   const std::vector<PageHash>& page_hashes() const { return page_hashes_; }
   uint64_t content_bytes() const { return content_bytes_; }
   uint64_t zero_pages() const { return zero_pages_; }
   uint64_t pages() const { return pages_; }
+  // Bytes the non-zero runs would take uncompressed (= content_bytes() when plain).
+  uint64_t plain_bytes() const { return plain_bytes_; }
   // Bytes of all three files, known after commit.
   uint64_t bytes_total() const { return bytes_total_; }
   // xxh3 of the committed meta.img (the next generation's parent digest).
@@ -92,7 +99,11 @@ class SnapshotWriter {
   std::vector<PageHash> page_hashes_;
   std::vector<iovec> iov_;
   std::vector<uint64_t> iov_hash_;  // stream writers: each iovec's run hash
-  uint64_t content_bytes_ = 0, zero_pages_ = 0, pages_ = 0, bytes_total_ = 0;
+  uint64_t content_bytes_ = 0, zero_pages_ = 0, pages_ = 0, bytes_total_ = 0, plain_bytes_ = 0;
+  std::unique_ptr<RunCompressor> compressor_;
+  uint8_t* zbuf_ = nullptr;  // compressed frames of one add_pages call (page aligned)
+  size_t zbuf_len_ = 0;
+  bool any_compressed_ = false;
   uint64_t meta_digest_ = 0;
   bool committed_ = false;
   bool durable_ = true;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "dump/capture.hpp"
 #include "dump/chain_owner.hpp"
@@ -19,6 +20,7 @@
 #include "dump/member.hpp"
 #include "dump/precopy_rule.hpp"
 #include "image/job_image.hpp"
+#include "image/page_codec.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
 #include "image/writer.hpp"
@@ -97,12 +99,26 @@ std::vector<image::JobShare> find_shared_files(const std::vector<dump::MemberDum
   return out;
 }
 
+// Threads that compress page runs (CheckpointOptions::compress_level): the
+// capture's writer thread and up to 3 more, never more than the CPUs.
+unsigned compress_threads() {
+  return std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+}
+
 Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const PreviousJob* prev,
                                        uint64_t generation, double t0,
                                        const PreviousJob* hint = nullptr,
                                        const job::CommittedHook& committed = {},
                                        const job::RoundHooks* hooks = nullptr) {
   CheckpointStats stats;
+  if (opts.compress_level < 0 || opts.compress_level > image::kMaxCompressLevel)
+    return make_error(EINVAL, "compression level " + std::to_string(opts.compress_level) +
+                                  " is not 0 (off) or 1 to " +
+                                  std::to_string(image::kMaxCompressLevel));
+  if (opts.compress_level > 0 && opts.live)
+    return make_error(EINVAL,
+                      "--compress cannot be combined with --live (a pre-copied generation "
+                      "takes pages back, which compressed runs do not support)");
   const image::ImageMeta* prev_root = prev ? &prev->root()->meta() : nullptr;
   CKPT_ASSIGN(std::string tracker, dump::chain_tracker(opts, prev_root));
   std::array<uint8_t, 16> chain_id{};
@@ -164,6 +180,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       if (!r.ok()) return r.error();
       w = std::move(*r);
       w->set_durable(!opts.no_sync);
+      w->set_compression(opts.compress_level, compress_threads());
     }
     return w.get();
   };

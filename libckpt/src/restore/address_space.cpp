@@ -298,6 +298,12 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   // while this one copies the current batch: no byte reaches the process
   // before its whole run's checksum matched, and the two passes overlap.
   const std::vector<WriteBatch> batches = make_write_batches(slices);
+  // A compressed run's decompressed content (kept by its reader once
+  // verified) is freed after the last batch that copies from it.
+  std::map<const image::PageRun*, size_t> last_use;
+  for (size_t b = 0; b < batches.size(); ++b)
+    for (size_t i = batches[b].first; i < batches[b].last; ++i)
+      if (!slices[i].zero() && slices[i].run->compressed()) last_use[slices[i].run] = b;
   std::mutex mu;
   std::condition_variable cv;
   size_t verified = 0;  // batches [0, verified) are good
@@ -308,7 +314,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     for (size_t b = 0; b < batches.size(); ++b) {
       if (b + 1 < batches.size())  // overlap the disk with this batch's hashing
         for (size_t i = batches[b + 1].first; i < batches[b + 1].last; ++i)
-          if (!slices[i].zero())
+          if (!slices[i].zero() && !slices[i].run->compressed())  // a frame: read when verified
             ::madvise(const_cast<uint8_t*>(content(slices[i])),
                       uint64_t(slices[i].npages) * kPageSize, MADV_WILLNEED);
       Status st;
@@ -371,6 +377,11 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
                  : make_error(EFAULT, "short write into the new process");
     else if (progress)
       progress(done, total);
+    for (size_t i = batches[b].first; i < batches[b].last && !last_use.empty(); ++i) {
+      auto it = last_use.find(slices[i].run);
+      if (it != last_use.end() && it->second == b)
+        chain_.links[slices[i].link]->drop_content(*slices[i].run);
+    }
   }
   {
     std::lock_guard<std::mutex> l(mu);

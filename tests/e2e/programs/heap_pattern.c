@@ -3,13 +3,19 @@
 // position-dependent pattern. After ready it keeps rewriting 1 MiB chunks
 // (STEPS steps of 10 ms, default 200, each bumping one chunk's version, so
 // pages change after the checkpoint too), then verifies every byte.
+// With E2E_COMPRESSIBLE=1 in the environment each word of the big block keeps
+// only its low byte (the rest zero), so its pages compress
+// (tests/e2e/compress.sh) while every byte still depends on its position and
+// version.
 #include "e2e.h"
 
 #define CHUNK (1UL << 20)
 #define SMALL_BLOCKS 2000
 
+static uint64_t word_mask = ~0ULL;
+
 static uint64_t big_word(uint64_t index, uint32_t version) {
-  return e2e_mix(index ^ ((uint64_t)version << 44));
+  return e2e_mix(index ^ ((uint64_t)version << 44)) & word_mask;
 }
 
 static void fill_chunk(uint64_t* heap, size_t chunk, uint32_t version) {
@@ -37,6 +43,8 @@ int main(int argc, char** argv) {
   long steps = argc > 3 ? strtol(argv[3], NULL, 10) : 200;
   if (mib == 0 || steps < 0) e2e_fail("bad MIB or STEPS");
   const size_t size = mib * CHUNK, nchunks = mib;
+  const char* compressible = getenv("E2E_COMPRESSIBLE");
+  if (compressible && *compressible == '1') word_mask = 0xff;
 
   uint64_t* heap = malloc(size);
   uint32_t* version = calloc(nchunks, sizeof *version);
