@@ -24,6 +24,10 @@
 #                     restore while generations arrive, the finish, the
 #                     fallback); the same rule: one copy runs, and nothing
 #                     is left in the receiver's PID namespace but that copy.
+# A moved target cannot end by itself while the test looks at it (on a slow
+# or loaded machine too): it keeps working while its pace file exists and
+# does not end while its hold file exists (E2E_PACE_FILE, E2E_HOLD_FILE);
+# the test removes both (release) when it waits for the process to finish.
 # Steps come from PRELOAD (kill_at_step.so: ptrace requests and memory writes
 # that change a process), counted in one normal run; random instants are
 # uniform within 1.3 times a normal run. Every process must finish by itself
@@ -91,12 +95,21 @@ note() {
 sigblk() { awk '/^SigBlk:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
 # Starts a target (PID, T_DIR, T_BLK, T_ID); cr_pause: and its checkpoint.
+# A moved one is paced and held (1000 steps of 10 ms at most, then it
+# waits) until release.
 start_target() {
   targets=$((targets + 1))
   T_DIR=$WORK/t$targets
   mkdir "$T_DIR"
-  (close_fds && trap '' INT QUIT && exec "$PROG_DIR/heap_pattern" "$T_DIR/ready" "$T_MIB" 300 \
-    </dev/null >"$T_DIR/out" 2>"$T_DIR/err") &
+  local env=() steps=300
+  if [[ $MODE != cr_pause ]]; then
+    : >"$T_DIR/pace"
+    : >"$T_DIR/hold"
+    env=("E2E_PACE_FILE=$T_DIR/pace" "E2E_HOLD_FILE=$T_DIR/hold")
+    steps=1000
+  fi
+  (close_fds && trap '' INT QUIT && exec env "${env[@]}" "$PROG_DIR/heap_pattern" "$T_DIR/ready" \
+    "$T_MIB" "$steps" </dev/null >"$T_DIR/out" 2>"$T_DIR/err") &
   PID=$!
   HOLDER=$PID # whom to wait for: the process, or the cr_restart that brought it back
   OWN_PIDS+=("$PID")
@@ -114,6 +127,10 @@ start_target() {
     sleep 0.1 # it moves on from its checkpoint: a rollback has work to do
   fi
 }
+
+# Lets the current target (or its copy) run its last steps at full speed
+# and finish.
+release() { rm -f "$T_DIR/pace" "$T_DIR/hold"; }
 
 # The done line of the current target, after it ended with status $1.
 check_done() {
@@ -183,6 +200,7 @@ start_receiver() {
      while :; do sleep 0.05; done' _ "$@" "$BIN_DIR/cr_recv" --listen "127.0.0.1:$PORT" \
     --token "$WORK/token" $once </dev/null >"$WORK/recv.out" 2>"$WORK/recv.err") &
   RNS=$!
+  disown "$RNS" # (bash would report its death on stderr)
   RECVS+=("$RNS")
   local i
   for ((i = 0; i < 200; i++)); do
@@ -325,6 +343,7 @@ trial() {
     left=$(ns_leftovers "$copy")
     [[ -z $left ]] || note "after $what the receiver left $left"
   fi
+  release
   wait_gone "$copy" || {
     note "the migrated copy of target $targets still runs 60 s later"
     kill -9 "$copy"
@@ -355,6 +374,7 @@ run_trials() {
       ((ok == 0)) || break
     done
     if ((ok == 0)); then # the source still runs: it must finish by itself
+      release
       wait_exit "$HOLDER" 60 || {
         note "target $targets still runs 60 s after its kills"
         kill -9 "$PID"
@@ -377,9 +397,6 @@ if [[ $MODE == cr_recv ]]; then
     exit 1
   }
   duration=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.4f", b - a }')
-  wait_exit "$PID" 10
-  for ((i = 0; i < 1200; i++)); do [[ -s $WORK/steps ]] && break; sleep 0.05; done
-  kill_tree "$RNS"
 else
   LD_PRELOAD=$PRELOAD CKPT_STEP_COUNT_FILE=$WORK/steps "${CMD[@]}" </dev/null >/dev/null 2>"$WORK/tool.err" || {
     echo "FAIL move_kill $MODE: a normal run failed: $(first_line "$WORK/tool.err")"
@@ -390,9 +407,20 @@ fi
 if [[ $MODE == cr_pause ]]; then
   wait_exit "$PID" 60 && check_done "$EXIT_STATUS" "after a normal cr_pause"
 else
+  # The sender ended the source; the copy holds until release.
+  { wait_exit "$PID" 10; } 2>/dev/null
   mapfile -t cps < <(settled_copies)
+  release
   ((${#cps[@]} == 1)) && wait_gone "${cps[0]}" && check_done 0 "after a normal migration" ||
     note "a normal migration left ${#cps[@]} copies"
+  if [[ $MODE == cr_recv ]]; then
+    # cr_recv --once ends after its copy, writing the step count as it exits.
+    for ((i = 0; i < 1200; i++)); do
+      [[ $(proc_state "$RPID") == [Z-] ]] && break
+      sleep 0.05
+    done
+    kill_tree "$RNS"
+  fi
 fi
 steps=$(cat "$WORK/steps" 2>/dev/null)
 ((${steps:-0} > 0)) || {
