@@ -217,13 +217,15 @@ start_receiver() {
 }
 
 # What is left in the receiver's namespace besides its init and cr_recv
-# (and the copy $1, if any).
+# (and the copy $1, if any; "copies": any copy of the target).
 ns_leftovers() {
   local init p
-  init=$(cat /proc/"$RNS"/task/*/children 2>/dev/null | head -n 1)
+  read -r init _ < <(cat /proc/"$RNS"/task/*/children 2>/dev/null) # ("PID ")
   [[ -n $init ]] || return 0
   for p in $(cat /proc/"$init"/task/*/children 2>/dev/null); do
     [[ $p == "${RPID:-}" || $p == "${1:-}" ]] && continue
+    [[ ${1:-} == copies && $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) == *"$T_DIR/ready"* ]] &&
+      continue
     [[ $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) == sleep* ]] && continue
     [[ $(proc_state "$p") == [Z-] ]] && continue
     echo "$p:$(proc_state "$p"):$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | head -c 60)"
@@ -252,6 +254,17 @@ trial() {
     if [[ $how == delay ]]; then
       sleep "$arg"
       kill -9 "$RPID" 2>/dev/null
+    fi
+    # Once cr_recv is dead, its handler and gatekeepers follow it (they are
+    # not left to wait for the sender's timeouts): within 10 s nothing but
+    # copies of the target (judged below) is left of it.
+    while [[ $(proc_state "$RPID") != [Z-] && $(proc_state "$tool") != [Z-] ]]; do sleep 0.02; done
+    if [[ $(proc_state "$RPID") == [Z-] ]]; then
+      local left deadline=$((SECONDS + 10))
+      while left=$(ns_leftovers copies) && [[ -n $left ]] && ((SECONDS < deadline)); do
+        sleep 0.02
+      done
+      [[ -z $left ]] || note "10 s after cr_recv died ($how $arg), its namespace still holds $left"
     fi
     { wait "$tool"; } 2>/dev/null || rc=$?
     [[ -e /proc/$RPID ]] && kill -0 "$RPID" 2>/dev/null && [[ $(proc_state "$RPID") != Z ]] ||
