@@ -192,6 +192,14 @@ source_ok() {
 start_receiver() {
   local once=$1
   shift
+  # The receiver of the trial before must be gone, and its port free (a
+  # SIGKILL takes effect asynchronously: on a loaded machine the next
+  # receiver could find the port still taken).
+  [[ -z ${RNS:-} ]] || kill_tree "$RNS"
+  local deadline=$((SECONDS + 30))
+  while [[ -n $(ss -Hltn "sport = :$PORT" 2>/dev/null) ]] && ((SECONDS < deadline)); do
+    sleep 0.05
+  done
   rm -f "$WORK/recv.pid"
   (close_fds && exec unshare --pid --fork --mount-proc --kill-child bash -c '
      cd /
@@ -224,11 +232,12 @@ ns_leftovers() {
   [[ -n $init ]] || return 0
   for p in $(cat /proc/"$init"/task/*/children 2>/dev/null); do
     [[ $p == "${RPID:-}" || $p == "${1:-}" ]] && continue
-    [[ ${1:-} == copies && $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) == *"$T_DIR/ready"* ]] &&
-      continue
-    [[ $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) == sleep* ]] && continue
+    local cmd
+    cmd=$({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null) || continue # (ended meanwhile)
+    [[ ${1:-} == copies && $cmd == *"$T_DIR/ready"* ]] && continue
+    [[ $cmd == sleep* ]] && continue
     [[ $(proc_state "$p") == [Z-] ]] && continue
-    echo "$p:$(proc_state "$p"):$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | head -c 60)"
+    echo "$p:$(proc_state "$p"):${cmd:0:60}"
   done
 }
 
@@ -248,7 +257,10 @@ trial() {
   tool_cmd
   [[ $how == step ]] && env=(LD_PRELOAD="$PRELOAD" CKPT_KILL_AT_STEP="$arg")
   if [[ $MODE == cr_recv ]]; then
-    start_receiver --once "${env[@]}" || return 1
+    start_receiver --once "${env[@]}" || {
+      release
+      return 1
+    }
     (close_fds && exec timeout 60 "${CMD[@]}" </dev/null >/dev/null 2>"$WORK/tool.err") &
     tool=$!
     if [[ $how == delay ]]; then
@@ -386,6 +398,7 @@ run_trials() {
       i=$((i + 1))
       ((ok == 0)) || break
     done
+    ((harmed < 5)) || break # something is broken: the rest would only repeat it
     if ((ok == 0)); then # the source still runs: it must finish by itself
       release
       wait_exit "$HOLDER" 60 || {
