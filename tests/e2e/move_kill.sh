@@ -24,6 +24,10 @@
 #                     restore while generations arrive, the finish, the
 #                     fallback); the same rule: one copy runs, and nothing
 #                     is left in the receiver's PID namespace but that copy.
+# A moved target cannot end by itself while the test looks at it (on a slow
+# or loaded machine too): it keeps working while its pace file exists and
+# does not end while its hold file exists (E2E_PACE_FILE, E2E_HOLD_FILE);
+# the test removes both (release) when it waits for the process to finish.
 # Steps come from PRELOAD (kill_at_step.so: ptrace requests and memory writes
 # that change a process), counted in one normal run; random instants are
 # uniform within 1.3 times a normal run. Every process must finish by itself
@@ -91,12 +95,21 @@ note() {
 sigblk() { awk '/^SigBlk:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
 # Starts a target (PID, T_DIR, T_BLK, T_ID); cr_pause: and its checkpoint.
+# A moved one is paced and held (1000 steps of 10 ms at most, then it
+# waits) until release.
 start_target() {
   targets=$((targets + 1))
   T_DIR=$WORK/t$targets
   mkdir "$T_DIR"
-  (close_fds && trap '' INT QUIT && exec "$PROG_DIR/heap_pattern" "$T_DIR/ready" "$T_MIB" 300 \
-    </dev/null >"$T_DIR/out" 2>"$T_DIR/err") &
+  local env=() steps=300
+  if [[ $MODE != cr_pause ]]; then
+    : >"$T_DIR/pace"
+    : >"$T_DIR/hold"
+    env=("E2E_PACE_FILE=$T_DIR/pace" "E2E_HOLD_FILE=$T_DIR/hold")
+    steps=1000
+  fi
+  (close_fds && trap '' INT QUIT && exec env "${env[@]}" "$PROG_DIR/heap_pattern" "$T_DIR/ready" \
+    "$T_MIB" "$steps" </dev/null >"$T_DIR/out" 2>"$T_DIR/err") &
   PID=$!
   HOLDER=$PID # whom to wait for: the process, or the cr_restart that brought it back
   OWN_PIDS+=("$PID")
@@ -114,6 +127,10 @@ start_target() {
     sleep 0.1 # it moves on from its checkpoint: a rollback has work to do
   fi
 }
+
+# Lets the current target (or its copy) run its last steps at full speed
+# and finish.
+release() { rm -f "$T_DIR/pace" "$T_DIR/hold"; }
 
 # The done line of the current target, after it ended with status $1.
 check_done() {
@@ -175,6 +192,14 @@ source_ok() {
 start_receiver() {
   local once=$1
   shift
+  # The receiver of the trial before must be gone, and its port free (a
+  # SIGKILL takes effect asynchronously: on a loaded machine the next
+  # receiver could find the port still taken).
+  [[ -z ${RNS:-} ]] || kill_tree "$RNS"
+  local deadline=$((SECONDS + 30))
+  while [[ -n $(ss -Hltn "sport = :$PORT" 2>/dev/null) ]] && ((SECONDS < deadline)); do
+    sleep 0.05
+  done
   rm -f "$WORK/recv.pid"
   (close_fds && exec unshare --pid --fork --mount-proc --kill-child bash -c '
      cd /
@@ -183,6 +208,7 @@ start_receiver() {
      while :; do sleep 0.05; done' _ "$@" "$BIN_DIR/cr_recv" --listen "127.0.0.1:$PORT" \
     --token "$WORK/token" $once </dev/null >"$WORK/recv.out" 2>"$WORK/recv.err") &
   RNS=$!
+  disown "$RNS" # (bash would report its death on stderr)
   RECVS+=("$RNS")
   local i
   for ((i = 0; i < 200; i++)); do
@@ -199,16 +225,19 @@ start_receiver() {
 }
 
 # What is left in the receiver's namespace besides its init and cr_recv
-# (and the copy $1, if any).
+# (and the copy $1, if any; "copies": any copy of the target).
 ns_leftovers() {
   local init p
-  init=$(cat /proc/"$RNS"/task/*/children 2>/dev/null | head -n 1)
+  read -r init _ < <(cat /proc/"$RNS"/task/*/children 2>/dev/null) # ("PID ")
   [[ -n $init ]] || return 0
   for p in $(cat /proc/"$init"/task/*/children 2>/dev/null); do
     [[ $p == "${RPID:-}" || $p == "${1:-}" ]] && continue
-    [[ $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) == sleep* ]] && continue
+    local cmd
+    cmd=$({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null) || continue # (ended meanwhile)
+    [[ ${1:-} == copies && $cmd == *"$T_DIR/ready"* ]] && continue
+    [[ $cmd == sleep* ]] && continue
     [[ $(proc_state "$p") == [Z-] ]] && continue
-    echo "$p:$(proc_state "$p"):$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | head -c 60)"
+    echo "$p:$(proc_state "$p"):${cmd:0:60}"
   done
 }
 
@@ -228,12 +257,26 @@ trial() {
   tool_cmd
   [[ $how == step ]] && env=(LD_PRELOAD="$PRELOAD" CKPT_KILL_AT_STEP="$arg")
   if [[ $MODE == cr_recv ]]; then
-    start_receiver --once "${env[@]}" || return 1
+    start_receiver --once "${env[@]}" || {
+      release
+      return 1
+    }
     (close_fds && exec timeout 60 "${CMD[@]}" </dev/null >/dev/null 2>"$WORK/tool.err") &
     tool=$!
     if [[ $how == delay ]]; then
       sleep "$arg"
       kill -9 "$RPID" 2>/dev/null
+    fi
+    # Once cr_recv is dead, its handler and gatekeepers follow it (they are
+    # not left to wait for the sender's timeouts): within 10 s nothing but
+    # copies of the target (judged below) is left of it.
+    while [[ $(proc_state "$RPID") != [Z-] && $(proc_state "$tool") != [Z-] ]]; do sleep 0.02; done
+    if [[ $(proc_state "$RPID") == [Z-] ]]; then
+      local left deadline=$((SECONDS + 10))
+      while left=$(ns_leftovers copies) && [[ -n $left ]] && ((SECONDS < deadline)); do
+        sleep 0.02
+      done
+      [[ -z $left ]] || note "10 s after cr_recv died ($how $arg), its namespace still holds $left"
     fi
     { wait "$tool"; } 2>/dev/null || rc=$?
     [[ -e /proc/$RPID ]] && kill -0 "$RPID" 2>/dev/null && [[ $(proc_state "$RPID") != Z ]] ||
@@ -325,6 +368,7 @@ trial() {
     left=$(ns_leftovers "$copy")
     [[ -z $left ]] || note "after $what the receiver left $left"
   fi
+  release
   wait_gone "$copy" || {
     note "the migrated copy of target $targets still runs 60 s later"
     kill -9 "$copy"
@@ -354,7 +398,9 @@ run_trials() {
       i=$((i + 1))
       ((ok == 0)) || break
     done
+    ((harmed < 5)) || break # something is broken: the rest would only repeat it
     if ((ok == 0)); then # the source still runs: it must finish by itself
+      release
       wait_exit "$HOLDER" 60 || {
         note "target $targets still runs 60 s after its kills"
         kill -9 "$PID"
@@ -377,9 +423,6 @@ if [[ $MODE == cr_recv ]]; then
     exit 1
   }
   duration=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.4f", b - a }')
-  wait_exit "$PID" 10
-  for ((i = 0; i < 1200; i++)); do [[ -s $WORK/steps ]] && break; sleep 0.05; done
-  kill_tree "$RNS"
 else
   LD_PRELOAD=$PRELOAD CKPT_STEP_COUNT_FILE=$WORK/steps "${CMD[@]}" </dev/null >/dev/null 2>"$WORK/tool.err" || {
     echo "FAIL move_kill $MODE: a normal run failed: $(first_line "$WORK/tool.err")"
@@ -390,9 +433,20 @@ fi
 if [[ $MODE == cr_pause ]]; then
   wait_exit "$PID" 60 && check_done "$EXIT_STATUS" "after a normal cr_pause"
 else
+  # The sender ended the source; the copy holds until release.
+  { wait_exit "$PID" 10; } 2>/dev/null
   mapfile -t cps < <(settled_copies)
+  release
   ((${#cps[@]} == 1)) && wait_gone "${cps[0]}" && check_done 0 "after a normal migration" ||
     note "a normal migration left ${#cps[@]} copies"
+  if [[ $MODE == cr_recv ]]; then
+    # cr_recv --once ends after its copy, writing the step count as it exits.
+    for ((i = 0; i < 1200; i++)); do
+      [[ $(proc_state "$RPID") == [Z-] ]] && break
+      sleep 0.05
+    done
+    kill_tree "$RNS"
+  fi
 fi
 steps=$(cat "$WORK/steps" 2>/dev/null)
 ((${steps:-0} > 0)) || {

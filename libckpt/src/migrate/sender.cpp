@@ -178,12 +178,17 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
       t_sent = now_seconds();
       std::vector<uint8_t> p;
       put_u64(p, spec.generation);
+      // Its threads are listed first (it is frozen: they stay), so that
+      // between COMMIT and EXITKILL only the PTRACE_SETOPTIONS calls remain
+      // (reading /proc there, on a loaded machine, left the source running
+      // beside its copy in 1 of 200 random kills).
+      CKPT_ASSIGN(std::vector<pid_t> tids, proc::task_ids(opts.pid));
       CKPT_TRY(w.send(kCommit, p.data(), p.size()));
       // The destination may start the process from now on: if this tool
       // dies before it kills the source, the source dies too instead of
       // running twice (a refusal by the receiver still releases it: the
       // detach clears this). Best effort: failing here changes nothing else.
-      (void)proc::die_with_tracer(opts.pid);
+      (void)proc::die_with_tracer(tids);
       Frame f;
       do {  // acknowledgments of earlier generations may come first
         CKPT_ASSIGN(f, r.next());

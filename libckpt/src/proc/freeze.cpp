@@ -16,22 +16,6 @@ namespace ckpt::proc {
 
 namespace {
 
-Result<std::vector<pid_t>> list_tasks(pid_t pid) {
-  std::string path = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = ::opendir(path.c_str());
-  if (!d) {
-    if (errno == ENOENT) return make_error(ESRCH, "no process with PID " + std::to_string(pid));
-    return sys_error(path);
-  }
-  std::vector<pid_t> tids;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    tids.push_back(pid_t(std::atoi(e->d_name)));
-  }
-  ::closedir(d);
-  return tids;
-}
-
 constexpr unsigned long kPfKthread = 0x00200000;
 
 }  // namespace
@@ -83,7 +67,7 @@ Status FrozenProcess::seize_thread(pid_t tid) {
 Result<std::unique_ptr<FrozenProcess>> FrozenProcess::freeze(pid_t pid) {
   if (pid <= 0) return make_error(EINVAL, "invalid PID " + std::to_string(pid));
   if (pid == ::getpid()) return make_error(EINVAL, "refusing to checkpoint myself");
-  CKPT_ASSIGN(std::vector<pid_t> tids, list_tasks(pid));
+  CKPT_ASSIGN(std::vector<pid_t> tids, task_ids(pid));
   auto st = read_stat_mm(pid);
   if (!st.ok()) return make_error(ESRCH, "no process with PID " + std::to_string(pid));
   if (st->flags & kPfKthread)
@@ -106,7 +90,7 @@ Result<std::unique_ptr<FrozenProcess>> FrozenProcess::freeze(pid_t pid) {
       added = true;
     }
     if (!added) break;
-    CKPT_ASSIGN(tids, list_tasks(pid));
+    CKPT_ASSIGN(tids, task_ids(pid));
   }
   // Leader first, then by TID, so the order is stable.
   std::sort(fp->threads_.begin(), fp->threads_.end(), [&](auto& a, auto& b) {
@@ -143,8 +127,28 @@ Status FrozenProcess::kill() {
   return {};
 }
 
+Result<std::vector<pid_t>> task_ids(pid_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(path.c_str());
+  if (!d) {
+    if (errno == ENOENT) return make_error(ESRCH, "no process with PID " + std::to_string(pid));
+    return sys_error(path);
+  }
+  std::vector<pid_t> tids;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    tids.push_back(pid_t(std::atoi(e->d_name)));
+  }
+  ::closedir(d);
+  return tids;
+}
+
 Status die_with_tracer(pid_t pid) {
-  CKPT_ASSIGN(std::vector<pid_t> tids, list_tasks(pid));
+  CKPT_ASSIGN(std::vector<pid_t> tids, task_ids(pid));
+  return die_with_tracer(tids);
+}
+
+Status die_with_tracer(const std::vector<pid_t>& tids) {
   // The options seize_thread set, plus EXITKILL (PTRACE_SETOPTIONS replaces them all).
   const long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL;
   for (pid_t tid : tids) {

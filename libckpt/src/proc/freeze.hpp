@@ -49,5 +49,12 @@ class FrozenProcess {
 // twice (cr_migrate once the destination was told to start it). A detach
 // (release) clears it again.
 Status die_with_tracer(pid_t pid);
+// The same for threads listed beforehand (task_ids of a frozen process): only
+// the PTRACE_SETOPTIONS calls remain, for a caller that must do this right
+// after a message it cannot take back.
+Status die_with_tracer(const std::vector<pid_t>& tids);
+
+// The thread IDs of `pid` (/proc/PID/task).
+Result<std::vector<pid_t>> task_ids(pid_t pid);
 
 }  // namespace ckpt::proc

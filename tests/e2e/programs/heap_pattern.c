@@ -7,6 +7,9 @@
 // only its low byte (the rest zero), so its pages compress
 // (tests/e2e/compress.sh) while every byte still depends on its position and
 // version.
+// E2E_PACE_FILE / E2E_HOLD_FILE (e2e.h): the 10 ms pause lasts while the
+// pace file exists (the rest of the steps run at full speed once it is
+// gone), and the program does not end while the hold file exists.
 #include "e2e.h"
 
 #define CHUNK (1UL << 20)
@@ -64,7 +67,7 @@ int main(int argc, char** argv) {
   for (long s = 0; s < steps; s++) {
     size_t c = step_chunk(s, nchunks);
     fill_chunk(heap, c, ++version[c]);
-    e2e_sleep_ms(10);
+    e2e_pace(10);
   }
   e2e_hold();
 
