@@ -7,7 +7,6 @@
 // failure releases them untouched). Live: the same, after pre-copy rounds
 // (a full, then incrementals of what the members wrote since) taken and
 // sent while the job runs; the final incremental is the short stop.
-#include <ftw.h>
 #include <unistd.h>
 
 #include <ckpt/migrate.hpp>
@@ -20,6 +19,7 @@
 #include "migrate/job_stream.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sender_link.hpp"
+#include "migrate/staging.hpp"
 #include "proc/freeze.hpp"
 #include "util/clock.hpp"
 
@@ -27,18 +27,14 @@ namespace ckpt::migrate {
 
 namespace {
 
-// The sender's private chain: $TMPDIR (else /tmp)/ckpt-migrate-XXXXXX,
-// removed whatever happens.
+// The sender's private chain: $TMPDIR (else /tmp)/ckpt-migrate-PID-XXXXXX,
+// removed at the end whatever happened; one left by a killed sender (it
+// holds the whole job's memory) is removed by the next job migration.
+constexpr const char* kLocalChainPrefix = "ckpt-migrate-";
 struct LocalChain {
-  std::string dir;
+  Staging s;
   ~LocalChain() {
-    if (dir.empty()) return;
-    ::nftw(
-        dir.c_str(),
-        [](const char* p, const struct stat*, int type, FTW*) {
-          return type == FTW_DP ? ::rmdir(p) : ::unlink(p);
-        },
-        16, FTW_DEPTH | FTW_PHYS);
+    if (!s.dir.empty()) remove_staging(s);
   }
 };
 
@@ -77,14 +73,14 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHoo
   FrameReader& r = link->r;
   const uint64_t first_gen = link->first_gen;
 
-  LocalChain local;
   const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/ckpt-migrate-XXXXXX";
-  if (!::mkdtemp(tmpl.data())) return sys_error("creating a directory in " + tmpl);
-  local.dir = tmpl;
+  const std::string base = tmp && *tmp ? tmp : "/tmp";
+  remove_stale_locked_dirs(base, kLocalChainPrefix);
+  LocalChain local;
+  CKPT_ASSIGN(local.s, make_locked_dir(base, kLocalChainPrefix));
 
   CheckpointOptions co;
-  co.dir = local.dir;
+  co.dir = local.s.dir;
   co.pid = opts.pid;
   co.tree = true;
   co.tcp_established = opts.tcp_established;
@@ -154,7 +150,7 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHoo
     const double t_back = now_seconds();
     if (!res.ok()) return give_up(res.error());
     if (!final) {  // a pre-copy round: sent while the job runs
-      Status s = send_job_generation(w, image::generation_dir(local.dir, res->generation),
+      Status s = send_job_generation(w, image::generation_dir(local.s.dir, res->generation),
                                      res->generation);
       if (!s.ok()) return give_up(s.error());
       t_sent = now_seconds();

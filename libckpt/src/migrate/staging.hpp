@@ -28,4 +28,10 @@ void remove_staging(const Staging& s);
 // Staging left by receivers that died (their PID is gone).
 void remove_stale_staging();
 
+// BASE/PREFIX<pid>-XXXXXX, mode 0700, with its lock file held by this process
+// until `lock` closes (an exec or a death closes it too): what a killed tool
+// leaves is found by the free lock and removed by remove_stale_locked_dirs.
+Result<Staging> make_locked_dir(const std::string& base, const char* prefix);
+void remove_stale_locked_dirs(const std::string& base, const char* prefix);
+
 }  // namespace ckpt::migrate
