@@ -31,7 +31,7 @@ fi
 
 PHASE=${1:-all}
 t0=$(date +%s)
-if [[ $PHASE != run ]]; then
+if [[ $PHASE == all || $PHASE == build ]]; then
   launcher=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   # -O1 with line tables only, as libFuzzer's docs suggest: 10-20 % less compile

@@ -102,7 +102,7 @@ TEST_F(PrivateDir, PlantedLedgerDirectoryAndSymlinkAreRefused) {
     ASSERT_EQ(::chmod(d.c_str(), 0777), 0);
     ASSERT_EQ(::chown(d.c_str(), kAttacker, kAttacker), 0);
   }
-  // The record's name is PID-STARTTIME, which an attacker can predict; here
+  // The record's name is PID-STARTTIME-PIDNS, which an attacker can predict; here
   // the child tells it through a pipe, and the links are planted before it
   // writes.
   int p[2], q[2];
@@ -111,7 +111,10 @@ TEST_F(PrivateDir, PlantedLedgerDirectoryAndSymlinkAreRefused) {
   pid_t c = ::fork();
   if (c == 0) {
     ::setenv("XDG_RUNTIME_DIR", rt.c_str(), 1);
-    std::string name = std::to_string(::getpid()) + "-" + own_start_time();
+    struct stat ns;
+    if (::stat("/proc/self/ns/pid", &ns) != 0) ::_exit(97);
+    std::string name = std::to_string(::getpid()) + "-" + own_start_time() + "-" +
+                       std::to_string(ns.st_ino);
     (void)!::write(p[1], name.data(), name.size());
     ::close(p[1]);
     char go;

@@ -50,20 +50,34 @@ std::optional<uint64_t> start_time(pid_t pid) {
   return t;
 }
 
+// The PID namespace the PIDs of this tool's records mean something in: a
+// tool in another one (cr_recv in a PID namespace of its own, a container
+// sharing /run) sees other processes, or none, under the same numbers.
+unsigned long long pid_namespace() {
+  struct stat st;
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
+// PID-STARTTIME-PIDNS.
 std::optional<std::string> entry_name(pid_t pid) {
   auto t = start_time(pid);
   if (!t) return std::nullopt;
-  return std::to_string(pid) + "-" + std::to_string(*t);
+  return std::to_string(pid) + "-" + std::to_string(*t) + "-" + std::to_string(pid_namespace());
 }
 
+// Records of processes gone, among those of this PID namespace only (a
+// record of another namespace names a PID this tool cannot look up: it
+// removed other namespaces' live records, so their next incremental saved
+// everything).
 void drop_dead_entries(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return;
+  const unsigned long long ns = pid_namespace();
   std::vector<std::string> dead;
   while (dirent* e = ::readdir(d)) {
     int pid = 0;
-    unsigned long long t = 0;
-    if (std::sscanf(e->d_name, "%d-%llu", &pid, &t) != 2) continue;
+    unsigned long long t = 0, in = 0;
+    if (std::sscanf(e->d_name, "%d-%llu-%llu", &pid, &t, &in) != 3 || in != ns) continue;
     auto now = start_time(pid);
     if (!now || *now != t) dead.push_back(dir + "/" + e->d_name);
   }
