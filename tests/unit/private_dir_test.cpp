@@ -113,8 +113,8 @@ TEST_F(PrivateDir, PlantedLedgerDirectoryAndSymlinkAreRefused) {
     ::setenv("XDG_RUNTIME_DIR", rt.c_str(), 1);
     struct stat ns;
     if (::stat("/proc/self/ns/pid", &ns) != 0) ::_exit(97);
-    std::string name = std::to_string(::getpid()) + "-" + own_start_time() + "-" +
-                       std::to_string(ns.st_ino);
+    std::string name =
+        std::to_string(::getpid()) + "-" + own_start_time() + "-" + std::to_string(ns.st_ino);
     (void)!::write(p[1], name.data(), name.size());
     ::close(p[1]);
     char go;

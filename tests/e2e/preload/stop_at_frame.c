@@ -43,7 +43,8 @@ static void maybe_stop(const struct msghdr* mh) {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd >= 0) {
       int n = snprintf(text, sizeof text, "%d\n", getpid());
-      if (write(fd, text, (size_t)n) != n) {}
+      if (write(fd, text, (size_t)n) != n) {
+      }
       close(fd);
       rename(tmp, path);
     }
