@@ -125,18 +125,22 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHoo
         CKPT_TRY(wait_applied(r, g));
         CKPT_TRY(hooks.before_commit(gen_dir));
       }
+      // The members' threads are listed before COMMIT (they are frozen:
+      // they stay), so that only PTRACE_SETOPTIONS lies between COMMIT and
+      // EXITKILL, as in cr_migrate (migrate/sender.cpp).
+      std::vector<std::vector<pid_t>> members;  // each member's threads
+      if (auto jm = job::read_job_or_root(gen_dir); jm.ok())
+        for (const image::JobMember& m : jm->members)
+          if (!m.zombie())
+            if (auto t = proc::task_ids(m.pid); t.ok()) members.push_back(std::move(*t));
       std::vector<uint8_t> p;
       put_u64(p, g);
       Status committed = w.send(kCommit, p.data(), p.size());
-      if (committed.ok()) {
-        // The destination may start the job from now on: if this process
-        // dies before it kills the source, the source's members die too
-        // instead of running twice (cr_migrate does the same for one
-        // process; a refusal still releases them: the detach clears it).
-        if (auto jm = job::read_job_or_root(gen_dir); jm.ok())
-          for (const image::JobMember& m : jm->members)
-            if (!m.zombie()) (void)proc::die_with_tracer(m.pid);
-      }
+      // The destination may start the job from now on: if this process dies
+      // before it kills the source, the source's members die too instead of
+      // running twice (a refusal still releases them: the detach clears it).
+      if (committed.ok())
+        for (const std::vector<pid_t>& tids : members) (void)proc::die_with_tracer(tids);
       Result<pid_t> running = committed.ok() ? wait_running(r) : Result<pid_t>(committed.error());
       if (!running.ok()) {
         if (hooks.commit_failed) hooks.commit_failed(running.error());
