@@ -31,8 +31,8 @@
 #   move-kill-src-committed B's session killed before it reports MOVED (the
 #                  part runs at C): cr_job asks C, the move stands (exit 0,
 #                  one line naming B); exactly one copy, at C
-#   move-kill-src-commit-sent  B's session killed once C runs the part,
-#                  before C says RUNNING: B's frozen copy dies with its
+#   move-kill-src-commit-sent  B's session killed once C holds the part,
+#                  ready to run, before C says RUNNING (then lets it go): B's frozen copy dies with its
 #                  session (PTRACE_O_EXITKILL past COMMIT), never two copies
 # And move-garp: a move that succeeds with a takeover command that leaves
 # A's neighbour entry alone: right after cr_job returns it names C's MAC
@@ -321,7 +321,7 @@ move_case() { # CASE NODE FRAME FAULT
     t0=$EPOCHREALTIME
     case $4 in
       kill | committed) kill -9 "$s" ;;
-      commit-sent) # C runs the part and has not said so; B's session dies
+      commit-sent) # C holds the part, about to say RUNNING and let it go; B's session dies
         kill -9 $(cat /proc/"$AG_B"/task/*/children)
         kill -CONT "$s" ;;
       link) ip -n "$NS_C" link set "${LINK}3-n" down && kill -CONT "$s" ;;

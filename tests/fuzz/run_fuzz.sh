@@ -4,7 +4,9 @@
 # small checkpoint (a full and an incremental of `sleep`, taken with
 # BIN_DIR's cr_full/cr_incr), copies of this process's /proc files, and the
 # frame seeds fuzz_frames writes itself. Prints "FUZZ TARGET: N executions,
-# 0 crashes" and exits 0, or shows the crash and exits 1.
+# 0 crashes" and exits 0, or shows the crash and exits 1. FUZZ_TIMEOUT: the
+# seconds one input may take (default 10; long runs on a loaded machine
+# raise it, since a slow input there is the load, and a hang still shows).
 set -euo pipefail
 (($# == 3)) || {
   echo "usage: $0 BIN_DIR TARGET SECONDS|runs=N" >&2
@@ -75,7 +77,7 @@ esac
 
 if [[ $BUDGET == runs=* ]]; then limit=(-runs="${BUDGET#runs=}"); else limit=(-max_total_time="$BUDGET"); fi
 rc=0
-(cd "$WORK" && "$BIN/fuzz/$TARGET" "${limit[@]}" -timeout=10 -print_final_stats=1 \
+(cd "$WORK" && "$BIN/fuzz/$TARGET" "${limit[@]}" -timeout="${FUZZ_TIMEOUT:-10}" -print_final_stats=1 \
   -artifact_prefix="$WORK/" "$CORPUS" >"$WORK/log" 2>&1) || rc=$?
 runs=$(awk '/stat::number_of_executed_units:/ { print $2 }' "$WORK/log")
 if ((rc != 0)); then

@@ -40,6 +40,7 @@
 #include "migrate/sandbox.hpp"
 #include "migrate/staging.hpp"
 #include "migrate/warm_restore.hpp"
+#include "restore/restore_held.hpp"
 #include "util/clock.hpp"
 
 namespace ckpt {
@@ -50,7 +51,7 @@ using namespace migrate;
 
 // Messages between handler and monitor (SOCK_SEQPACKET): one letter, then data.
 //   handler -> monitor: 'C' u64 generation (complete: restore it), 'E' message, 'D' (done)
-//   monitor -> handler: 'P' i32 pid (running), 'E' message
+//   monitor -> handler: 'P' i32 pid (running: the monitor sent RUNNING), 'E' message
 Status ctl_send(int fd, char kind, const void* data, size_t len) {
   std::vector<uint8_t> m(1 + len);
   m[0] = uint8_t(kind);
@@ -189,7 +190,7 @@ class Session {
       (void)w_.send(kError, m.data(), m.size());
       return make_error(EIO, "restore failed: " + why);
     }
-    CKPT_TRY(w_.send(kRunning, msg.data(), msg.size()));
+    // RUNNING went out from the parent, right before it let the process go.
     // The sender ends its copy now and says so; a missing DONE is only reported.
     auto done = r_.next();
     if (!done.ok() || done->type != kDone)
@@ -539,20 +540,35 @@ Result<ReceivedProcess> Receiver::serve_one() {
   uint64_t final_gen;
   std::memcpy(&final_gen, kind_msg.data(), 8);
   const double tr = now_seconds();
+  // RUNNING (the sender then ends its source) goes out when the process is
+  // ready to run and still held, right before it is let go: if this process
+  // dies first, the copy dies with it (PTRACE_O_EXITKILL) and the sender,
+  // without RUNNING, releases its source. Sent after the release, as it once
+  // was, a death in between left the copy running and the sender releasing
+  // its source: two copies. Now a death can fall only between this send and
+  // the few detaches after it, and then no copy runs rather than two.
+  // Best effort: a sender that is gone killed its source with it (past
+  // COMMIT), so the copy runs whether or not this arrives.
+  bool announced = false;
+  auto announce = [&](pid_t pid) {
+    uint8_t b[4] = {uint8_t(pid), uint8_t(pid >> 8), uint8_t(pid >> 16), uint8_t(pid >> 24)};
+    (void)acks.send(kRunning, b, sizeof b);
+    announced = true;
+  };
   Result<RestoreStats> restored = make_error(EINVAL, "not restored");
   if (warm_ok && warm.last() == final_gen) {
-    restored = warm.finish();
+    restored = warm.finish(announce);
     if (trace)
       std::fprintf(stderr, "cr_recv: warm finish in %.1f ms%s%s\n", (now_seconds() - tr) * 1e3,
                    restored.ok() ? "" : ": ",
                    restored.ok() ? "" : restored.error().message.c_str());
     if (!restored.ok()) warm.abort();
   }
-  if (!restored.ok()) {
+  if (!restored.ok() && !announced) {
     RestoreOptions ro;
     ro.dir = staging;
     ro.new_pid = opts_.new_pid;
-    restored = restore_process(ro);
+    restored = restore::restore_held(ro, nullptr, announce);
   }
   if (!restored.ok()) {
     const std::string& m = restored.error().message;

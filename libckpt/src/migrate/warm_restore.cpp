@@ -74,7 +74,7 @@ Status WarmRestore::add(uint64_t gen) {
   return {};
 }
 
-Result<RestoreStats> WarmRestore::finish() {
+Result<RestoreStats> WarmRestore::finish(const restore::ReleaseHook& before_release) {
   if (pid_ == 0) return make_error(EINVAL, "nothing to restore");
   CKPT_ASSIGN(image::Chain chain, image::open_chain(staging_, last_));
   const image::ImageMeta& meta = chain.newest();
@@ -112,6 +112,10 @@ Result<RestoreStats> WarmRestore::finish() {
   std::memcpy(&captured, t.gpregs.data(), sizeof captured);
   user_regs_struct final_regs = restore::resume_registers(captured);
   CKPT_TRY(ip.end(&final_regs));
+  if (before_release) {
+    CKPT_TRY(tasks.load_masks());
+    before_release(pid_);
+  }
   CKPT_TRY(tasks.release());
   stats.pid = pid_;
   stats.pages_written = pages_written_;

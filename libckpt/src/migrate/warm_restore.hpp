@@ -12,6 +12,8 @@
 #include <ckpt/ckpt.hpp>
 #include <string>
 
+#include "restore/restore_held.hpp"
+
 namespace ckpt::migrate {
 
 class WarmRestore {
@@ -24,8 +26,9 @@ class WarmRestore {
   // call must be the chain's full generation, then each next one in order).
   Status add(uint64_t gen);
   uint64_t last() const { return last_; }
-  // Lets the process run in the state of the last generation added.
-  Result<RestoreStats> finish();
+  // Lets the process run in the state of the last generation added;
+  // `before_release` is called as restore_held calls it.
+  Result<RestoreStats> finish(const restore::ReleaseHook& before_release = {});
   // Kills the half-built process, if any.
   void abort();
 

@@ -170,12 +170,17 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
         o.generation = migrate::get_u64(f.data);
         // The locks stay on failure: the address may be here until cr_job
         // moves it back, and the other node must not see a reset meanwhile.
-        auto res = restore::restore_held(o, nullptr);
+        // RUNNING goes out right before the part is let go, as in cr_recv
+        // (migrate/receiver.cpp): a session that dies in between leaves no
+        // copy (its members die with their tracer), never two. Best effort:
+        // a sender that is gone took its source with it.
+        auto res = restore::restore_held(o, nullptr, [&](pid_t root) {
+          std::vector<uint8_t> p;
+          migrate::put_u32(p, uint32_t(root));
+          (void)w.send(migrate::kRunning, p.data(), p.size());
+        });
         if (!res.ok()) return refuse(res.error().context("restoring the part"));
         committed = true;
-        std::vector<uint8_t> p;
-        migrate::put_u32(p, uint32_t(res->pid));
-        CKPT_TRY(w.send(migrate::kRunning, p.data(), p.size()));
         std::fprintf(stderr, "cr_noded: part restored in %.3f s, root PID %d (%llu processes)\n",
                      res->seconds, res->pid, static_cast<unsigned long long>(res->processes));
         // The address came with the part: the neighbours learn its new

@@ -123,7 +123,8 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   return restore::restore_held(opts, nullptr);
 }
 
-Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const ReadyHook& ready) {
+Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const ReadyHook& ready,
+                                           const ReleaseHook& before_release) {
   const double t0 = now_seconds();
   bool newest = false;
   uint64_t gen = 0;
@@ -232,6 +233,15 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
   }
   // All run from here on (the root last).
   Status result;
+  if (before_release) {
+    for (Rebuilt& b : built)
+      if (Status s = b.tasks->load_masks(); !s.ok() && result.ok()) result = s;
+    if (!result.ok()) {
+      job::kill_job(pids);
+      return result.error();
+    }
+    before_release(pids[0]);
+  }
   for (size_t k = built.size(); k-- > 0;) {
     Status s = built[k].tasks->release();
     if (!s.ok() && result.ok()) result = s;

@@ -16,6 +16,14 @@ namespace ckpt::restore {
 // kills the built job and is returned. Empty: restore_process as usual.
 using ReadyHook = std::function<Status(pid_t root)>;
 
-Result<RestoreStats> restore_held(const RestoreOptions& opts, const ReadyHook& ready);
+// Called with the root's PID when every member is about to run: registers
+// and signal masks loaded, only the detaches left. It cannot stop the
+// release (its result is ignored): what it says goes out before the
+// process runs, so a caller that dies in between leaves no process (they
+// die with their tracer) rather than one nobody knows of.
+using ReleaseHook = std::function<void(pid_t root)>;
+
+Result<RestoreStats> restore_held(const RestoreOptions& opts, const ReadyHook& ready,
+                                  const ReleaseHook& before_release = {});
 
 }  // namespace ckpt::restore

@@ -269,12 +269,21 @@ Status TaskRestorer::restore_leader() {
   return process_calls(rs);
 }
 
+Status TaskRestorer::load_masks() {
+  for (size_t i = 0; i < meta_.threads.size(); ++i)
+    CKPT_TRY(set_sigmask(tids_[i], meta_.threads[i].sigmask));
+  masks_loaded_ = true;
+  return {};
+}
+
 Status TaskRestorer::release() {
-  // Non-leaders first: the leader is the one the caller waits for.
+  if (!masks_loaded_) CKPT_TRY(load_masks());
+  // Non-leaders first: the leader is the one the caller waits for. Only
+  // detaches here: a caller that announces the process before releasing it
+  // (cr_recv) leaves as little as possible between the two.
   for (size_t i = meta_.threads.size(); i-- > 0;) {
     const image::ThreadRecord& t = meta_.threads[i];
     pid_t tid = tids_[i];
-    CKPT_TRY(set_sigmask(tid, t.sigmask));
     if (::ptrace(PTRACE_DETACH, tid, nullptr, (void*)(long)t.pending_signal) != 0)
       return sys_error("releasing thread " + std::to_string(tid));
   }

@@ -31,7 +31,10 @@ class TaskRestorer {
   // The leader's per-thread calls and the process-wide state; the caller
   // loads the leader's registers with its last call.
   Status restore_leader();
-  // Loads the real signal masks and lets every thread run, leader last.
+  // Loads the real signal masks (the threads stay stopped: nothing is
+  // delivered yet). release() does it too if it was not done.
+  Status load_masks();
+  // Lets every thread run, leader last.
   Status release();
 
  private:
@@ -50,6 +53,7 @@ class TaskRestorer {
   const image::ImageMeta& meta_;
   AddressSpaceBuilder& builder_;
   std::vector<pid_t> tids_;  // the restored threads, in meta_.threads order
+  bool masks_loaded_ = false;
 };
 
 }  // namespace ckpt::restore
