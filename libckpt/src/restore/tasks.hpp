@@ -42,8 +42,7 @@ class TaskRestorer {
   Status process_calls(proc::RemoteSyscall& rs);
   Status posix_timers(proc::RemoteSyscall& rs);
   Status install_seccomp(proc::RemoteSyscall& rs, const image::SeccompFilter& f);
-  Status queue_signals(proc::RemoteSyscall& rs, const std::vector<image::SigInfo>& sigs,
-                       pid_t tid);
+  Status queue_signals(proc::RemoteSyscall& rs, const std::vector<image::SigInfo>& sigs, pid_t tid);
   // Injection into `tid` through the trampoline, on a stack inside it.
   Result<proc::RemoteSyscall> remote(pid_t tid);
   Result<long> sys(proc::RemoteSyscall& rs, const std::string& what, long nr, uint64_t a1 = 0,
