@@ -21,6 +21,7 @@
 #include "image/format.hpp"
 #include "mem/range.hpp"
 #include "proc/maps.hpp"
+#include "restore/batch_verifier.hpp"
 #include "util/hash.hpp"
 #include "util/text.hpp"
 #include "util/zeros.hpp"
@@ -294,9 +295,9 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     return chain_.links[sl.link]->content(*sl.run) + uint64_t(sl.first_page) * kPageSize;
   };
 
-  // A second thread checks the checksums of the runs the next batch reads
+  // Other threads check the checksums of the runs the next batches read
   // while this one copies the current batch: no byte reaches the process
-  // before its whole run's checksum matched, and the two passes overlap.
+  // before its whole run's checksum matched, and the passes overlap.
   const std::vector<WriteBatch> batches = make_write_batches(slices);
   // A compressed run's decompressed content (kept by its reader once
   // verified) is freed after the last batch that copies from it.
@@ -304,32 +305,25 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   for (size_t b = 0; b < batches.size(); ++b)
     for (size_t i = batches[b].first; i < batches[b].last; ++i)
       if (!slices[i].zero() && slices[i].run->compressed()) last_use[slices[i].run] = b;
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t verified = 0;  // batches [0, verified) are good
-  bool stop = false;
-  Status verify_status;
-  std::thread verifier([&] {
-    std::set<const image::PageRun*> done;  // a run may feed several batches
-    for (size_t b = 0; b < batches.size(); ++b) {
-      if (b + 1 < batches.size())  // overlap the disk with this batch's hashing
-        for (size_t i = batches[b + 1].first; i < batches[b + 1].last; ++i)
-          if (!slices[i].zero() && !slices[i].run->compressed())  // a frame: read when verified
-            ::madvise(const_cast<uint8_t*>(content(slices[i])),
-                      uint64_t(slices[i].npages) * kPageSize, MADV_WILLNEED);
-      Status st;
-      for (size_t i = batches[b].first; i < batches[b].last && st.ok(); ++i)
-        if (done.insert(slices[i].run).second)
-          st = chain_.links[slices[i].link]->verify_run(*slices[i].run);
-      std::lock_guard<std::mutex> l(mu);
-      if (!st.ok()) verify_status = st;
-      if (!st.ok() || stop) break;
-      verified = b + 1;
-      cv.notify_one();
-    }
-    std::lock_guard<std::mutex> l(mu);
-    stop = true;
-    cv.notify_one();
+  // Compressed runs are decoded while they are checked: more workers.
+  bool compressed = false;
+  for (const image::PlanSlice& sl : slices)
+    compressed = compressed || (!sl.zero() && sl.run->compressed());
+  unsigned workers =
+      compressed ? std::max(2u, std::min(4u, std::thread::hardware_concurrency())) : 1;
+  if (const char* e = std::getenv("LIBCKPT_VERIFY_THREADS"))  // for A/B runs (docs/performance.md)
+    workers = unsigned(std::clamp(std::atoi(e), 1, 16));
+  std::vector<std::set<const image::PageRun*>> checked(workers);  // a run may feed several batches
+  BatchVerifier verifier(batches.size(), workers, 4, [&](size_t b, unsigned t) -> Status {
+    if (b + 1 < batches.size())  // overlap the disk with this batch's hashing
+      for (size_t i = batches[b + 1].first; i < batches[b + 1].last; ++i)
+        if (!slices[i].zero() && !slices[i].run->compressed())  // a frame: read when verified
+          ::madvise(const_cast<uint8_t*>(content(slices[i])),
+                    uint64_t(slices[i].npages) * kPageSize, MADV_WILLNEED);
+    for (size_t i = batches[b].first; i < batches[b].last; ++i)
+      if (checked[t].insert(slices[i].run).second)
+        CKPT_TRY(chain_.links[slices[i].link]->verify_run(*slices[i].run));
+    return {};
   });
 
   Status st;
@@ -339,14 +333,8 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     if (!sl.zero()) total += uint64_t(sl.npages) * kPageSize;
   size_t vi = 0;
   for (size_t b = 0; b < batches.size() && st.ok(); ++b) {
-    {
-      std::unique_lock<std::mutex> l(mu);
-      cv.wait(l, [&] { return verified > b || stop; });
-      if (verified <= b) {
-        st = verify_status.ok() ? make_error(EIO, "content verification stopped") : verify_status;
-        break;
-      }
-    }
+    st = verifier.wait(b);
+    if (!st.ok()) break;
     local.clear();
     remote.clear();
     ssize_t want = 0;
@@ -369,7 +357,10 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
       remote.push_back(iovec{reinterpret_cast<void*>(sl.vaddr), len});
       want += ssize_t(len);
     }
-    if (local.empty()) continue;
+    if (local.empty()) {
+      verifier.written(b);
+      continue;
+    }
     ssize_t n =
         ::process_vm_writev(pid_, local.data(), local.size(), remote.data(), remote.size(), 0);
     if (n != want)
@@ -382,12 +373,8 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
       if (it != last_use.end() && it->second == b)
         chain_.links[slices[i].link]->drop_content(*slices[i].run);
     }
+    verifier.written(b);
   }
-  {
-    std::lock_guard<std::mutex> l(mu);
-    stop = true;
-  }
-  verifier.join();
   return st;
 }
 
