@@ -141,6 +141,7 @@ wait_computing() {
 }
 
 json_field() { grep -o "\"$1\":[0-9.e+-]*" "$2" | tail -n 1 | cut -d: -f2; }
+secs() { awk -v s="$(json_field "$1" "$2")" 'BEGIN { printf "%.2f", s }'; }
 mib() { awk -v b="${1:-0}" 'BEGIN { printf "%.0f", b / 1048576 }'; }
 
 expect_reference() {
@@ -176,7 +177,7 @@ case_restart() {
   wait_computing
   record_job_files
   tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" --json "$ROOT" || fail "cr_full --tree: $(first_line "$WORK/tool.err")"
-  full="$(mib "$(json_field bytes_written "$WORK/tool.out")") MiB / $(json_field frozen_seconds "$WORK/tool.out") s"
+  full="$(mib "$(json_field bytes_written "$WORK/tool.out")") MiB / $(secs frozen_seconds "$WORK/tool.out") s"
   at_full=$(progress)
   for ((i = 1; i <= NINCR; i++)); do
     sleep 1
@@ -185,7 +186,7 @@ case_restart() {
       finished && break
       fail "cr_incr $i: $(first_line "$WORK/tool.err")"
     }
-    incr+=("$(mib "$(json_field bytes_written "$WORK/tool.out")")/$(json_field frozen_seconds "$WORK/tool.out")")
+    incr+=("$(mib "$(json_field bytes_written "$WORK/tool.out")")/$(secs frozen_seconds "$WORK/tool.out")")
   done
   at_incr=$(progress)
   finished && echo "note: the job finished before it was killed (after $((i - 1)) cr_incr); a larger class leaves more room" >"$ROW.why"
@@ -199,7 +200,7 @@ case_restart() {
   to_end=$(elapsed "$t")
   expect_reference "after cr_restart"
   printf '%s|%s|%s|%s s (to end %s s)|SUCCESSFUL (iteration lines %s..%s at the checkpoints)\n' \
-    "$full" "${incr[*]:-none}" "" "$(json_field restore_seconds "$WORK/restart.out")" "$to_end" "$at_full" "$at_incr" >"$ROW"
+    "$full" "${incr[*]:-none}" "" "$(secs restore_seconds "$WORK/restart.out")" "$to_end" "$at_full" "$at_incr" >"$ROW"
 }
 
 case_pause() {
@@ -215,8 +216,8 @@ case_pause() {
   ((rc == 0)) || fail "cr_pause (waiting for the job) $(describe_status "$rc"): $(grep -v 'rolled back by' "$WORK/pause.err" | head -n 1)"
   expect_reference "after cr_pause"
   printf '%s|%s|%s|%s|SUCCESSFUL (paused after iteration line %s, %s)\n' \
-    "$(mib "$(json_field bytes_written "$WORK/tool.out")") MiB / $(json_field frozen_seconds "$WORK/tool.out") s" "" \
-    "cr_pause frozen $(json_field frozen_seconds "$WORK/pause.out") s" "" "$at_full" \
+    "$(mib "$(json_field bytes_written "$WORK/tool.out")") MiB / $(secs frozen_seconds "$WORK/tool.out") s" "" \
+    "cr_pause frozen $(secs frozen_seconds "$WORK/pause.out") s" "" "$at_full" \
     "$(grep -o '"how":"[a-z]*"' "$WORK/pause.out")" >"$ROW"
 }
 
@@ -257,7 +258,7 @@ case_migrate() {
   expect_reference "after cr_migrate $mode"
   printf '%s|%s|%s|%s|SUCCESSFUL (moved after iteration line %s)\n' \
     "$(mib "$(json_field bytes_total "$WORK/migrate.out")") MiB sent, $(json_field rounds "$WORK/migrate.out") rounds" "" \
-    "downtime $(json_field downtime_seconds "$WORK/migrate.out") s" "" "$at" >"$ROW"
+    "downtime $(secs downtime_seconds "$WORK/migrate.out") s" "" "$at" >"$ROW"
 }
 
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-npb-table.XXXXXX")
