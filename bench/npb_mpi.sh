@@ -171,12 +171,18 @@ run_case() {
   esac
 }
 
+full_checkpoint() {
+  tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" --json "$ROOT" && return 0
+  finished && fail "the job finished before cr_full was done: a larger class leaves more room"
+  fail "cr_full --tree: $(first_line "$WORK/tool.err")"
+}
+
 case_restart() {
   local t at_full at_incr i full incr=()
   start_job
   wait_computing
   record_job_files
-  tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" --json "$ROOT" || fail "cr_full --tree: $(first_line "$WORK/tool.err")"
+  full_checkpoint
   full="$(mib "$(json_field bytes_written "$WORK/tool.out")") MiB / $(secs frozen_seconds "$WORK/tool.out") s"
   at_full=$(progress)
   for ((i = 1; i <= NINCR; i++)); do
@@ -208,7 +214,7 @@ case_pause() {
   start_job
   wait_computing
   record_job_files
-  tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" --json "$ROOT" || fail "cr_full --tree: $(first_line "$WORK/tool.err")"
+  full_checkpoint
   at_full=$(progress)
   sleep 1
   finished && fail "the job finished before cr_pause: a larger class leaves more room"
