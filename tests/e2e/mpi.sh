@@ -104,33 +104,8 @@ launch_cmd() {
   esac
 }
 
-# Every PID of the tree under $1 (the root first).
-tree_pids() {
-  local p=$1 c
-  echo "$p"
-  for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do tree_pids "$c"; done
-}
-
-cleanup() {
-  local p i alive killed=()
-  if [[ -n ${ROOT:-} ]]; then
-    for p in $(tree_pids "$ROOT") ${MEMBERS:-}; do
-      [[ $(readlink "/proc/$p/cwd" 2>/dev/null) == "$WORK"* ]] && kill -9 "$p" 2>/dev/null && killed+=("$p")
-    done
-  fi
-  # Until they are gone: a launcher still exiting would write into WORK
-  # while it is removed.
-  for ((i = 0; i < 100; i++)); do
-    alive=0
-    for p in "${killed[@]}"; do [[ $(proc_state "$p") != [Z-] ]] && alive=1; done
-    ((alive)) || break
-    sleep 0.05
-  done
-  { wait; } 2>/dev/null || true
-  remove_job_files
-  [[ -n ${JOB_TMP:-} ]] && rm -rf "$JOB_TMP"
-  cleanup_common
-}
+# shellcheck source=mpi_job.sh
+source "$HERE/mpi_job.sh"
 trap cleanup EXIT
 
 # Starts the job in the background, paced: ROOT is the launcher.
@@ -162,66 +137,6 @@ wait_computing() {
 
 last_iter() {
   grep '^iter ' "$WORK/prog.out" | tail -n 1 | awk '{ print $2 }'
-}
-
-# Records what the job keeps outside WORK that its end would leave or that a
-# restart must do without: files in /dev/shm it has open or mapped, and SysV
-# segments it created.
-# Three commands in all: on a loaded machine a fork per fd took seconds, long
-# enough for a fast job to end before its checkpoint. Deleted files are gone
-# already.
-record_job_files() {
-  local p f maps=() fds=() pids
-  for p in $MEMBERS; do
-    maps+=("/proc/$p/maps")
-    fds+=("/proc/$p/fd")
-  done
-  pids=" ${MEMBERS} "
-  for f in $(
-    {
-      awk 'NF == 6 && $6 ~ "^/dev/shm/" { print $6 }' "${maps[@]}"
-      find "${fds[@]}" -lname '/dev/shm/*' -printf '%l\n' | grep -v ' (deleted)$'
-      ipcs -mp | awk -v pids="$pids" '$1 ~ /^[0-9]+$/ && index(pids, " " $3 " ") { print "shm:" $1 }'
-    } 2>/dev/null | sort -u
-  ); do
-    [[ " ${JOB_FILES[*]} " == *" $f "* ]] || JOB_FILES+=("$f")
-  done
-}
-remove_job_files() {
-  local f
-  for f in "${JOB_FILES[@]}"; do
-    case $f in
-      shm:*) ipcrm -m "${f#shm:}" 2>/dev/null || true ;;
-      /dev/shm/*) rm -f "$f" ;;
-    esac
-  done
-}
-
-# The session directory, as a job killed by SIGKILL (or a reboot) leaves it:
-# gone. Open MPI's is under the job's TMPDIR; hydra keeps none on disk.
-remove_session() {
-  remove_job_files
-  find "${JOB_TMP:?}" -mindepth 1 -delete
-}
-
-tool() {
-  local rc=0
-  timeout "$TOOL_TIMEOUT" "$@" </dev/null >"$WORK/tool.out" 2>"$WORK/tool.err" || rc=$?
-  return $rc
-}
-
-kill_job() {
-  local p i alive
-  MEMBERS="$MEMBERS $(tree_pids "$ROOT" | tr '\n' ' ')"
-  for p in $MEMBERS; do kill -9 "$p" 2>/dev/null || true; done
-  for ((i = 0; i < 200; i++)); do
-    alive=0
-    for p in $MEMBERS; do [[ $(proc_state "$p") != [Z-] ]] && alive=1; done
-    ((alive)) || break
-    sleep 0.05
-  done
-  ((alive == 0)) || fail "processes of the job did not go away"
-  { wait "$ROOT"; } 2>/dev/null || true
 }
 
 reference() {
