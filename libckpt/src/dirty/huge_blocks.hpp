@@ -28,6 +28,15 @@
 // hashed are not the bytes the checkpoint saves: a write by the kernel on
 // the target's behalf may fall between the two reads).
 //
+// A program may rewrite a block with the same content every interval (a
+// solver recomputing an array from unchanged inputs): the hash calls it
+// quiet, it is protected, and the next write splits it. The next collect
+// finds such a block no longer huge and written: it is unprotected again
+// (UFFDIO_WRITEPROTECT off: its pages then read as written, so nothing is
+// lost), collapsed back into a huge page (process_madvise MADV_COLLAPSE, best
+// effort) and marked as one that the hash must not judge any more: it stays
+// unprotected and saved whole from then on.
+//
 // The hashes are kept next to the tracking ledger, tagged with the
 // generation that recorded them; those of another parent are ignored (then
 // nothing is protected this time, only hashes recorded).
@@ -69,24 +78,35 @@ class HugeBlocks {
   // Records this collect's hashes for the generation in `s` (best effort).
   void save(pid_t pid, const TrackerState& s) const;
 
-  // `huge`: the PMD-mapped huge pages of one VMA piece (2 MiB-aligned
-  // ranges, unprotected). Hashes each block and appends to `quiet` the
-  // blocks whose content equals the previous collect's; they are to be
-  // protected. A block that cannot be read is not quiet.
-  void examine(const std::vector<mem::Range>& huge, const ReadBlockFn& read,
-               std::vector<mem::Range>* quiet);
+  // One VMA piece, `piece`: `unprotected` its PMD-mapped huge pages that are
+  // not protected, `mapped` all its PMD-mapped huge pages, `written` what
+  // this collect found written in it. Hashes each unprotected block and
+  // appends to `quiet` the blocks whose content equals the previous
+  // collect's (to be protected: never one marked as rewriting; a block that
+  // cannot be read is not quiet). Appends to `repair` the blocks protected
+  // as quiet last time that are no longer huge and were written (to be
+  // unprotected and collapsed); they are marked as rewriting.
+  void examine(mem::Range piece, const std::vector<mem::Range>& unprotected,
+               const std::vector<mem::Range>& mapped, const std::vector<mem::Range>& written,
+               const ReadBlockFn& read, std::vector<mem::Range>* quiet,
+               std::vector<mem::Range>* repair);
 
   // Statistics of the last collect: huge bytes left unprotected (saved
   // whole), huge bytes protected because they were quiet.
   uint64_t kept_bytes() const { return kept_bytes_; }
   uint64_t quiet_bytes() const { return quiet_bytes_; }
-  const std::map<uint64_t, uint64_t>& hashes() const { return next_; }
-  void set_previous(std::map<uint64_t, uint64_t> prev) { prev_ = std::move(prev); }
+  uint64_t repaired_bytes() const { return repaired_bytes_; }
+
+  struct Block {
+    uint64_t hash = 0;     // xxh3 of its 2 MiB at the last collect
+    bool quiet = false;    // protected whole by the last collect
+    bool rewrite = false;  // written with unchanged content: never judged quiet
+  };
 
  private:
   HugeOptions opts_;
-  std::map<uint64_t, uint64_t> prev_, next_;  // block address -> xxh3 of its 2 MiB
-  uint64_t kept_bytes_ = 0, quiet_bytes_ = 0;
+  std::map<uint64_t, Block> prev_, next_;  // by the block's address
+  uint64_t kept_bytes_ = 0, quiet_bytes_ = 0, repaired_bytes_ = 0;
 };
 
 }  // namespace ckpt::dirty

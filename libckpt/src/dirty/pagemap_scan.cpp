@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,8 +51,11 @@ constexpr Query kWritten{0, kabi::kPageIsWritten, 0, true};
 // Written pages that are not PMD-mapped huge pages: those are left
 // unprotected (dirty/huge_blocks). Measured as fast as kWritten here.
 constexpr Query kWrittenSmall{kabi::kPageIsHuge, kabi::kPageIsWritten | kabi::kPageIsHuge, 0, true};
-// Unprotected PMD-mapped huge pages, left as they are.
+// Unprotected PMD-mapped huge pages, and all of them, left as they are.
 constexpr Query kHugeUnprotected{0, kabi::kPageIsWritten | kabi::kPageIsHuge, 0, false};
+constexpr Query kHugeMapped{0, kabi::kPageIsHuge, 0, false};
+// MADV_COLLAPSE (Linux 6.1), newer than some libc headers.
+constexpr int kMadvCollapse = 25;
 // The same, leaving them unprotected (blocks kept hot: dirty/adaptive).
 constexpr Query kWrittenKeep{0, kabi::kPageIsWritten, 0, false};
 // File VMAs: written page-cache pages ...
@@ -292,14 +296,32 @@ void close_target_fd(pid_t pid, int fd) {
 // written: never protected), protects the huge blocks whose content has not
 // changed since the last collect, whole PMD by whole PMD (no split). What
 // they read as written was collected already; it is appended again all the
-// same, as adaptive.cpp does for its second scan.
-int protect_quiet_huge(Scanner& sc, HugeBlocks& huge, const ReadBlockFn& read, Range piece,
-                       std::vector<Range>* written) {
-  std::vector<Range> unprotected, quiet;
+// same, as adaptive.cpp does for its second scan. Blocks that were written
+// after such a protection (and split by it) are unprotected and collapsed
+// back (dirty/huge_blocks.hpp).
+int protect_quiet_huge(Scanner& sc, HugeBlocks& huge, const ReadBlockFn& read, int uffd, int pidfd,
+                       Range piece, std::vector<Range>* written) {
+  std::vector<Range> unprotected, mapped, quiet, repair;
   if (int e = sc.scan(piece.addr, piece.end(), kHugeUnprotected, &unprotected)) return e;
-  huge.examine(unprotected, read, &quiet);
+  if (int e = sc.scan(piece.addr, piece.end(), kHugeMapped, &mapped)) return e;
+  std::vector<Range> w = *written;
+  normalize(w);
+  huge.examine(piece, unprotected, mapped, w, read, &quiet, &repair);
   for (const Range& q : quiet)
     if (int e = sc.scan(q.addr, q.end(), kWritten, written)) return e;
+  for (const Range& r : repair) {
+    // Unprotected, every page of the block reads as written from now on:
+    // nothing can be missed, whatever the collapse does.
+    uffdio_writeprotect wp{};
+    wp.range.start = r.addr;
+    wp.range.len = r.len;
+    wp.mode = 0;
+    if (::ioctl(uffd, UFFDIO_WRITEPROTECT, &wp) != 0) return -errno;
+    if (pidfd >= 0) {
+      iovec iov{reinterpret_cast<void*>(r.addr), r.len};
+      (void)::syscall(SYS_process_madvise, pidfd, &iov, 1, kMadvCollapse, 0);  // best effort
+    }
+  }
   return 0;
 }
 
@@ -529,6 +551,7 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
   };
   HugeBlocks huge(opts_.huge);
   huge.load(pid, *state);
+  UniqueFd pidfd(huge.enabled() ? int(::syscall(SYS_pidfd_open, pid, 0)) : -1);
   mem::RemoteReader reader(pid);
   const ReadBlockFn read_block = [&](uint64_t addr, uint8_t* buf) {
     Range r{addr, kHugeBlock};
@@ -585,7 +608,7 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
     int e = p.kind == Kind::kAnon && p.registered ? adaptive.collect_piece(p.r, scan_anon, &written)
                                                   : sc.protect(p.kind, p.r, &written);
     if (e == 0 && p.kind == Kind::kAnon && huge.enabled())
-      e = protect_quiet_huge(sc, huge, read_block, p.r, &written);
+      e = protect_quiet_huge(sc, huge, read_block, uffd.get(), pidfd.get(), p.r, &written);
     if (!p.registered) {
       // New, moved or replaced: no history. Protected now, reported whole.
       foreign |= e == -EPERM;
@@ -609,6 +632,7 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
   huge.save(pid, *state);
   huge_kept_bytes_ = huge.kept_bytes();
   huge_quiet_bytes_ = huge.quiet_bytes();
+  huge_repaired_bytes_ = huge.repaired_bytes();
   normalize(out.unknown);
   normalize(out.written);
   out.written = subtract(out.written, out.unknown);

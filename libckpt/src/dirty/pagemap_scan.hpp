@@ -100,6 +100,8 @@ class PagemapScanTracker : public Tracker {
   // bytes protected because their content had not changed.
   uint64_t huge_kept_bytes() const { return huge_kept_bytes_; }
   uint64_t huge_quiet_bytes() const { return huge_quiet_bytes_; }
+  // ... and bytes of blocks written after such a protection, given back.
+  uint64_t huge_repaired_bytes() const { return huge_repaired_bytes_; }
 
  private:
   Status available();
@@ -117,7 +119,7 @@ class PagemapScanTracker : public Tracker {
   std::optional<FeatureCheck> probed_;
   std::vector<kabi::page_region> regions_;  // PAGEMAP_SCAN output buffer, reused
   uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;
-  uint64_t huge_kept_bytes_ = 0, huge_quiet_bytes_ = 0;
+  uint64_t huge_kept_bytes_ = 0, huge_quiet_bytes_ = 0, huge_repaired_bytes_ = 0;
 };
 
 }  // namespace ckpt::dirty
