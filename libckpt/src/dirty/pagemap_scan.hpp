@@ -17,7 +17,9 @@
 //   reservations included: a reservation zapped with MADV_DONTNEED and
 //   re-enabled later must not come back with stale data): registered and
 //   scanned for written pages. Zapped pages (MADV_DONTNEED, MADV_FREE after
-//   reclaim, brk shrink + regrow) read as written.
+//   reclaim, brk shrink + regrow) read as written. PMD-mapped transparent
+//   huge pages are left unprotected unless their content stopped changing
+//   (dirty/huge_blocks.hpp): the first write to a protected one splits it.
 // - private file mappings: registered, but their private (COW) copies are
 //   never write-protected and are reported on every collect. A protected COW
 //   page dropped with MADV_DONTNEED reverts to the file's page and the
