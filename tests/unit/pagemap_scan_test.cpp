@@ -52,6 +52,8 @@ enum Op : uint32_t {
   kDupNull,       // open /dev/null at fd a
   kSleep,         // nanosleep a ms; returns (result, elapsed ms)
   kHuge,          // MADV_HUGEPAGE + MADV_COLLAPSE on [a, a+b)
+  kSplit,         // MADV_NOHUGEPAGE on [a, a+b), then split it (mprotect one page and back)
+  kRewrite,       // write each page of [a, a+b) with the byte it holds (content unchanged)
   kFork,          // fork a grandchild that serves the second command pipe
   kExit,
 };
@@ -174,6 +176,21 @@ int64_t now_ms() {
       case kHuge:
         ::madvise(reinterpret_cast<void*>(c.a), c.b, MADV_HUGEPAGE);
         ack.result = ::madvise(reinterpret_cast<void*>(c.a), c.b, 25 /* MADV_COLLAPSE */);
+        break;
+      case kSplit: {
+        char* at = reinterpret_cast<char*>(c.a);
+        ::madvise(at, c.b, MADV_NOHUGEPAGE);
+        ack.result = ::mprotect(at, kPage, PROT_READ) == 0 &&
+                             ::mprotect(at, kPage, PROT_READ | PROT_WRITE) == 0
+                         ? 0
+                         : -errno;
+        break;
+      }
+      case kRewrite:
+        for (uint64_t a = c.a; a < c.a + c.b; a += kPage) {
+          volatile char* v = reinterpret_cast<volatile char*>(a);
+          *v = *v;
+        }
         break;
       case kFork: {
         pid_t g = ::fork();
@@ -462,6 +479,8 @@ class PagemapScan : public ::testing::Test {
   }
 
   Range region() const { return Range{target_->region(), kRegionPages * kPage}; }
+  // HugePagesStayHugeAndNeverMissAWrite*, with adaptive tracking or without.
+  void flip_huge_blocks(bool adaptive);
 
   std::string file_;
   std::unique_ptr<Target> target_;
@@ -592,7 +611,8 @@ TEST_F(PagemapScan, LayoutChangesAreReported) {
   expect_exact(collect(target_->pid(), t), next, all);
 }
 
-// Transparent huge pages are protected per PMD; writes and a whole-PMD
+// Transparent huge pages protected per PMD (as quiet huge blocks are, and
+// every one with LIBCKPT_KEEP_HUGE_PAGES=off): writes and a whole-PMD
 // MADV_DONTNEED (which leaves no page table behind) stay exact.
 TEST_F(PagemapScan, HugePages) {
   const uint64_t huge = 2 << 20;
@@ -607,7 +627,9 @@ TEST_F(PagemapScan, HugePages) {
   }
   RecordProperty("thp_kb", std::to_string(thp_kb));
 
-  PagemapScanTracker t;
+  PagemapScanTracker::Options o;
+  o.huge.keep_huge = false;
+  PagemapScanTracker t(o);
   arm(target_->pid(), t);
   std::set<uint64_t> truth{aligned + 7 * kPage, aligned + 300 * kPage, aligned + huge + 5 * kPage,
                            target_->page(1)};
@@ -791,10 +813,9 @@ TEST_F(PagemapScan, AdaptiveHotAndColdNeverMissAWrite) {
   arm(target_->pid(), t);
   std::mt19937 rng(3);
   uint64_t most_hot = 0;
-  const char* schedule[4] = {"HHHHHHHccccHHcc.........................",
-                             "HcHcHcHHHHHcccHc........................",
-                             "ccHHHHHHHHHHHHHHHHHHcc..................",
-                             "c.c.HH..HHHH.cc.........................c"};
+  const char* schedule[4] = {
+      "HHHHHHHccccHHcc.........................", "HcHcHcHHHHHcccHc........................",
+      "ccHHHHHHHHHHHHHHHHHHcc..................", "c.c.HH..HHHH.cc.........................c"};
   for (size_t round = 0; round < 41; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     std::set<uint64_t> truth;
@@ -816,6 +837,142 @@ TEST_F(PagemapScan, AdaptiveHotAndColdNeverMissAWrite) {
     if (round == 40) expect_exact(d, truth, {region()});
   }
   EXPECT_GE(most_hot, 2 * kAdaptiveBlock);  // adaptivity did take part
+}
+
+// KiB of the target's anonymous memory in PMD-mapped huge pages.
+long thp_kb(pid_t pid) {
+  auto rollup = read_file("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  if (!rollup.ok()) return -1;
+  size_t at = rollup->find("AnonHugePages:");
+  return at == std::string::npos ? 0 : std::strtol(rollup->c_str() + at + 14, nullptr, 10);
+}
+
+// Huge pages stay huge (dirty/huge_blocks): a write to a huge page after the
+// arm and after a collect does not split it. Then three 2 MiB blocks flip
+// between huge and small (MADV_COLLAPSE, a split by mprotect after
+// MADV_NOHUGEPAGE, a dropped page, half of one unmapped and mapped again),
+// go quiet (then protected whole) and are written again, and every collect,
+// by a new tool run, must report every page changed since the previous one.
+void PagemapScan::flip_huge_blocks(bool adaptive) {
+  const uint64_t huge = kHugeBlock;
+  const uint64_t aligned = (target_->region() + huge - 1) & ~(huge - 1);
+  if (target_->run(Cmd{kHuge, 0, aligned, 3 * huge}).result != 0)
+    GTEST_SKIP() << "MADV_COLLAPSE does not work here: no huge pages to test with";
+  PagemapScanTracker::Options o;
+  o.adaptive.enabled = adaptive;
+  ASSERT_GE(thp_kb(target_->pid()), 6 * 1024);
+
+  PagemapScanTracker t(o);
+  arm(target_->pid(), t);
+  auto block_page = [&](uint64_t b, uint64_t i) { return aligned + b * huge + i * kPage; };
+  std::set<uint64_t> truth{block_page(0, 3), block_page(1, 100), block_page(2, 511)};
+  write_pages(truth);
+  EXPECT_GE(thp_kb(target_->pid()), 6 * 1024) << "a write after the arm split a huge page";
+  DirtySet d = collect(target_->pid(), t);
+  expect_covers(d, truth);
+  truth = {block_page(0, 4), block_page(1, 101), block_page(2, 7)};
+  write_pages(truth);
+  EXPECT_GE(thp_kb(target_->pid()), 6 * 1024) << "a write after a collect split a huge page";
+
+  // Per block and round: w three pages written; W all 512; s split, two
+  // pages written; h collapsed again, one page written; d one page dropped,
+  // one written; u the first half unmapped and mapped again, written; .
+  // nothing (quiet: a huge block is then protected whole at the next collect).
+  const char* schedule[3] = {"w..w.s.h..W.hw..d..h.w.", "...W..s.w.h.h..u.h.W..w",
+                             "d.h.w...sW.h.....w..h.W"};
+  std::mt19937 rng(5);
+  uint64_t most_quiet = 0;
+  for (size_t round = 0; round < std::strlen(schedule[0]); ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::set<uint64_t> writes;
+    for (uint64_t b = 0; b < 3; ++b) {
+      const uint64_t base = aligned + b * huge;
+      auto some = [&](size_t n) {
+        for (size_t i = 0; i < n; ++i) writes.insert(block_page(b, rng() % 512));
+      };
+      switch (round < std::strlen(schedule[b]) ? schedule[b][round] : '.') {
+        case 'w':
+          some(3);
+          break;
+        case 'W':
+          for (uint64_t i = 0; i < 512; ++i) writes.insert(block_page(b, i));
+          break;
+        case 's':
+          ASSERT_EQ(target_->run(Cmd{kSplit, 0, base, huge}).result, 0);
+          some(2);
+          break;
+        case 'h':
+          (void)target_->run(Cmd{kHuge, 0, base, huge});  // refused while pages are protected
+          some(1);
+          break;
+        case 'd': {
+          uint64_t p = block_page(b, rng() % 512);
+          ASSERT_EQ(target_->run(Cmd{kDontneed, 0, p, kPage}).result, 0);
+          truth.insert(p);
+          some(1);
+          break;
+        }
+        case 'u':
+          ASSERT_EQ(target_->run(Cmd{kUnmapMap, 0, base, huge / 2}).result, 0);
+          for (uint64_t i = 0; i < 256; ++i) truth.insert(block_page(b, i));  // zero now
+          some(2);
+          break;
+      }
+    }
+    write_pages(writes);
+    truth.insert(writes.begin(), writes.end());
+    PagemapScanTracker fresh(o);
+    DirtySet d = collect(target_->pid(), fresh);
+    ASSERT_FALSE(d.everything) << d.reason;
+    expect_covers(d, truth);
+    most_quiet = std::max(most_quiet, fresh.huge_quiet_bytes());
+    truth.clear();
+  }
+  EXPECT_GE(most_quiet, huge) << "no quiet huge block was ever protected";
+}
+
+TEST_F(PagemapScan, HugePagesStayHugeAndNeverMissAWrite) {
+  flip_huge_blocks(false);
+}
+TEST_F(PagemapScan, HugePagesStayHugeAndNeverMissAWriteAdaptive) {
+  flip_huge_blocks(true);
+}
+
+// A huge block rewritten with the same content every interval looks quiet
+// to the hash and gets protected; the next write splits it. The collect
+// after that gives it back as one huge page, unprotected for good, and no
+// write is missed meanwhile.
+TEST_F(PagemapScan, HugeBlockRewrittenWithSameContentStaysHuge) {
+  const uint64_t huge = kHugeBlock;
+  const uint64_t aligned = (target_->region() + huge - 1) & ~(huge - 1);
+  if (target_->run(Cmd{kHuge, 0, aligned, huge}).result != 0)
+    GTEST_SKIP() << "MADV_COLLAPSE does not work here: no huge pages to test with";
+  ASSERT_GE(thp_kb(target_->pid()), 2048);
+  PagemapScanTracker t;
+  arm(target_->pid(), t);
+  uint64_t repaired = 0;
+  for (int round = 0; round < 6; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    target_->run(Cmd{kRewrite, 0, aligned, huge});
+    std::set<uint64_t> truth{aligned + 5 * kPage + uint64_t(round) * kPage};  // one real change
+    write_pages(truth);
+    PagemapScanTracker fresh;
+    DirtySet d = collect(target_->pid(), fresh);
+    ASSERT_FALSE(d.everything) << d.reason;
+    expect_covers(d, truth);
+    repaired += fresh.huge_repaired_bytes();
+  }
+  // Writes with unchanged content are what the hash cannot see: the one
+  // real change per round above is elsewhere in the block. This round only
+  // rewrites, so its hash matches the last one.
+  for (int round = 6; round < 10; ++round) {
+    target_->run(Cmd{kRewrite, 0, aligned, huge});
+    PagemapScanTracker fresh;
+    collect(target_->pid(), fresh);
+    repaired += fresh.huge_repaired_bytes();
+  }
+  EXPECT_GE(repaired, huge) << "the block was never judged quiet, protected and split";
+  EXPECT_GE(thp_kb(target_->pid()), 2048) << "the rewritten block did not stay huge";
 }
 
 TEST(PagemapScanProbe, ReportsWhy) {

@@ -17,7 +17,9 @@
 //   reservations included: a reservation zapped with MADV_DONTNEED and
 //   re-enabled later must not come back with stale data): registered and
 //   scanned for written pages. Zapped pages (MADV_DONTNEED, MADV_FREE after
-//   reclaim, brk shrink + regrow) read as written.
+//   reclaim, brk shrink + regrow) read as written. PMD-mapped transparent
+//   huge pages are left unprotected unless their content stopped changing
+//   (dirty/huge_blocks.hpp): the first write to a protected one splits it.
 // - private file mappings: registered, but their private (COW) copies are
 //   never write-protected and are reported on every collect. A protected COW
 //   page dropped with MADV_DONTNEED reverts to the file's page and the
@@ -55,6 +57,7 @@
 #include <vector>
 
 #include "dirty/adaptive.hpp"
+#include "dirty/huge_blocks.hpp"
 #include "dirty/kernel_abi.hpp"
 #include "dirty/layout.hpp"
 #include "dirty/tracker.hpp"
@@ -72,6 +75,8 @@ class PagemapScanTracker : public Tracker {
     size_t scan_regions = 16384;
     // Which written blocks stay unprotected between collects (dirty/adaptive).
     AdaptiveOptions adaptive = AdaptiveOptions::from_env();
+    // Whether PMD-mapped huge pages stay unprotected (dirty/huge_blocks).
+    HugeOptions huge = HugeOptions::from_env();
   };
 
   PagemapScanTracker() : PagemapScanTracker(Options{}) {}
@@ -93,6 +98,12 @@ class PagemapScanTracker : public Tracker {
   // next interval, bytes protected to be measured.
   uint64_t hot_bytes() const { return hot_bytes_; }
   uint64_t sampled_bytes() const { return sampled_bytes_; }
+  // The last collect's huge pages: bytes left unprotected (saved whole),
+  // bytes protected because their content had not changed.
+  uint64_t huge_kept_bytes() const { return huge_kept_bytes_; }
+  uint64_t huge_quiet_bytes() const { return huge_quiet_bytes_; }
+  // ... and bytes of blocks written after such a protection, given back.
+  uint64_t huge_repaired_bytes() const { return huge_repaired_bytes_; }
 
  private:
   Status available();
@@ -110,6 +121,7 @@ class PagemapScanTracker : public Tracker {
   std::optional<FeatureCheck> probed_;
   std::vector<kabi::page_region> regions_;  // PAGEMAP_SCAN output buffer, reused
   uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;
+  uint64_t huge_kept_bytes_ = 0, huge_quiet_bytes_ = 0, huge_repaired_bytes_ = 0;
 };
 
 }  // namespace ckpt::dirty
