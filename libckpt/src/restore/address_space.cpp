@@ -270,6 +270,10 @@ struct WriteBatch {
   size_t first = 0, last = 0;  // slices [first, last)
 };
 
+// MADV_POPULATE_READ (Linux 5.14); an older kernel refuses it (EINVAL),
+// which leaves the faults as they were.
+constexpr int kPopulateRead = 22;
+
 std::vector<WriteBatch> make_write_batches(const std::vector<image::PlanSlice>& slices) {
   constexpr uint64_t kBatchBytes = 16 << 20;
   std::vector<WriteBatch> out;
@@ -320,6 +324,14 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
         if (!slices[i].zero() && !slices[i].run->compressed())  // a frame: read when verified
           ::madvise(const_cast<uint8_t*>(content(slices[i])),
                     uint64_t(slices[i].npages) * kPageSize, MADV_WILLNEED);
+    // This batch's pages were read ahead one batch ago; its page tables
+    // are filled in one call rather than one fault per 64 KiB as the check
+    // and the copy touch them (a fault is costly in a VM with shadow page
+    // tables: docs/performance.md, "io_uring for the page file").
+    for (size_t i = batches[b].first; i < batches[b].last; ++i)
+      if (!slices[i].zero() && !slices[i].run->compressed())
+        ::madvise(const_cast<uint8_t*>(content(slices[i])), uint64_t(slices[i].npages) * kPageSize,
+                  kPopulateRead);
     for (size_t i = batches[b].first; i < batches[b].last; ++i)
       if (checked[t].insert(slices[i].run).second)
         CKPT_TRY(chain_.links[slices[i].link]->verify_run(*slices[i].run));
