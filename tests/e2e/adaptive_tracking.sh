@@ -45,51 +45,25 @@ if [[ $ok != true ]]; then
 fi
 unset LIBCKPT_ADAPTIVE_TRACKING
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-e2e-adaptive.XXXXXX")
-install_traps
-RUN=$WORK/run
-CKPT=$WORK/ckpt
-mkdir "$RUN"
-LOGS=("$WORK/prog.err" "$WORK/tool.err")
-
-exec {OUT_FD}> >(exec cat >"$WORK/prog.out")
-exec {ERR_FD}> >(exec cat >"$WORK/prog.err")
-(
-  exec </dev/null 1>&"$OUT_FD" 2>&"$ERR_FD"
-  close_fds
-  exec "$PROG" "$RUN"
-) &
-PID=$!
-OWN_PIDS+=("$PID")
-exec {OUT_FD}>&- {ERR_FD}>&-
-
-declare -a WRITTEN HOT
+# shellcheck source=round_chain.sh
+source "$HERE/round_chain.sh"
+round_chain_start adaptive
+declare -a HOT
 MAX_HOT=0
 COOLED=0
-for ((k = 0; k < ROUNDS; k++)); do
-  g=$((k + 1))
-  rc=0
-  wait_file "$RUN/round-$k.ready" "$PID" 30 || rc=$?
-  ((rc == 0)) || fail "round $k not ready (wait $rc): $(first_line "$WORK/prog.err")"
-  read -r READY_ID <"$RUN/round-$k.ready"
-  if ((k == 0)); then tool=cr_full; else tool=cr_incr; fi
-  rc=0
-  timeout "$TOOL_TIMEOUT" "$BIN_DIR/$tool" --dir "$CKPT" --tracker pagemap-scan --json "$PID" \
-    </dev/null >"$WORK/gen-$g.json" 2>"$WORK/tool.err" || rc=$?
-  ((rc == 0)) || fail "$tool for round $k $(describe_status "$rc"): $(first_line "$WORK/tool.err")"
-  WRITTEN[g]=$(grep '^{' "$WORK/gen-$g.json" | tail -n 1 | jq -r '.pages_written + .pages_zero')
-  HOT[g]=-
+count_hot() { # K G: blocks the tracker's state leaves hot after generation G
+  HOT[$2]=-
+  local state
   state=$(ls /run/libckpt/tracking/"$PID"-*.adaptive 2>/dev/null | head -n 1 || true)
-  if [[ -n $state && $k -gt 0 ]]; then
+  if [[ -n $state && $1 -gt 0 ]]; then
     # Lines after the header: "addr backoff left sampled heavy"; hot: left > 0, not sampled.
-    HOT[g]=$(awk 'NR > 1 && $4 == 0 && $3 > 0 { n++ } END { print n + 0 }' "$state")
-    ((HOT[g] > MAX_HOT)) && MAX_HOT=${HOT[g]}
-    ((MAX_HOT > 0 && HOT[g] < MAX_HOT)) && COOLED=1
+    HOT[$2]=$(awk 'NR > 1 && $4 == 0 && $3 > 0 { n++ } END { print n + 0 }' "$state")
+    ((HOT[$2] > MAX_HOT)) && MAX_HOT=${HOT[$2]}
+    ((MAX_HOT > 0 && HOT[$2] < MAX_HOT)) && COOLED=1
   fi
-  touch "$RUN/go-$k"
-done
-wait_exit "$PID" 30 || fail "the original still running after its last round"
-((EXIT_STATUS == 0)) || fail "the original $(describe_status "$EXIT_STATUS"): $(first_line "$WORK/prog.err")"
+  return 0
+}
+round_chain_take count_hot
 
 printf '%4s %8s %4s\n' gen saved hot
 for ((g = 1; g <= ROUNDS; g++)); do printf '%4d %8s %4s\n' "$g" "${WRITTEN[g]}" "${HOT[g]}"; done
@@ -98,27 +72,6 @@ if ((EUID == 0)); then
   ((COOLED)) || fail "no hot block ever went back to tracking"
 fi
 
-BAD=()
-for ((g = 1; g <= ROUNDS; g++)); do
-  k=$((g - 1))
-  [[ ! -e /proc/$PID ]] || fail "pid $PID in use before the restore of generation $g"
-  touch "$RUN/verify-$k"
-  # stdout and stderr on pipes, as the original's were (the program checks).
-  {
-    set +e
-    timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_restart" --dir "$CKPT" --generation "$g" </dev/null |
-      cat >"$WORK/restart-$g.out"
-    echo "${PIPESTATUS[0]}" >"$WORK/restart-$g.rc"
-  } 2>&1 | cat >"$WORK/restart-$g.err" || true
-  rc=$(<"$WORK/restart-$g.rc")
-  rm -f "$RUN/verify-$k"
-  if ((rc == 0)) && grep -q "^verified round $k\$" "$WORK/restart-$g.out" &&
-    [[ $(grep '^done ' "$WORK/restart-$g.out" | tail -n 1) == "done $READY_ID" ]]; then
-    echo "generation $g: verified round $k"
-  else
-    echo "generation $g: FAILED ($(describe_status "$rc")): $(first_line "$WORK/restart-$g.err")"
-    BAD+=("$g")
-  fi
-done
+round_chain_restore_all
 ((${#BAD[@]} == 0)) || fail "generations ${BAD[*]} did not restore correctly"
 echo "PASS $NAME: $ROUNDS generations restored byte for byte; at most $MAX_HOT blocks hot"

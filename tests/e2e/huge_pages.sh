@@ -25,7 +25,7 @@ source "$HERE/lib.sh"
   exit 2
 }
 BIN_DIR=$(cd "$1" 2>/dev/null && pwd) || {
-  echo "FAIL adaptive_tracking: no directory $1"
+  echo "FAIL huge_pages: no directory $1"
   exit 1
 }
 PROG=${E2E_PROG_DIR:-$BIN_DIR/e2e}/huge_flip
@@ -44,42 +44,14 @@ if [[ $ok != true ]]; then
 fi
 unset LIBCKPT_ADAPTIVE_TRACKING LIBCKPT_KEEP_HUGE_PAGES
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-e2e-huge.XXXXXX")
-install_traps
-RUN=$WORK/run
-CKPT=$WORK/ckpt
-mkdir "$RUN"
-LOGS=("$WORK/prog.err" "$WORK/tool.err")
-
-exec {OUT_FD}> >(exec cat >"$WORK/prog.out")
-exec {ERR_FD}> >(exec cat >"$WORK/prog.err")
-(
-  exec </dev/null 1>&"$OUT_FD" 2>&"$ERR_FD"
-  close_fds
-  exec "$PROG" "$RUN"
-) &
-PID=$!
-OWN_PIDS+=("$PID")
-exec {OUT_FD}>&- {ERR_FD}>&-
-
-declare -a WRITTEN THP
-for ((k = 0; k < ROUNDS; k++)); do
-  g=$((k + 1))
-  rc=0
-  wait_file "$RUN/round-$k.ready" "$PID" 30 || rc=$?
-  ((rc == 0)) || fail "round $k not ready (wait $rc): $(first_line "$WORK/prog.err")"
-  read -r READY_ID <"$RUN/round-$k.ready"
-  if ((k == 0)); then tool=cr_full; else tool=cr_incr; fi
-  rc=0
-  timeout "$TOOL_TIMEOUT" "$BIN_DIR/$tool" --dir "$CKPT" --tracker pagemap-scan --json "$PID" \
-    </dev/null >"$WORK/gen-$g.json" 2>"$WORK/tool.err" || rc=$?
-  ((rc == 0)) || fail "$tool for round $k $(describe_status "$rc"): $(first_line "$WORK/tool.err")"
-  WRITTEN[g]=$(grep '^{' "$WORK/gen-$g.json" | tail -n 1 | jq -r '.pages_written + .pages_zero')
-  THP[g]=$(<"$RUN/round-$k.thp")
-  touch "$RUN/go-$k"
-done
-wait_exit "$PID" 30 || fail "the original still running after its last round"
-((EXIT_STATUS == 0)) || fail "the original $(describe_status "$EXIT_STATUS"): $(first_line "$WORK/prog.err")"
+# shellcheck source=round_chain.sh
+source "$HERE/round_chain.sh"
+round_chain_start huge
+declare -a THP
+huge_kib() { # K G: the program's huge-page count at round K
+  THP[$2]=$(<"$RUN/round-$1.thp")
+}
+round_chain_take huge_kib
 
 printf '%4s %8s %8s\n' gen saved "THP KiB"
 for ((g = 1; g <= ROUNDS; g++)); do printf '%4d %8s %8s\n' "$g" "${WRITTEN[g]}" "${THP[g]}"; done
@@ -93,28 +65,7 @@ fi
 SPLIT=""
 ((THP[ROUNDS] >= 2048)) || SPLIT="huge pages were split: ${THP[ROUNDS]} KiB huge at the last round"
 
-BAD=()
-for ((g = 1; g <= ROUNDS; g++)); do
-  k=$((g - 1))
-  [[ ! -e /proc/$PID ]] || fail "pid $PID in use before the restore of generation $g"
-  touch "$RUN/verify-$k"
-  # stdout and stderr on pipes, as the original's were (the program checks).
-  {
-    set +e
-    timeout "$TOOL_TIMEOUT" "$BIN_DIR/cr_restart" --dir "$CKPT" --generation "$g" </dev/null |
-      cat >"$WORK/restart-$g.out"
-    echo "${PIPESTATUS[0]}" >"$WORK/restart-$g.rc"
-  } 2>&1 | cat >"$WORK/restart-$g.err" || true
-  rc=$(<"$WORK/restart-$g.rc")
-  rm -f "$RUN/verify-$k"
-  if ((rc == 0)) && grep -q "^verified round $k\$" "$WORK/restart-$g.out" &&
-    [[ $(grep '^done ' "$WORK/restart-$g.out" | tail -n 1) == "done $READY_ID" ]]; then
-    echo "generation $g: verified round $k"
-  else
-    echo "generation $g: FAILED ($(describe_status "$rc")): $(first_line "$WORK/restart-$g.err")"
-    BAD+=("$g")
-  fi
-done
+round_chain_restore_all
 ((${#BAD[@]} == 0)) || fail "generations ${BAD[*]} did not restore correctly${SPLIT:+; $SPLIT}"
 [[ -z $SPLIT ]] || fail "$SPLIT"
 echo "PASS $NAME: $ROUNDS generations restored byte for byte; ${THP[ROUNDS]} KiB still huge at the end"

@@ -20,10 +20,6 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 
-std::string header(const TrackerState& s, uint64_t generation) {
-  return hex_id(s.chain_id) + " " + std::to_string(generation) + "\n";
-}
-
 // Pages of `w` (sorted, from index *i on) inside [start, end); advances *i
 // past ranges that end before `end`.
 uint64_t pages_within(const std::vector<mem::Range>& w, size_t* i, uint64_t start, uint64_t end) {
@@ -38,21 +34,16 @@ uint64_t pages_within(const std::vector<mem::Range>& w, size_t* i, uint64_t star
 
 AdaptiveOptions AdaptiveOptions::from_env() {
   AdaptiveOptions o;
-  if (const char* v = ::getenv("LIBCKPT_ADAPTIVE_TRACKING"))
-    o.enabled = !(std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0);
+  o.enabled = env_switch_on("LIBCKPT_ADAPTIVE_TRACKING");
   return o;
 }
 
 void AdaptiveTracking::load(pid_t pid, const TrackerState& s) {
   prev_.clear();
   if (!opts_.enabled) return;
-  auto path = ledger_side_file(pid, ".adaptive", false);
-  if (!path) return;
-  auto text = read_file(*path);
-  if (!text.ok()) return;
-  const std::string want = header(s, s.prev_generation);
-  if (text->compare(0, want.size(), want) != 0) return;  // another parent: start afresh
-  const char* p = text->c_str() + want.size();
+  auto text = read_side_state(pid, ".adaptive", s);
+  if (!text) return;  // none, or of another parent: start afresh
+  const char* p = text->c_str();
   uint64_t addr;
   unsigned backoff, left, sampled, heavy;
   int used = 0;
@@ -65,22 +56,14 @@ void AdaptiveTracking::load(pid_t pid, const TrackerState& s) {
 
 void AdaptiveTracking::save(pid_t pid, const TrackerState& s) const {
   if (!opts_.enabled) return;
-  auto path = ledger_side_file(pid, ".adaptive", true);
-  if (!path) return;
-  std::string text = header(s, s.generation);
+  std::string text;
   char line[64];
   for (const auto& [addr, b] : next_) {
     std::snprintf(line, sizeof line, "%" PRIx64 " %u %u %u %u\n", addr, b.backoff, b.left,
                   b.sampled ? 1u : 0u, b.heavy);
     text += line;
   }
-  // Written whole, then renamed: a reader sees the old state or the new one.
-  const std::string tmp = *path + ".tmp";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!fd.valid()) return;
-  if (!write_all(fd.get(), text.data(), text.size(), tmp).ok()) return;
-  fd.reset();
-  (void)::rename(tmp.c_str(), path->c_str());
+  write_side_state(pid, ".adaptive", s, text);
 }
 
 int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,

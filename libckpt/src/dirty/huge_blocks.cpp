@@ -17,31 +17,20 @@
 
 namespace ckpt::dirty {
 
-namespace {
-
-std::string header(const TrackerState& s, uint64_t generation) {
-  return hex_id(s.chain_id) + " " + std::to_string(generation) + "\n";
-}
-
-}  // namespace
+namespace {}  // namespace
 
 HugeOptions HugeOptions::from_env() {
   HugeOptions o;
-  if (const char* v = ::getenv("LIBCKPT_KEEP_HUGE_PAGES"))
-    o.keep_huge = !(std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0);
+  o.keep_huge = env_switch_on("LIBCKPT_KEEP_HUGE_PAGES");
   return o;
 }
 
 void HugeBlocks::load(pid_t pid, const TrackerState& s) {
   prev_.clear();
   if (!opts_.keep_huge) return;
-  auto path = ledger_side_file(pid, ".huge", false);
-  if (!path) return;
-  auto text = read_file(*path);
-  if (!text.ok()) return;
-  const std::string want = header(s, s.prev_generation);
-  if (text->compare(0, want.size(), want) != 0) return;  // another parent: start afresh
-  const char* p = text->c_str() + want.size();
+  auto text = read_side_state(pid, ".huge", s);
+  if (!text) return;  // none, or of another parent: start afresh
+  const char* p = text->c_str();
   uint64_t addr, hash;
   unsigned flags;
   int used = 0;
@@ -53,22 +42,14 @@ void HugeBlocks::load(pid_t pid, const TrackerState& s) {
 
 void HugeBlocks::save(pid_t pid, const TrackerState& s) const {
   if (!opts_.keep_huge) return;
-  auto path = ledger_side_file(pid, ".huge", true);
-  if (!path) return;
-  std::string text = header(s, s.generation);
+  std::string text;
   char line[64];
   for (const auto& [addr, b] : next_) {
     std::snprintf(line, sizeof line, "%" PRIx64 " %" PRIx64 " %u\n", addr, b.hash,
                   (b.quiet ? 1u : 0u) | (b.rewrite ? 2u : 0u));
     text += line;
   }
-  // Written whole, then renamed: a reader sees the old hashes or the new ones.
-  const std::string tmp = *path + ".tmp";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!fd.valid()) return;
-  if (!write_all(fd.get(), text.data(), text.size(), tmp).ok()) return;
-  fd.reset();
-  (void)::rename(tmp.c_str(), path->c_str());
+  write_side_state(pid, ".huge", s, text);
 }
 
 namespace {

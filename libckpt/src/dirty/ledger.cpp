@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "util/fd.hpp"
@@ -100,6 +101,41 @@ std::optional<std::string> ledger_side_file(pid_t pid, const std::string& suffix
   const std::string dir = ledger_dir();
   if (create_dir && !make_private_dirs(ledger_base(), dir).ok()) return std::nullopt;
   return dir + "/" + *name + suffix;
+}
+
+namespace {
+std::string side_header(const TrackerState& s, uint64_t generation) {
+  return hex_id(s.chain_id) + " " + std::to_string(generation) + "\n";
+}
+}  // namespace
+
+std::optional<std::string> read_side_state(pid_t pid, const std::string& suffix,
+                                           const TrackerState& s) {
+  auto path = ledger_side_file(pid, suffix, false);
+  if (!path) return std::nullopt;
+  auto text = read_file(*path);
+  if (!text.ok()) return std::nullopt;
+  const std::string want = side_header(s, s.prev_generation);
+  if (text->compare(0, want.size(), want) != 0) return std::nullopt;  // another parent
+  return text->substr(want.size());
+}
+
+void write_side_state(pid_t pid, const std::string& suffix, const TrackerState& s,
+                      const std::string& lines) {
+  auto path = ledger_side_file(pid, suffix, true);
+  if (!path) return;
+  const std::string text = side_header(s, s.generation) + lines;
+  const std::string tmp = *path + ".tmp";
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd.valid()) return;
+  if (!write_all(fd.get(), text.data(), text.size(), tmp).ok()) return;
+  fd.reset();
+  (void)::rename(tmp.c_str(), path->c_str());
+}
+
+bool env_switch_on(const char* name) {
+  const char* v = std::getenv(name);
+  return !v || !(std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0);
 }
 
 std::optional<LedgerEntry> read_ledger(pid_t pid) {

@@ -39,6 +39,18 @@ std::string describe(const LedgerEntry& e);
 // (dirty/adaptive keeps its state there); dropped with the entry once the
 // process is gone. nullopt: no such process (or, `create_dir`, no directory).
 std::optional<std::string> ledger_side_file(pid_t pid, const std::string& suffix, bool create_dir);
+// A tracker's state in its side file: a header line naming the chain and the
+// generation it was written for, then the tracker's own lines.
+// read_side_state: those lines if the file continues `s` (written for
+// s.prev_generation of s.chain_id), else nullopt (start afresh).
+// write_side_state: written whole, then renamed (a reader sees the old state
+// or the new one), for s.generation; best effort.
+std::optional<std::string> read_side_state(pid_t pid, const std::string& suffix,
+                                           const TrackerState& s);
+void write_side_state(pid_t pid, const std::string& suffix, const TrackerState& s,
+                      const std::string& lines);
+// An on/off switch in the environment: on unless set to "off" or "0".
+bool env_switch_on(const char* name);
 
 // For a tracker: an arm restarts tracking for `s.generation` (best effort:
 // without the record the next collect saves everything).
