@@ -17,6 +17,7 @@
 // whose content was found. Otherwise it goes on; after the last round it
 // ends the same way.
 #include "e2e.h"  // first: it defines _GNU_SOURCE
+#include "round_copy.h"
 
 #include <sys/mman.h>
 
@@ -82,46 +83,6 @@ static void save_thp(const char* dir, int k) {
   fclose(f);
 }
 
-static void save_copy(const char* dir, int k) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/round-%d.copy", dir, k);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) e2e_fail("create %s: %s", path, strerror(errno));
-  size_t done = 0, len = (size_t)BLOCKS * BLOCK;
-  while (done < len) {
-    ssize_t n = write(fd, mem + done, len - done);
-    if (n <= 0) e2e_fail("write %s: %s", path, strerror(errno));
-    done += (size_t)n;
-  }
-  if (close(fd) != 0) e2e_fail("close %s: %s", path, strerror(errno));
-}
-
-static void verify(const char* dir, int k) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/round-%d.copy", dir, k);
-  size_t len = (size_t)BLOCKS * BLOCK;
-  unsigned char* copy = malloc(len);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (!copy || fd < 0) e2e_fail("open %s: %s", path, strerror(errno));
-  size_t done = 0;
-  while (done < len) {
-    ssize_t n = read(fd, copy + done, len - done);
-    if (n <= 0) e2e_fail("read %s: short", path);
-    done += (size_t)n;
-  }
-  close(fd);
-  for (uint64_t p = 0; p < (uint64_t)BLOCKS * PAGES_PER_BLOCK; p++) {
-    if (memcmp(mem + p * PAGE, copy + p * PAGE, PAGE) == 0) continue;
-    uint64_t found = *(uint64_t*)(mem + p * PAGE), want = *(uint64_t*)(copy + p * PAGE);
-    e2e_fail(
-        "round %d: block %llu page %llu differs: holds round %lld's content, round %d "
-        "expects round %lld's",
-        k, (unsigned long long)(p / PAGES_PER_BLOCK), (unsigned long long)(p % PAGES_PER_BLOCK),
-        found ? (long long)(found >> 32) : -1LL, k, want ? (long long)(want >> 32) : -1LL);
-  }
-  free(copy);
-}
-
 int main(int argc, char** argv) {
   e2e_init(argc, argv, 1, "READY_DIR");
   const char* dir = argv[1];
@@ -179,7 +140,7 @@ int main(int argc, char** argv) {
         fill_page(first + rng % PAGES_PER_BLOCK, k);
       }
     }
-    save_copy(dir, k);
+    round_copy_save(dir, k, mem, (size_t)BLOCKS * BLOCK);
     save_thp(dir, k);
     char path[4096];
     snprintf(path, sizeof path, "%s/round-%d.ready", dir, k);
@@ -191,7 +152,7 @@ int main(int argc, char** argv) {
     }
     snprintf(path, sizeof path, "%s/verify-%d", dir, k);
     if (access(path, F_OK) == 0) {
-      verify(dir, k);
+      round_copy_verify(dir, k, mem, (size_t)BLOCKS * BLOCK, PAGES_PER_BLOCK);
       printf("verified round %d\n", k);
       e2e_done();
     }
