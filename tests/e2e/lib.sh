@@ -31,6 +31,20 @@ proc_state() {
   echo "${stat%% *}"
 }
 
+# kill_all_gone PID...: SIGKILL to each, then wait (up to 10 s) until none is
+# left but zombies; returns 1 if some still run.
+kill_all_gone() {
+  local p i alive=0
+  for p in "$@"; do kill -9 "$p" 2>/dev/null || true; done
+  for ((i = 0; i < 200; i++)); do
+    alive=0
+    for p in "$@"; do [[ $(proc_state "$p") != [Z-] ]] && alive=1; done
+    ((alive)) || return 0
+    sleep 0.05
+  done
+  return 1
+}
+
 # tracer_of PID: the PID tracing PID (0 if none).
 tracer_of() {
   awk '/^TracerPid:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0

@@ -16,20 +16,15 @@ tree_pids() {
 # On exit: every process of the job (those whose cwd is in WORK) killed, its
 # files outside WORK removed, then cleanup_common.
 cleanup() {
-  local p i alive killed=()
+  local p ours=()
   if [[ -n ${ROOT:-} ]]; then
     for p in $(tree_pids "$ROOT") ${MEMBERS:-}; do
-      [[ $(readlink "/proc/$p/cwd" 2>/dev/null) == "$WORK"* ]] && kill -9 "$p" 2>/dev/null && killed+=("$p")
+      [[ $(readlink "/proc/$p/cwd" 2>/dev/null) == "$WORK"* ]] && ours+=("$p")
     done
   fi
   # Until they are gone: a launcher still exiting would write into WORK
   # while it is removed.
-  for ((i = 0; i < 100; i++)); do
-    alive=0
-    for p in "${killed[@]}"; do [[ $(proc_state "$p") != [Z-] ]] && alive=1; done
-    ((alive)) || break
-    sleep 0.05
-  done
+  kill_all_gone "${ours[@]}" || true
   { wait; } 2>/dev/null || true
   remove_job_files
   [[ -n ${JOB_TMP:-} ]] && rm -rf "$JOB_TMP"
@@ -83,15 +78,8 @@ tool() {
 }
 
 kill_job() {
-  local p i alive
   MEMBERS="$MEMBERS $(tree_pids "$ROOT" | tr '\n' ' ')"
-  for p in $MEMBERS; do kill -9 "$p" 2>/dev/null || true; done
-  for ((i = 0; i < 200; i++)); do
-    alive=0
-    for p in $MEMBERS; do [[ $(proc_state "$p") != [Z-] ]] && alive=1; done
-    ((alive)) || break
-    sleep 0.05
-  done
-  ((alive == 0)) || fail "processes of the job did not go away"
+  # shellcheck disable=SC2086 # a list of PIDs
+  kill_all_gone $MEMBERS || fail "processes of the job did not go away"
   { wait "$ROOT"; } 2>/dev/null || true
 }

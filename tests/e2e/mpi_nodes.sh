@@ -234,14 +234,8 @@ done
 
 # Everything on both nodes killed; the session directory goes.
 MEMBERS="$(tree_pids "$MPIRUN") $(tree_pids "$SHELL_B")"
-for p in $MEMBERS; do kill -9 "$p" 2>/dev/null || true; done
-for ((i = 0; i < 200; i++)); do
-  alive=0
-  for p in $MEMBERS; do [[ $(proc_state "$p") != [Z-] ]] && alive=1; done
-  ((alive)) || break
-  sleep 0.05
-done
-((alive == 0)) || fail "processes of the job did not go away"
+# shellcheck disable=SC2086 # a list of PIDs
+kill_all_gone $MEMBERS || fail "processes of the job did not go away"
 { wait "$MPIRUN"; } 2>/dev/null || true
 find "$JOB_TMP" -mindepth 1 -delete
 rm -f "$PACE"
