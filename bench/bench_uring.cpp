@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "incompressible.hpp"
+#include "mem/madvise.hpp"
 #include "util/clock.hpp"
 
 namespace {
@@ -177,10 +178,6 @@ struct Child {
     if (::process_vm_writev(pid, &l, 1, &r, 1, 0) != ssize_t(len)) die("process_vm_writev");
   }
 };
-
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
 
 // `advice`: MADV_WILLNEED (read-ahead only, as restore does today) or
 // MADV_POPULATE_READ (the page tables filled too: no fault per 64 KiB).

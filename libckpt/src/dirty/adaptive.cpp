@@ -1,18 +1,11 @@
 #include "dirty/adaptive.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "dirty/ledger.hpp"
-#include "util/fd.hpp"
-#include "util/text.hpp"
 
 namespace ckpt::dirty {
 

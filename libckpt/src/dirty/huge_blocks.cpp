@@ -1,23 +1,14 @@
 #include "dirty/huge_blocks.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 
 #include "dirty/ledger.hpp"
-#include "util/fd.hpp"
 #include "util/hash.hpp"
-#include "util/text.hpp"
 
 namespace ckpt::dirty {
-
-namespace {}  // namespace
 
 HugeOptions HugeOptions::from_env() {
   HugeOptions o;

@@ -22,6 +22,7 @@
 
 #include "dirty/huge_blocks.hpp"
 #include "dirty/ledger.hpp"
+#include "mem/madvise.hpp"
 #include "mem/reader.hpp"
 #include "proc/inject.hpp"
 #include "proc/maps.hpp"
@@ -54,8 +55,6 @@ constexpr Query kWrittenSmall{kabi::kPageIsHuge, kabi::kPageIsWritten | kabi::kP
 // Unprotected PMD-mapped huge pages, and all of them, left as they are.
 constexpr Query kHugeUnprotected{0, kabi::kPageIsWritten | kabi::kPageIsHuge, 0, false};
 constexpr Query kHugeMapped{0, kabi::kPageIsHuge, 0, false};
-// MADV_COLLAPSE (Linux 6.1), newer than some libc headers.
-constexpr int kMadvCollapse = 25;
 // The same, leaving them unprotected (blocks kept hot: dirty/adaptive).
 constexpr Query kWrittenKeep{0, kabi::kPageIsWritten, 0, false};
 // File VMAs: written page-cache pages ...
@@ -319,7 +318,7 @@ int protect_quiet_huge(Scanner& sc, HugeBlocks& huge, const ReadBlockFn& read, i
     if (::ioctl(uffd, UFFDIO_WRITEPROTECT, &wp) != 0) return -errno;
     if (pidfd >= 0) {
       iovec iov{reinterpret_cast<void*>(r.addr), r.len};
-      (void)::syscall(SYS_process_madvise, pidfd, &iov, 1, kMadvCollapse, 0);  // best effort
+      (void)::syscall(SYS_process_madvise, pidfd, &iov, 1, MADV_COLLAPSE, 0);  // best effort
     }
   }
   return 0;

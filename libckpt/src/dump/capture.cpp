@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "mem/madvise.hpp"
 #include "mem/reader.hpp"
 
 namespace ckpt::dump {
@@ -71,9 +72,6 @@ void Capture::prefault(uint64_t bytes) {
   if (!arena_) return;
   bytes = std::min(arena_bytes_, (bytes + kBatchBytes - 1) / kBatchBytes * kBatchBytes);
   if (bytes == 0) return;
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
   if (::madvise(arena_, bytes, MADV_POPULATE_WRITE) == 0) return;
   for (uint64_t at = 0; at < bytes; at += 4096)  // kernels before 5.14
     reinterpret_cast<volatile uint8_t*>(arena_)[at] = 0;

@@ -9,16 +9,15 @@
 #include <sys/uio.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "image/format.hpp"
+#include "mem/madvise.hpp"
 #include "mem/range.hpp"
 #include "proc/maps.hpp"
 #include "restore/batch_verifier.hpp"
@@ -270,10 +269,6 @@ struct WriteBatch {
   size_t first = 0, last = 0;  // slices [first, last)
 };
 
-// MADV_POPULATE_READ (Linux 5.14); an older kernel refuses it (EINVAL),
-// which leaves the faults as they were.
-constexpr int kPopulateRead = 22;
-
 std::vector<WriteBatch> make_write_batches(const std::vector<image::PlanSlice>& slices) {
   constexpr uint64_t kBatchBytes = 16 << 20;
   std::vector<WriteBatch> out;
@@ -331,7 +326,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     for (size_t i = batches[b].first; i < batches[b].last; ++i)
       if (!slices[i].zero() && !slices[i].run->compressed())
         ::madvise(const_cast<uint8_t*>(content(slices[i])), uint64_t(slices[i].npages) * kPageSize,
-                  kPopulateRead);
+                  MADV_POPULATE_READ);  // EINVAL before Linux 5.14: the faults as before
     for (size_t i = batches[b].first; i < batches[b].last; ++i)
       if (checked[t].insert(slices[i].run).second)
         CKPT_TRY(chain_.links[slices[i].link]->verify_run(*slices[i].run));
