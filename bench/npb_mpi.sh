@@ -128,17 +128,7 @@ finished() { grep -q 'Benchmark Completed\.' "$WORK/prog.out"; }
 progress() { grep -cE "$RE" "$WORK/prog.out"; }
 
 # Waits for the first iteration line; MEMBERS = the job's PIDs.
-wait_computing() {
-  local deadline=$((SECONDS + 300)) n
-  until grep -qE "$RE" "$WORK/prog.out"; do
-    [[ $(proc_state "$ROOT") != [Z-] ]] || fail "the job ended before computing: $(first_line "$WORK/prog.err")"
-    ((SECONDS < deadline)) || fail "no iteration line after 300 s"
-    sleep 0.1
-  done
-  MEMBERS=$(tree_pids "$ROOT" | tr '\n' ' ')
-  n=$(wc -w <<<"$MEMBERS")
-  ((n >= 5)) || fail "the job has $n processes, not mpirun and 4 ranks: $MEMBERS"
-}
+wait_computing() { wait_job_computing "$RE" 300; }
 
 json_field() { grep -o "\"$1\":[0-9.e+-]*" "$2" | tail -n 1 | cut -d: -f2; }
 secs() { awk -v s="$(json_field "$1" "$2")" 'BEGIN { printf "%.2f", s }'; }
@@ -228,7 +218,7 @@ case_pause() {
 }
 
 case_migrate() {
-  local mode=$1 rpid p i at n
+  local mode=$1 RPID p i at n
   local ns_a=npbA$$ ns_b=npbB$$ net=10.247.$(($$ % 250)) port=$((20000 + ($$ + 17) % 20000))
   NETNS=("$ns_a" "$ns_b")
   trap 'for p in "${RPIDS[@]}"; do kill_tree "$p"; done; netns_remove "${NETNS[@]}"; cleanup' EXIT
@@ -236,12 +226,7 @@ case_migrate() {
   netns_pair "$ns_a" "$ns_b" "$net" "np$$" || fail "$NETNS_WHY"
   head -c 32 /dev/urandom >"$WORK/token"
   chmod 600 "$WORK/token"
-  (close_fds && exec ip netns exec "$ns_b" unshare --pid --fork --mount-proc --kill-child \
-    "$BIN_DIR/cr_recv" --listen "$net.2:$port" --token "$WORK/token" --once \
-    </dev/null >"$WORK/recv.out" 2>"$WORK/recv.err") &
-  rpid=$!
-  RPIDS+=("$rpid")
-  wait_listening "$ns_b" "$port" "$rpid" || fail "cr_recv is not listening: $(first_line "$WORK/recv.err")"
+  start_ns_receiver "$ns_b" "$net.2:$port"
   start_job "$ns_a"
   wait_computing
   record_job_files
@@ -259,7 +244,7 @@ case_migrate() {
     [[ $(proc_state "$p") == [Z-] ]] || fail "process $p of the source job still runs"
   done
   { wait "$ROOT"; } 2>/dev/null || true
-  wait_exit "$rpid" 900 || fail "the job on B still runs 900 s later"
+  wait_exit "$RPID" 900 || fail "the job on B still runs 900 s later"
   ((EXIT_STATUS == 0)) || fail "the migrated job $(describe_status "$EXIT_STATUS"): $(first_line "$WORK/recv.err")"
   expect_reference "after cr_migrate $mode"
   printf '%s|%s|%s|%s|SUCCESSFUL (moved after iteration line %s)\n' \

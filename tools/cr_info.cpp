@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "common/cli.hpp"
-#include "image/job_image.hpp"
 #include "image/chain_verify.hpp"
+#include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
 #include "job/generation.hpp"
@@ -91,9 +91,22 @@ int main(int argc, char** argv) {
     auto job = ckpt::job::read_job_or_root(gen_dir);
     if (!job.ok()) return ckpt::cli::fail("cr_info", job.error());
     nlohmann::json procs = nlohmann::json::array();
+    // A group or session comes back only where its leader is in the
+    // checkpoint (docs/jobs.md); others are inherited at restore.
+    auto led_inside = [&](pid_t leader) {
+      for (const ckpt::image::JobMember& o : job->members)
+        if (o.pid == leader) return true;
+      return false;
+    };
     for (const ckpt::image::JobMember& m : job->members) {
-      nlohmann::json p = {{"pid", m.pid}, {"ppid", m.ppid},       {"pgid", m.pgid},
-                          {"sid", m.sid}, {"zombie", m.zombie()}, {"exit_status", m.exit_status}};
+      nlohmann::json p = {{"pid", m.pid},
+                          {"ppid", m.ppid},
+                          {"pgid", m.pgid},
+                          {"sid", m.sid},
+                          {"pgid_restored", led_inside(m.pgid)},
+                          {"sid_restored", led_inside(m.sid)},
+                          {"zombie", m.zombie()},
+                          {"exit_status", m.exit_status}};
       if (!m.zombie() && m.pid != job->members[0].pid) {
         auto mr = ckpt::image::SnapshotReader::open(
             ckpt::image::member_dir(gen_dir, m.pid, job->members[0].pid));
@@ -126,20 +139,33 @@ int main(int argc, char** argv) {
           (unsigned long long)j["pages"].get<uint64_t>(),
           (unsigned long long)j["pages_zero"].get<uint64_t>(),
           double(j["content_bytes"].get<uint64_t>()) / (1 << 20), verify ? ", verified" : "");
-      if (procs.size() > 1)
-        for (auto& p : procs) {
-          std::printf("  process %d", p["pid"].get<int>());
-          if (p.contains("comm")) std::printf(" (%s)", p["comm"].get<std::string>().c_str());
-          std::printf(": parent %d, group %d, session %d", p["ppid"].get<int>(),
-                      p["pgid"].get<int>(), p["sid"].get<int>());
-          if (p["zombie"].get<bool>())
-            std::printf(", zombie (wait status %d)", p["exit_status"].get<int>());
-          else
-            std::printf(", %zu thread%s, %.1f MiB content", p["threads"].get<size_t>(),
-                        p["threads"].get<size_t>() == 1 ? "" : "s",
-                        double(p["content_bytes"].get<uint64_t>()) / (1 << 20));
+      const bool many = procs.size() > 1;
+      for (auto& p : procs) {
+        const bool root = p["pid"] == procs[0]["pid"];
+        const char* outside = root ? " (led outside the checkpoint: a restore joins the restorer's)"
+                                   : " (led outside the checkpoint: inherited from its parent)";
+        auto id = [&](const char* what, const char* key, const char* restored) {
+          std::printf("%s %d%s", what, p[key].get<int>(), p[restored].get<bool>() ? "" : outside);
+        };
+        if (!many) {
+          id("  process group", "pgid", "pgid_restored");
+          id(", session", "sid", "sid_restored");
           std::printf("\n");
+          continue;
         }
+        std::printf("  process %d", p["pid"].get<int>());
+        if (p.contains("comm")) std::printf(" (%s)", p["comm"].get<std::string>().c_str());
+        std::printf(": parent %d", p["ppid"].get<int>());
+        id(", group", "pgid", "pgid_restored");
+        id(", session", "sid", "sid_restored");
+        if (p["zombie"].get<bool>())
+          std::printf(", zombie (wait status %d)", p["exit_status"].get<int>());
+        else
+          std::printf(", %zu thread%s, %.1f MiB content", p["threads"].get<size_t>(),
+                      p["threads"].get<size_t>() == 1 ? "" : "s",
+                      double(p["content_bytes"].get<uint64_t>()) / (1 << 20));
+        std::printf("\n");
+      }
       if (maps)
         for (auto& v : j["maps"])
           std::printf("  %s-%s prot=%d flags=%#x %s\n", v["start"].get<std::string>().c_str(),

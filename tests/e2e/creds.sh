@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # creds.sh BIN_DIR TEST: credentials, scheduling and the privilege rules of a
 # restore (docs/security.md). The workload is programs/identity.c.
-#   status-fields  a root process started with inheritable and ambient
+#   status-fields  a root session leader started with inheritable and ambient
 #                  capabilities, a reduced bounding set, locked securebits,
 #                  no_new_privs, nice 3, SCHED_BATCH and one CPU, whose second
 #                  thread gave itself other uids, gids, groups and nice; after
@@ -17,6 +17,10 @@
 #   root-checkpoint  the same process checkpointed by root (images root's):
 #                  restored as the user all the same (credentials are saved,
 #                  not taken from whoever restores).
+#   groups         a process leading its own group in this script's session:
+#                  restored, it leads its group again (NSpgid = its PID) and
+#                  joins the session of the restorer, whose leader was outside
+#                  the checkpoint; cr_info says so before the restore.
 #   refusals       a memory policy and PR_SET_THP_DISABLE: cr_full refuses
 #                  each with one line naming it and the process runs on to
 #                  its normal end.
@@ -34,7 +38,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 (($# == 2)) || {
-  echo "usage: $0 BIN_DIR status-fields|user-restore|root-checkpoint|refusals|escalation" >&2
+  echo "usage: $0 BIN_DIR status-fields|groups|user-restore|root-checkpoint|refusals|escalation" >&2
   exit 2
 }
 BIN_DIR=$(cd "$1" && pwd)
@@ -148,8 +152,6 @@ declare -A NOT_COMPARED=(
   [nonvoluntary_ctxt_switches]="a counter"
   [Mems_allowed]="cpuset of the cgroup the restorer runs in (cgroups are not saved)"
   [Mems_allowed_list]="as Mems_allowed"
-  [NSpgid]="process group: the restorer's (not restored yet, issue 13)"
-  [NSsid]="session: the restorer's (not restored yet, issue 13)"
 )
 # Everything else must be equal, including fields this list does not know
 # yet: a new kernel's new field fails the test until someone decides.
@@ -176,11 +178,12 @@ case $TEST in
     mkdir -m 1777 "$WORK/r"
     RDIR=$WORK/r
     PROG=$PROG_DIR/identity
-    start nice -n 3 taskset -c 0 chrt --batch 0 setpriv --inh-caps=+net_bind_service \
+    start setsid nice -n 3 taskset -c 0 chrt --batch 0 setpriv --inh-caps=+net_bind_service \
       --ambient-caps=+net_bind_service --bounding-set=-sys_module,-sys_rawio \
       --securebits=+no_setuid_fixup,+no_setuid_fixup_locked --no-new-privs -- split
     snapshot "$TPID" "$WORK/before"
     grep -q "^[0-9]* Uid:.*4321" "$WORK/before" || fail "the second thread did not change its uids"
+    grep -q "^$TPID NSsid:[[:space:]]*$TPID$" "$WORK/before" || fail "the target does not lead a session"
     timeout 60 "$BIN_DIR/cr_full" --dir "$WORK/ck" --kill "$TPID" >/dev/null 2>"$WORK/tool.err" ||
       fail "cr_full: $(first_line "$WORK/tool.err")"
     wait_exit "$TPID" 10 || fail "the target did not end after cr_full --kill"
@@ -200,6 +203,29 @@ case $TEST in
     cmp -s <(sort "$WORK/r/ready.bits") <(sort "$WORK/r/ready.bits2") ||
       fail "securebits changed: $(sort "$WORK/r/ready.bits" | tr '\n' ' ')-> $(sort "$WORK/r/ready.bits2" | tr '\n' ' ')"
     echo "  $compared status and scheduling lines equal over $(grep -c ' Name:' "$WORK/before") threads; not compared: ${!NOT_COMPARED[*]}"
+    ;;
+  groups)
+    mkdir -m 1777 "$WORK/r"
+    RDIR=$WORK/r
+    PROG=$PROG_DIR/identity
+    start python3 -c 'import os, sys; os.setpgid(0, 0); os.execv(sys.argv[1], sys.argv[1:])' --
+    read -r our_pgid our_sid < <(ps -o pgid=,sid= -p $$)
+    read -r pgid sid < <(ps -o pgid=,sid= -p "$TPID")
+    [[ $pgid == "$TPID" && $sid == "$our_sid" ]] ||
+      fail "the target has group $pgid and session $sid, not $TPID and $our_sid"
+    timeout 60 "$BIN_DIR/cr_full" --dir "$WORK/ck" --kill "$TPID" >/dev/null 2>"$WORK/tool.err" ||
+      fail "cr_full: $(first_line "$WORK/tool.err")"
+    wait_exit "$TPID" 10 || fail "the target did not end after cr_full --kill"
+    "$BIN_DIR/cr_info" --dir "$WORK/ck" >"$WORK/info.out" 2>"$WORK/tool.err" ||
+      fail "cr_info: $(first_line "$WORK/tool.err")"
+    grep -q "session $our_sid (led outside the checkpoint: a restore joins the restorer's)" \
+      "$WORK/info.out" || fail "cr_info does not say the session is the restorer's: $(cat "$WORK/info.out")"
+    restore "$WORK/ck"
+    read -r pgid sid < <(ps -o pgid=,sid= -p "$RPID")
+    [[ $pgid == "$RPID" ]] || fail "restored in process group $pgid, not its own ($RPID)"
+    [[ $sid == "$our_sid" ]] || fail "restored in session $sid, not the restorer's ($our_sid)"
+    finish "$RPID"
+    echo "  group $TPID led again, session $sid (the restorer's; saved $our_sid was led outside)"
     ;;
   user-restore | root-checkpoint)
     if [[ $TEST == root-checkpoint ]]; then user_checkpoint root; else user_checkpoint; fi

@@ -109,19 +109,7 @@ start_job() {
 
 # start_receiver [ARGS...]: cr_recv --once in B, in a PID namespace of its
 # own unless SAME_PIDS=1.
-start_receiver() {
-  local pidns=(unshare --pid --fork --mount-proc --kill-child)
-  [[ ${SAME_PIDS:-0} == 1 ]] && pidns=()
-  (close_fds && exec ip netns exec "$NS_B" "${pidns[@]}" \
-    "$BIN_DIR/cr_recv" --listen "$ADDR_B:$PORT" --token "$WORK/token" --once --json "$@" \
-    </dev/null >"$WORK/recv.out" 2>"$WORK/recv.err") &
-  RPID=$!
-  RPIDS+=("$RPID")
-  local rc=0
-  wait_listening "$NS_B" "$PORT" "$RPID" || rc=$?
-  ((rc != 1)) || fail "cr_recv ended before listening: $(first_line "$WORK/recv.err")"
-  ((rc == 0)) || fail "cr_recv not listening after 10 s"
-}
+start_receiver() { start_ns_receiver "$NS_B" "$ADDR_B:$PORT" --json "$@"; }
 
 expect_done() {
   local last

@@ -109,17 +109,7 @@ start_target() {
 }
 
 # start_receiver [ARGS...]: cr_recv --once on node B in its own PID namespace.
-start_receiver() {
-  (close_fds && exec ip netns exec "$NS_B" unshare --pid --fork --mount-proc --kill-child \
-    "$BIN_DIR/cr_recv" --listen "$ADDR_B:$PORT" --token "$WORK/token" --once "$@" \
-    </dev/null >"$WORK/recv.out" 2>"$WORK/recv.err") &
-  RPID=$!
-  RPIDS+=("$RPID")
-  local rc=0
-  wait_listening "$NS_B" "$PORT" "$RPID" || rc=$?
-  ((rc != 1)) || fail "cr_recv ended before listening: $(first_line "$WORK/recv.err")"
-  ((rc == 0)) || fail "cr_recv not listening after 10 s"
-}
+start_receiver() { start_ns_receiver "$NS_B" "$ADDR_B:$PORT" "$@"; }
 
 # migrate ARGS...: cr_migrate on node A; sets MIG_RC.
 migrate() {

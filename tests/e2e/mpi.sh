@@ -122,18 +122,7 @@ start_job() {
 }
 
 # Waits for rank 0's first progress line; MEMBERS = the job's PIDs.
-wait_computing() {
-  local deadline=$((SECONDS + 120))
-  until grep -q '^iter ' "$WORK/prog.out"; do
-    [[ $(proc_state "$ROOT") != [Z-] ]] || fail "the job ended before computing: $(first_line "$WORK/prog.err")"
-    ((SECONDS < deadline)) || fail "no progress line after 120 s"
-    sleep 0.1
-  done
-  MEMBERS=$(tree_pids "$ROOT" | tr '\n' ' ')
-  local n
-  n=$(wc -w <<<"$MEMBERS")
-  ((n >= 5)) || fail "the job has $n processes, not a launcher and 4 ranks: $MEMBERS"
-}
+wait_computing() { wait_job_computing '^iter ' 120; }
 
 last_iter() {
   grep '^iter ' "$WORK/prog.out" | tail -n 1 | awk '{ print $2 }'

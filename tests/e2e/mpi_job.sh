@@ -13,6 +13,21 @@ tree_pids() {
   for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do tree_pids "$c"; done
 }
 
+# wait_job_computing REGEX SECONDS: waits until the job rooted at $ROOT
+# prints a line matching REGEX in $WORK/prog.out; sets MEMBERS to the tree's
+# PIDs, which must be a launcher and at least 4 ranks.
+wait_job_computing() {
+  local deadline=$((SECONDS + $2)) n
+  until grep -qE "$1" "$WORK/prog.out"; do
+    [[ $(proc_state "$ROOT") != [Z-] ]] || fail "the job ended before computing: $(first_line "$WORK/prog.err")"
+    ((SECONDS < deadline)) || fail "no progress line after $2 s"
+    sleep 0.1
+  done
+  MEMBERS=$(tree_pids "$ROOT" | tr '\n' ' ')
+  n=$(wc -w <<<"$MEMBERS")
+  ((n >= 5)) || fail "the job has $n processes, not a launcher and 4 ranks: $MEMBERS"
+}
+
 # On exit: every process of the job (those whose cwd is in WORK) killed, its
 # files outside WORK removed, then cleanup_common.
 cleanup() {

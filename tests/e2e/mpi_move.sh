@@ -83,13 +83,8 @@ case $ACTION in
     netns_pair "$NS_A" "$NS_B" "$NET" "p$$" || skip "$NETNS_WHY"
     head -c 32 /dev/urandom >"$WORK/token"
     chmod 600 "$WORK/token"
-    (close_fds && exec ip netns exec "$NS_B" unshare --pid --fork --mount-proc --kill-child \
-      "$BIN_DIR/cr_recv" --listen "$ADDR_B:$PORT" --token "$WORK/token" --once \
-      </dev/null >"$WORK/recv.out" 2>"$WORK/recv.err") &
-    RPID=$!
-    RPIDS+=("$RPID")
     LOGS+=("$WORK/recv.err" "$WORK/migrate.err")
-    wait_listening "$NS_B" "$PORT" "$RPID" || fail "cr_recv is not listening: $(first_line "$WORK/recv.err")"
+    start_ns_receiver "$NS_B" "$ADDR_B:$PORT"
     start_job_in "$NS_A"
     wait_computing
     record_job_files

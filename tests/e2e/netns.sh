@@ -48,6 +48,25 @@ wait_listening() {
   return 2
 }
 
+# start_ns_receiver NS ADDR:PORT [ARGS...]: cr_recv --once ($BIN_DIR) in
+# namespace NS with the token $WORK/token, output in $WORK/recv.out and
+# recv.err, in a PID namespace of its own unless SAME_PIDS=1. Sets RPID and
+# appends it to RPIDS (for the caller's cleanup); fails unless it listens.
+start_ns_receiver() {
+  local ns=$1 addr=$2 rc=0
+  shift 2
+  local pidns=(unshare --pid --fork --mount-proc --kill-child)
+  [[ ${SAME_PIDS:-0} == 1 ]] && pidns=()
+  (close_fds && exec ip netns exec "$ns" "${pidns[@]}" \
+    "$BIN_DIR/cr_recv" --listen "$addr" --token "$WORK/token" --once "$@" \
+    </dev/null >"$WORK/recv.out" 2>"$WORK/recv.err") &
+  RPID=$!
+  RPIDS+=("$RPID")
+  wait_listening "$ns" "${addr##*:}" "$RPID" || rc=$?
+  ((rc != 1)) || fail "cr_recv ended before listening: $(first_line "$WORK/recv.err")"
+  ((rc == 0)) || fail "cr_recv not listening after 10 s"
+}
+
 # start_noded NS ADDR:PORT TOKEN DIR ERR LIST: a cr_noded agent ($BIN_DIR) in
 # namespace NS, stderr to ERR, its PID appended to the array named LIST (for
 # the caller's cleanup) before it listens; fails with the agent's first line.
