@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake pkg-config gfortran
   libcli11-dev nlohmann-json3-dev libxxhash-dev libzstd-dev liburing-dev libseccomp-dev libssl-dev
   libgtest-dev googletest util-linux procps iproute2
+  # tests/e2e/creds.sh own-restore: setcap
+  libcap2-bin
   # tests/package: man pages rendered by man -l
   man-db groff-base
   # tests/kernel: build the ckpt_dirty module, boot Debian's kernel under qemu

@@ -21,6 +21,12 @@
 #                  restored, it leads its group again (NSpgid = its PID) and
 #                  joins the session of the restorer, whose leader was outside
 #                  the checkpoint; cr_info says so before the restore.
+#   own-restore    a user restores their own process, checkpointed by
+#                  them: a plain cr_restart refuses with one line naming
+#                  CAP_CHECKPOINT_RESTORE (with and without --new-pid); a
+#                  copy given that one file capability (setcap) restores it
+#                  with its PID, uids, executable link and no capability,
+#                  and still refuses the same images edited to claim uid 0.
 #   refusals       a memory policy and PR_SET_THP_DISABLE: cr_full refuses
 #                  each with one line naming it and the process runs on to
 #                  its normal end.
@@ -38,7 +44,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 (($# == 2)) || {
-  echo "usage: $0 BIN_DIR status-fields|groups|user-restore|root-checkpoint|refusals|escalation" >&2
+  echo "usage: $0 BIN_DIR status-fields|groups|user-restore|root-checkpoint|own-restore|refusals|escalation" >&2
   exit 2
 }
 BIN_DIR=$(cd "$1" && pwd)
@@ -242,6 +248,54 @@ case $TEST in
     [[ $(cat "$RDIR/ready.result") == "shadow denied" ]] ||
       fail "the restored process could read /etc/shadow"
     echo "  restored as uid $TUID: uids $uid_line, no capabilities, /etc/shadow denied"
+    ;;
+  own-restore)
+    command -v setcap >/dev/null || fail "no setcap (Debian's libcap2-bin; scripts/setup.sh installs it)"
+    user_checkpoint
+    cp -a "$WORK/u/ck" "$WORK/u/ck-root"
+    "$PROG_DIR/meta_edit" "$WORK/u/ck-root/gen-000001" claim-root || fail "meta_edit claim-root"
+    cp "$BIN_DIR/cr_restart" "$WORK/bin/cr_restart_plain"
+    cp "$BIN_DIR/cr_restart" "$WORK/bin/cr_restart"
+    chmod 755 "$WORK/bin"/cr_restart*
+    # user_restore TOOL ARGS...: the tool as the user; its stdout in restore.out.
+    user_restore() {
+      local tool=$1
+      shift
+      rc=0
+      timeout 60 "${AS_USER[@]}" "$WORK/bin/$tool" "$@" </dev/null >"$WORK/restore.out" \
+        2>"$WORK/tool.err" || rc=$?
+    }
+    for args in "--detach" "--detach --new-pid"; do
+      # shellcheck disable=SC2086
+      user_restore cr_restart_plain --dir "$WORK/u/ck" $args
+      ((rc != 0 && rc < 124)) || fail "the user's plain cr_restart $args: $(describe_status "$rc")"
+      is_one_line "$WORK/tool.err" || fail "cr_restart $args: not exactly one line on stderr"
+      grep -q CAP_CHECKPOINT_RESTORE "$WORK/tool.err" ||
+        fail "cr_restart $args did not name the capability: $(first_line "$WORK/tool.err")"
+      [[ -z $(pgrep -u "$TUID" -x identity) ]] || fail "a process of the user runs after the refusal"
+      echo "  plain cr_restart $args -> $(first_line "$WORK/tool.err")"
+    done
+    setcap cap_checkpoint_restore+ep "$WORK/bin/cr_restart" 2>"$WORK/tool.err" ||
+      fail "setcap on $WORK/bin: $(first_line "$WORK/tool.err")"
+    user_restore cr_restart --dir "$WORK/u/ck-root" --detach
+    ((rc != 0 && rc < 124)) || fail "the capable cr_restart of images claiming uid 0: $(describe_status "$rc")"
+    is_one_line "$WORK/tool.err" || fail "claim-root: not exactly one line on stderr"
+    echo "  claim-root, capable cr_restart -> $(first_line "$WORK/tool.err")"
+    [[ ! -e /proc/$TPID ]] || fail "a process with PID $TPID exists after the refusal"
+    user_restore cr_restart --dir "$WORK/u/ck" --detach
+    ((rc == 0)) || fail "the capable cr_restart as the user: $(first_line "$WORK/tool.err")"
+    RPID=$(tr -dc 0-9 <"$WORK/restore.out")
+    [[ $RPID == "$TPID" ]] || fail "restored as PID $RPID, not $TPID"
+    uid_line=$(awk '/^Uid:/ { print $2, $3, $4, $5 }' "/proc/$RPID/status")
+    caps=$(awk '/^Cap(Inh|Prm|Eff|Amb):/ { printf "%s ", $2 }' "/proc/$RPID/status")
+    [[ $uid_line == "$TUID $TUID $TUID $TUID" ]] || fail "restored with uids $uid_line, not $TUID"
+    [[ $caps == "0000000000000000 0000000000000000 0000000000000000 0000000000000000 " ]] ||
+      fail "restored with capabilities (inheritable, permitted, effective, ambient: $caps)"
+    exe=$(readlink "/proc/$RPID/exe")
+    [[ $exe == "$WORK/bin/identity" ]] || fail "its executable link is $exe"
+    finish "$RPID"
+    [[ $(cat "$RDIR/ready.result") == "shadow denied" ]] || fail "the restored process could read /etc/shadow"
+    echo "  restored by the user as PID $RPID, uids $uid_line, no capabilities, exe $exe"
     ;;
   refusals)
     mkdir -m 1777 "$WORK/r"

@@ -85,6 +85,10 @@ long fork_member(const Ctx& ctx, size_t i) {
   // parent-death signal is restored with the rest of the process's state.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (::getppid() != parent) ::_exit(127);
+  // A restorer given CAP_CHECKPOINT_RESTORE as a file capability runs
+  // undumpable, and so would this child: the restorer could not trace it.
+  // The saved dumpable flag is set at the end of the restore.
+  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   // Nothing is delivered before the process's own mask is loaded; SIGCHLD
   // of zombie children made below is drained.
   sigset_t all;

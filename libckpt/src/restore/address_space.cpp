@@ -431,8 +431,14 @@ Status AddressSpaceBuilder::set_mm_map(uint32_t exe_fd) {
     map.auxv_size = uint32_t(auxv_bytes);
   }
   CKPT_ASSIGN(uint64_t map_addr, put_data(&map, sizeof map));
-  CKPT_TRY(sys("setting the mm fields (PR_SET_MM_MAP)", SYS_prctl, PR_SET_MM, PR_SET_MM_MAP,
-               map_addr, sizeof map));
+  auto r = sys("setting the mm fields (PR_SET_MM_MAP)", SYS_prctl, PR_SET_MM, PR_SET_MM_MAP,
+               map_addr, sizeof map);
+  // The kernel asks for the capability only to change the executable link.
+  if (!r.ok() && r.error().code == EPERM && exe_fd != uint32_t(-1))
+    return make_error(EPERM,
+                      "setting the executable link (/proc/PID/exe) of the new process needs "
+                      "CAP_CHECKPOINT_RESTORE or root");
+  if (!r.ok()) return r.error();
   return {};
 }
 

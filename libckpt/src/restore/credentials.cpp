@@ -158,8 +158,12 @@ Status restore_credentials(proc::RemoteSyscall& rs, AddressSpaceBuilder& builder
     if (std::string miss = missing_caps(c.cap_permitted, now.cap_permitted); !miss.empty())
       return make_error(EPERM, who(tid) + "the checkpointed process had capabilities " + miss +
                                    " that the restorer does not have");
+    // Each step runs only when its value differs: a restorer without
+    // CAP_SETGID/CAP_SETUID/CAP_SETPCAP (a user's cr_restart holding only
+    // CAP_CHECKPOINT_RESTORE) restores its own ids and drops the rest.
     // 1. Inheritable set first: it may hold bits the bounding set drops.
-    CKPT_TRY(set.capset(now.cap_effective, now.cap_permitted, c.cap_inheritable));
+    if (now.cap_inheritable != c.cap_inheritable)
+      CKPT_TRY(set.capset(now.cap_effective, now.cap_permitted, c.cap_inheritable));
     // 2. The bounding set (needs CAP_SETPCAP, still ours).
     for (int b = 0; b < 64; ++b)
       if ((now.cap_bounding >> b & 1) && !(c.cap_bounding >> b & 1))
@@ -169,24 +173,36 @@ Status restore_credentials(proc::RemoteSyscall& rs, AddressSpaceBuilder& builder
     if (c.groups.size() * 4 > 2048)
       return make_error(E2BIG, who(tid) + std::to_string(c.groups.size()) +
                                    " supplementary groups: more than 512 are not supported");
-    CKPT_ASSIGN(uint64_t groups_at, set.put(c.groups.data(), c.groups.size() * 4));
-    CKPT_TRY(set.call("setgroups", SYS_setgroups, c.groups.size(), groups_at));
-    CKPT_TRY(set.call("setresgid", SYS_setresgid, c.gid[0], c.gid[1], c.gid[2]));
-    (void)set.value(SYS_setfsgid, c.gid[3]);  // checked below
+    if (now.groups != c.groups) {
+      CKPT_ASSIGN(uint64_t groups_at, set.put(c.groups.data(), c.groups.size() * 4));
+      CKPT_TRY(set.call("setgroups", SYS_setgroups, c.groups.size(), groups_at));
+    }
+    if (now.gid != c.gid) {
+      CKPT_TRY(set.call("setresgid", SYS_setresgid, c.gid[0], c.gid[1], c.gid[2]));
+      (void)set.value(SYS_setfsgid, c.gid[3]);  // checked below
+    }
     // 4. Uids with no capability fixup, so CAP_SETPCAP stays for step 6.
-    CKPT_TRY(set.call("securebits", SYS_prctl, PR_SET_SECUREBITS,
-                      uint64_t(bits) | SECBIT_NO_SETUID_FIXUP));
-    CKPT_TRY(set.call("setresuid", SYS_setresuid, c.uid[0], c.uid[1], c.uid[2]));
-    (void)set.value(SYS_setfsuid, c.uid[3]);
+    uint64_t bits_now = uint64_t(bits);
+    if (now.uid != c.uid) {
+      if (!(bits_now & SECBIT_NO_SETUID_FIXUP)) {
+        bits_now |= SECBIT_NO_SETUID_FIXUP;
+        CKPT_TRY(set.call("securebits", SYS_prctl, PR_SET_SECUREBITS, bits_now));
+      }
+      CKPT_TRY(set.call("setresuid", SYS_setresuid, c.uid[0], c.uid[1], c.uid[2]));
+      (void)set.value(SYS_setfsuid, c.uid[3]);
+    }
     // 5. Ambient capabilities (need permitted and inheritable: both still allow).
-    CKPT_TRY(set.call("clearing ambient capabilities", SYS_prctl, PR_CAP_AMBIENT,
-                      PR_CAP_AMBIENT_CLEAR_ALL));
-    for (int b = 0; b < 64; ++b)
-      if (c.cap_ambient >> b & 1)
-        CKPT_TRY(set.call("raising ambient capability " + std::to_string(b), SYS_prctl,
-                          PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, uint64_t(b)));
+    if (now.cap_ambient != c.cap_ambient) {
+      CKPT_TRY(set.call("clearing ambient capabilities", SYS_prctl, PR_CAP_AMBIENT,
+                        PR_CAP_AMBIENT_CLEAR_ALL));
+      for (int b = 0; b < 64; ++b)
+        if (c.cap_ambient >> b & 1)
+          CKPT_TRY(set.call("raising ambient capability " + std::to_string(b), SYS_prctl,
+                            PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, uint64_t(b)));
+    }
     // 6. The saved securebits, locks included, then 7. the sets: only dropping now.
-    CKPT_TRY(set.call("restoring securebits", SYS_prctl, PR_SET_SECUREBITS, want_bits));
+    if (bits_now != want_bits)
+      CKPT_TRY(set.call("restoring securebits", SYS_prctl, PR_SET_SECUREBITS, want_bits));
     CKPT_TRY(set.capset(c.cap_effective, c.cap_permitted, c.cap_inheritable));
   }
   if (c.no_new_privs()) CKPT_TRY(set.call("no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1));

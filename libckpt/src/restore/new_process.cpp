@@ -39,7 +39,8 @@ long clone_with_pid(pid_t want, bool new_pid) {
     if (pid >= 0 || err != EEXIST || (!is_zombie(want) && ::kill(want, 0) == 0)) break;
     ::usleep(50 * 1000);
   }
-  if (pid < 0 && err == EEXIST && new_pid) {
+  // EPERM: choosing a PID needs CAP_CHECKPOINT_RESTORE; any PID will do.
+  if (pid < 0 && (err == EEXIST || err == EPERM) && new_pid) {
     args.set_tid = 0;
     args.set_tid_size = 0;
     pid = ::syscall(SYS_clone3, &args, sizeof args);
