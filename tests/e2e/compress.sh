@@ -13,9 +13,9 @@
 #            compressed run's frame flipped: cr_info --verify and cr_restart
 #            must refuse with one line naming the checksum mismatch, and
 #            exit non-zero; flipped back, cr_restart brings the program back
-#            and it finishes with exit 0 (nothing was lost). Bad option
-#            values (--compress=99, --compress with --live) are refused with
-#            one line and leave the target running.
+#            and it finishes with exit 0 (nothing was lost). A bad level
+#            (--compress=99, --compress=-1) is refused with one line and
+#            leaves the target running. (--compress with --live: live.sh.)
 # Prints "PASS compress MODE ..." or "FAIL compress MODE: reason".
 # Exit 0 pass, 1 fail, 2 usage.
 set -euo pipefail
@@ -95,7 +95,7 @@ case $MODE in
 
   corrupt)
     start_program 100 32
-    for bad in --compress=99 "--compress --live"; do
+    for bad in --compress=99 --compress=-1; do
       rc=0
       # shellcheck disable=SC2086 # two words on purpose
       "$BIN_DIR/cr_full" --dir "$WORK/bad" $bad "$PID" 2>"$WORK/tool.err" || rc=$?

@@ -6,6 +6,10 @@
 #                  wrote (exit 0). Its 512 chunks outnumber the steps left
 #                  after the checkpoint, so most chunks are checked as the
 #                  image brought them back, not as rewritten after.
+#   restore-compressed  the same with --compress on every tool and pages
+#                  that compress (E2E_COMPRESSIBLE=1): pre-copy rounds cut
+#                  frames written by earlier rounds; the full must come out
+#                  smaller than half the memory.
 #   process-exits  the target ends during the pre-copy: cr_full --live fails
 #                  with a one-line cause and no generation becomes visible.
 #   tool-killed    cr_full --live killed with SIGKILL during the pre-copy (at
@@ -75,19 +79,29 @@ hold_tool() {
 json_field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" "$1"; }
 
 case $MODE in
-restore)
+restore | restore-compressed)
+  extra=()
+  if [[ $MODE == restore-compressed ]]; then
+    extra=(--compress)
+    export E2E_COMPRESSIBLE=1
+  fi
   start_target 512 700
-  "$BIN_DIR/cr_full" --live --json --dir "$CKPT" --tracker "$TRACKER" "$PID" >"$WORK/full.json" \
-    2>"$WORK/tool.err" || fail "cr_full --live: $(first_line "$WORK/tool.err")"
+  "$BIN_DIR/cr_full" --live "${extra[@]}" --json --dir "$CKPT" --tracker "$TRACKER" "$PID" \
+    >"$WORK/full.json" 2>"$WORK/tool.err" || fail "cr_full --live: $(first_line "$WORK/tool.err")"
   rounds=$(json_field "$WORK/full.json" live_rounds)
   if [[ $TRACKER != hash ]]; then
     ((rounds >= 1)) || fail "cr_full --live ran no pre-copy round: $(cat "$WORK/full.json")"
   fi
   for kill in "" --kill; do
     sleep 0.3
-    "$BIN_DIR/cr_incr" --live $kill --json --dir "$CKPT" "$PID" >"$WORK/incr.json" \
+    "$BIN_DIR/cr_incr" --live $kill "${extra[@]}" --json --dir "$CKPT" "$PID" >"$WORK/incr.json" \
       2>"$WORK/tool.err" || fail "cr_incr --live $kill: $(first_line "$WORK/tool.err")"
   done
+  if ((${#extra[@]})); then
+    size=$(stat -c %s "$CKPT/gen-000001/pages.img")
+    ((size < 256 << 20)) || fail "the compressed full holds $((size >> 20)) MiB for 512 MiB"
+    echo "compressed full: $((size >> 20)) MiB of page content for 512 MiB"
+  fi
   "$BIN_DIR/cr_info" --dir "$CKPT" --verify >/dev/null 2>"$WORK/info.err" ||
     fail "cr_info --verify: $(first_line "$WORK/info.err")"
   [[ $(gens | wc -l) == 3 ]] || fail "expected 3 generations, found: $(gens)"

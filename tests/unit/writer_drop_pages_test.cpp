@@ -77,5 +77,85 @@ TEST(WriterDropPages, ReplacedAndUnmappedPagesLeaveTheGeneration) {
   }
 }
 
+// A page that compresses: its identity in the first word, then one byte
+// value throughout.
+void fill_compressible(uint8_t* p, uint64_t page, uint64_t version) {
+  std::memset(p, int(1 + (page * 7 + version) % 250), kPageSize);
+  const uint64_t id = page * 1000 + version;
+  std::memcpy(p, &id, sizeof id);
+}
+
+// Pages [0, n) of a committed generation at kBase, decompressed where needed;
+// every page must appear once.
+std::map<uint64_t, std::vector<uint8_t>> read_pages(const SnapshotReader& r) {
+  std::map<uint64_t, std::vector<uint8_t>> out;
+  for (const PageRun& run : r.runs()) {
+    Status v = r.verify_run(run);
+    EXPECT_TRUE(v.ok()) << v.error().message;
+    for (uint32_t k = 0; k < run.npages; ++k) {
+      uint64_t pg = (run.vaddr - kBase) / kPageSize + k;
+      EXPECT_EQ(out.count(pg), 0u) << "page " << pg << " twice";
+      std::vector<uint8_t>& page = out[pg];
+      page.assign(kPageSize, 0);
+      if (!run.zero()) std::memcpy(page.data(), r.content(run) + k * kPageSize, kPageSize);
+    }
+  }
+  return out;
+}
+
+// --compress with --live: a frame that a later round cuts keeps its other
+// pages (appended plain), a frame kept whole stays compressed, and commit
+// closes the holes by sliding content down; every page reads back as its
+// newest version.
+TEST(WriterDropPages, CompressedRunsCutByALaterRound) {
+  TempDir tmp;
+  const auto chain = ckpt::testing::make_chain_id(22);
+  auto w = SnapshotWriter::create(tmp.path(), 1, chain);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  (*w)->set_compression(3, 1);
+  // Round 1: four calls, runs of pages 0..15, 16..31, 32..47 and 48..63.
+  AlignedBytes r1(16 * kPageSize);
+  for (uint64_t c = 0; c < 4; ++c) {
+    for (uint64_t i = 0; i < 16; ++i) fill_compressible(&r1[i * kPageSize], c * 16 + i, 1);
+    ASSERT_TRUE((*w)->add_pages(kBase + c * 16 * kPageSize, r1.data(), 16).ok());
+  }
+  size_t frames = 0;
+  for (const PageRun& run : (*w)->runs()) frames += run.compressed();
+  ASSERT_EQ(frames, 4u) << "the pages were meant to compress";
+  // Round 2: pages 3 and 20..23 were written since (the first frame and the
+  // second are cut), and pages 40..63 were unmapped (the third frame is cut,
+  // the fourth goes whole); then the new content comes, last in the file.
+  std::vector<MemRange> written{{kBase + 3 * kPageSize, kBase + 4 * kPageSize},
+                                {kBase + 20 * kPageSize, kBase + 24 * kPageSize}};
+  Status st = (*w)->drop_pages(written, false);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  st = (*w)->drop_pages({{kBase, kBase + 40 * kPageSize}}, true);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  AlignedBytes r2(4 * kPageSize);
+  fill_compressible(r2.data(), 3, 2);
+  ASSERT_TRUE((*w)->add_pages(kBase + 3 * kPageSize, r2.data(), 1).ok());
+  for (uint64_t i = 0; i < 4; ++i) fill_compressible(&r2[i * kPageSize], 20 + i, 2);
+  ASSERT_TRUE((*w)->add_pages(kBase + 20 * kPageSize, r2.data(), 4).ok());
+  EXPECT_EQ((*w)->pages(), 40u);
+  ASSERT_TRUE((*w)->commit(ckpt::testing::make_meta(1, chain)).ok());
+
+  auto r = SnapshotReader::open(generation_dir(tmp.path(), 1));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  Status v = (*r)->verify_all();
+  EXPECT_TRUE(v.ok()) << v.error().message;
+  auto pages = read_pages(**r);
+  ASSERT_EQ(pages.size(), 40u);
+  AlignedBytes want(kPageSize);
+  for (uint64_t pg = 0; pg < 40; ++pg) {
+    fill_compressible(want.data(), pg, pg == 3 || (pg >= 20 && pg < 24) ? 2 : 1);
+    EXPECT_EQ(std::memcmp(pages[pg].data(), want.data(), kPageSize), 0) << "page " << pg;
+  }
+  // Pages 20..23 came as a new frame; 0..2, 4..15, 16..19, 24..31 and 32..39
+  // are plain parts of cut frames.
+  size_t compressed = 0;
+  for (const PageRun& run : (*r)->runs()) compressed += run.compressed();
+  EXPECT_EQ(compressed, 1u);
+}
+
 }  // namespace
 }  // namespace ckpt::image

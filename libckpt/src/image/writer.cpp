@@ -11,6 +11,7 @@
 
 #include "image/chain_link.hpp"
 #include "image/format.hpp"
+#include "image/page_codec.hpp"
 #include "image/store.hpp"
 #include "util/hash.hpp"
 #include "util/zeros.hpp"
@@ -226,9 +227,6 @@ Status SnapshotWriter::add_pages(uint64_t vaddr, const uint8_t* data, size_t npa
 
 Status SnapshotWriter::drop_pages(const std::vector<MemRange>& ranges, bool keep) {
   if (stream_) return make_error(ENOTSUP, "a stream cannot take pages back");
-  if (compressor_)
-    return make_error(ENOTSUP,
-                      "a compressed generation cannot take pages back (--compress with --live)");
   // The parts of [a, b) to keep: outside `ranges` (or inside, with `keep`).
   auto kept = [&](uint64_t a, uint64_t b) {
     std::vector<MemRange> out;
@@ -250,10 +248,43 @@ Status SnapshotWriter::drop_pages(const std::vector<MemRange>& ranges, bool keep
   int fl = ::fcntl(pages_fd_.get(), F_GETFL);
   if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
   std::vector<PageRun> runs;
-  std::vector<uint8_t> buf;
+  std::vector<uint8_t> buf, plain;
+  const std::string path = tmp_dir_ + "/" + kPagesFile;
   pages_ = zero_pages_ = 0;
   for (const PageRun& r : runs_) {
-    for (const MemRange& k : kept(r.vaddr, r.vaddr + r.bytes())) {
+    std::vector<MemRange> keep_parts = kept(r.vaddr, r.vaddr + r.bytes());
+    const bool whole = keep_parts.size() == 1 && keep_parts[0].start == r.vaddr &&
+                       keep_parts[0].end == r.vaddr + r.bytes();
+    if (r.compressed() && !whole) {
+      // A frame cannot be cut: the parts kept are appended plain, and the
+      // frame's place becomes a hole that commit's compaction closes.
+      if (keep_parts.empty()) continue;
+      buf.resize(r.stored_bytes());
+      plain.resize(r.bytes());
+      CKPT_TRY(read_exact(pages_fd_.get(), buf.data(), buf.size(),
+                          off_t(kPagesHeaderSize + r.content_offset), path));
+      if (std::string why = decompress_run(buf.data(), buf.size(), plain.data(), plain.size());
+          !why.empty())
+        return make_error(EIO, path + ": a run written by this tool does not decompress: " + why);
+      for (const MemRange& k : keep_parts) {
+        PageRun p = r;
+        p.flags = 0;
+        p.vaddr = k.start;
+        p.npages = uint32_t((k.end - k.start) / kPageSize);
+        p.content_offset = content_bytes_;
+        const uint8_t* src = plain.data() + (k.start - r.vaddr);
+        p.content_hash = xxh3(src, p.bytes());
+        CKPT_TRY(write_all(pages_fd_.get(), src, p.bytes(), path,
+                           off_t(kPagesHeaderSize + content_bytes_)));
+        content_bytes_ += p.bytes();
+        pages_ += p.npages;
+        runs.push_back(p);
+      }
+      if (::lseek(pages_fd_.get(), off_t(kPagesHeaderSize + content_bytes_), SEEK_SET) < 0)
+        return sys_error("seeking in " + path);
+      continue;
+    }
+    for (const MemRange& k : keep_parts) {
       PageRun p = r;
       p.vaddr = k.start;
       p.npages = uint32_t((k.end - k.start) / kPageSize);
@@ -282,6 +313,8 @@ Status SnapshotWriter::fill_holes() {
   const std::string path = tmp_dir_ + "/" + kPagesFile;
   int fl = ::fcntl(pages_fd_.get(), F_GETFL);
   if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
+  if (std::any_of(runs_.begin(), runs_.end(), [](const PageRun& r) { return r.compressed(); }))
+    return compact_content();
   // Content at or past `covered` moves into the holes below it (there is
   // exactly as much of one as of the other); the rest stays where it is.
   std::vector<uint8_t> buf;
@@ -343,6 +376,36 @@ Status SnapshotWriter::fill_holes() {
     return sys_error("truncating " + path);
   runs_ = std::move(runs);
   content_bytes_ = covered;
+  return {};
+}
+
+// Frames cannot be split into holes: every run's content slides down, in
+// file order, until no gap is left. Content hashes stay (they are of the
+// pages, not of where they lie).
+Status SnapshotWriter::compact_content() {
+  const std::string path = tmp_dir_ + "/" + kPagesFile;
+  std::vector<PageRun*> order;
+  for (PageRun& r : runs_)
+    if (!r.zero()) order.push_back(&r);
+  std::sort(order.begin(), order.end(), [](const PageRun* a, const PageRun* b) {
+    return a->content_offset < b->content_offset;
+  });
+  std::vector<uint8_t> buf;
+  uint64_t at = 0;
+  for (PageRun* r : order) {
+    const uint64_t len = r->stored_bytes();
+    if (r->content_offset != at) {
+      buf.resize(len);
+      CKPT_TRY(read_exact(pages_fd_.get(), buf.data(), len,
+                          off_t(kPagesHeaderSize + r->content_offset), path));
+      CKPT_TRY(write_all(pages_fd_.get(), buf.data(), len, path, off_t(kPagesHeaderSize + at)));
+      r->content_offset = at;
+    }
+    at += len;
+  }
+  if (::ftruncate(pages_fd_.get(), off_t(kPagesHeaderSize + at)) != 0)
+    return sys_error("truncating " + path);
+  content_bytes_ = at;
   return {};
 }
 

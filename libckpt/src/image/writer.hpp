@@ -58,8 +58,9 @@ class SnapshotWriter {
   // end)), or with `keep` every page outside them. Their content stays in
   // pages.img until commit, which moves the content past the end of what is
   // left into the holes (as many bytes as were dropped) and truncates the
-  // file; a run cut in two gets each part's hash from the file. Directory
-  // writers only.
+  // file; a run cut in two gets each part's hash from the file (a cut
+  // compressed run: its kept parts are decompressed and appended plain, and
+  // commit slides all content down instead). Directory writers only.
   Status drop_pages(const std::vector<MemRange>& ranges, bool keep);
   // A table of every page's hash, stored in addr.img (for the hash tracker).
   void set_page_hashes(std::vector<PageHash> hashes) { page_hashes_ = std::move(hashes); }
@@ -69,7 +70,8 @@ class SnapshotWriter {
   void set_durable(bool durable) { durable_ = durable; }
   // Store non-zero runs as zstd frames where that saves space (level > 0),
   // compressed on `threads` threads per add_pages call. Directory writers
-  // only (a stream stays plain); drop_pages then refuses.
+  // only (a stream stays plain). drop_pages keeps the part of a frame it
+  // cuts as plain content.
   void set_compression(int level, unsigned threads);
 
   const std::vector<PageRun>& runs() const { return runs_; }
@@ -88,6 +90,7 @@ class SnapshotWriter {
   SnapshotWriter() = default;
   Status flush_iov();
   Status fill_holes();
+  Status compact_content();
   void discard();
 
   std::string dir_, tmp_dir_, final_dir_;

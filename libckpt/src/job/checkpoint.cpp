@@ -115,10 +115,6 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     return make_error(EINVAL, "compression level " + std::to_string(opts.compress_level) +
                                   " is not 0 (off) or 1 to " +
                                   std::to_string(image::kMaxCompressLevel));
-  if (opts.compress_level > 0 && opts.live)
-    return make_error(EINVAL,
-                      "--compress cannot be combined with --live (a pre-copied generation "
-                      "takes pages back, which compressed runs do not support)");
   const image::ImageMeta* prev_root = prev ? &prev->root()->meta() : nullptr;
   CKPT_ASSIGN(std::string tracker, dump::chain_tracker(opts, prev_root));
   std::array<uint8_t, 16> chain_id{};
