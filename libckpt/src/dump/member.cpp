@@ -77,9 +77,6 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   pt.mark("files");
   CKPT_TRY(collect_scratch(pid, &meta, spec.scratch_saved, spec.scratch_max_bytes));
   pt.mark("scratch");
-  CKPT_TRY(advice.get());
-  for (size_t i = 0; i < meta.vmas.size(); ++i) meta.vmas[i].advice = advised[i].advice;
-  pt.mark("advice");
   utsname u;
   if (::uname(&u) == 0) meta.kernel_release = u.release;
 
@@ -88,10 +85,24 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   tstate_.chain_id = meta.chain_id;
   tstate_.generation = meta.generation;
   tstate_.prev_generation = prev ? prev->generation : 0;
-  if (spec.precopy) return prepare_final_live(stats);
+  // The tracker's collect and the plan walk the page tables too: they run
+  // while smaps is still being read, and the advice is waited for last.
+  Status planned = spec.precopy ? prepare_final_live(stats) : plan_generation(stats);
+  Status advised_ok = advice.get();
+  CKPT_TRY(planned);
+  CKPT_TRY(advised_ok);
+  for (size_t i = 0; i < meta.vmas.size(); ++i) meta.vmas[i].advice = advised[i].advice;
+  pt.mark("collect+plan, advice");
+  return {};
+}
+
+// What a generation without pre-copy saves: for an incremental, what the
+// tracker saw written since the previous one; for a full, all memory.
+Status MemberDump::plan_generation(CheckpointStats* stats) {
+  const pid_t pid = spec_.fp->pid();
+  const image::ImageMeta* prev = spec_.prev;
   if (prev && !hashing()) {
     CKPT_ASSIGN(dirty::DirtySet ds, tracker_->collect(pid, meta.vmas, prev->vmas, &tstate_));
-    pt.mark("collect");
     std::vector<mem::Range> dirty;
     if (ds.everything) {
       stats->tracker_reset = ds.reason.empty() ? "tracking lost" : ds.reason;
@@ -104,7 +115,7 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   } else {
     CKPT_ASSIGN(plan, plan_memory(pid, meta.vmas));
   }
-  plan_shared_memory(meta.vmas, spec.saves_shared, &plan);
+  plan_shared_memory(meta.vmas, spec_.saves_shared, &plan);
   return {};
 }
 

@@ -78,6 +78,7 @@ class MemberDump {
 
  private:
   Status prepare_final_live(CheckpointStats* stats);
+  Status plan_generation(CheckpointStats* stats);
   MemberSpec spec_;
   std::unique_ptr<dirty::Tracker> tracker_;
   dirty::TrackerState tstate_;
