@@ -42,7 +42,8 @@ printf '%-8s %-6s %10s %13s %12s %10s %10s %12s %14s %10s\n' advice tracker "bef
   "1st full ms" "THP full" "after ms" after/before "1st after ms" "THP before" "THP after"
 for advice in default huge; do
   for tracker in auto hash; do
-    rm -rf "$W/ck" "$W/out" "$W/ready"
+    rm -rf "$W/ck" "$W/ready"
+    : >"$W/out" # before the workload's own redirection: lines() must find it at once
     setsid "$BIN/workloads/rounds" "$W/ready" "$MIB" "$advice" </dev/null >"$W/out" 2>&1 &
     PID=$!
     disown "$PID"
