@@ -12,6 +12,7 @@
 
 #include "image/model.hpp"
 #include "image/page_codec.hpp"
+#include "image/persister.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::image {
@@ -112,6 +113,9 @@ class SnapshotWriter {
   bool durable_ = true;
   // Content bytes up to which writeback was started (sync_file_range).
   uint64_t writeback_from_ = 0;
+  // Durable writers: pages.img made durable in steps while it is written
+  // (started at the first step's worth of content).
+  std::unique_ptr<Persister> persister_;
   static constexpr uint64_t kWritebackChunk = 16ull << 20;
 };
 
