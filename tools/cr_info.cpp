@@ -91,20 +91,13 @@ int main(int argc, char** argv) {
     auto job = ckpt::job::read_job_or_root(gen_dir);
     if (!job.ok()) return ckpt::cli::fail("cr_info", job.error());
     nlohmann::json procs = nlohmann::json::array();
-    // A group or session comes back only where its leader is in the
-    // checkpoint (docs/jobs.md); others are inherited at restore.
-    auto led_inside = [&](pid_t leader) {
-      for (const ckpt::image::JobMember& o : job->members)
-        if (o.pid == leader) return true;
-      return false;
-    };
     for (const ckpt::image::JobMember& m : job->members) {
       nlohmann::json p = {{"pid", m.pid},
                           {"ppid", m.ppid},
                           {"pgid", m.pgid},
                           {"sid", m.sid},
-                          {"pgid_restored", led_inside(m.pgid)},
-                          {"sid_restored", led_inside(m.sid)},
+                          {"pgid_restored", job->has_member(m.pgid)},
+                          {"sid_restored", job->has_member(m.sid)},
                           {"zombie", m.zombie()},
                           {"exit_status", m.exit_status}};
       if (!m.zombie() && m.pid != job->members[0].pid) {

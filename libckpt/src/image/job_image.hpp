@@ -45,6 +45,14 @@ struct JobMeta {
   std::array<uint8_t, 16> chain_id{};
   std::vector<JobMember> members;  // pre-order: members[0] is the root, parents before children
   std::vector<JobShare> shares;
+
+  // Whether `pid` is one of the members: a group or session comes back only
+  // where its leader is (restore makes it; cr_info marks the others).
+  bool has_member(pid_t pid) const {
+    for (const JobMember& m : members)
+      if (m.pid == pid) return true;
+    return false;
+  }
 };
 
 // Where member `pid`'s three files are inside generation directory `gen_dir`.

@@ -11,7 +11,6 @@
 
 #include "image/chain_link.hpp"
 #include "image/format.hpp"
-#include "image/page_codec.hpp"
 #include "image/store.hpp"
 #include "util/hash.hpp"
 #include "util/zeros.hpp"

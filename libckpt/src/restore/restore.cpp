@@ -211,10 +211,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     const image::JobMember& m = job.members[live[k]];
     // Groups led by a member were made by their leaders at spawn; a group
     // whose leader is not in the job is the one the member inherited.
-    pid_t join = 0;
-    if (m.pgid != m.pid)
-      for (const image::JobMember& o : job.members)
-        if (o.pid == m.pgid) join = m.pgid;
+    const pid_t join = m.pgid != m.pid && job.has_member(m.pgid) ? m.pgid : 0;
     Status s = rebuild(pids[live[k]], chains[k], plans[k], ro, join, &stats, &built[k]);
     if (!s.ok()) {
       job::kill_job(pids);
