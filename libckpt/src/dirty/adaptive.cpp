@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "dirty/ledger.hpp"
@@ -23,11 +24,31 @@ uint64_t pages_within(const std::vector<mem::Range>& w, size_t* i, uint64_t star
   return bytes / kPage;
 }
 
+// The pages of block [start, end) protected to measure it: kSampleChunks
+// runs of kSampleChunkPages, spread evenly, so a sweep through any part of
+// the block shows.
+constexpr uint64_t kSampleChunks = 4, kSampleChunkPages = 8;
+std::vector<mem::Range> sample_of(uint64_t start, uint64_t end) {
+  std::vector<mem::Range> out;
+  const uint64_t pages = (end - start) / kPage;
+  for (uint64_t k = 0; k < kSampleChunks; ++k) {
+    const uint64_t first = start + (pages * k / kSampleChunks) * kPage;
+    const uint64_t last = std::min(end, first + kSampleChunkPages * kPage);
+    if (first < last) mem::append_range(out, first, last - first);
+  }
+  return out;
+}
+
 }  // namespace
 
 AdaptiveOptions AdaptiveOptions::from_env() {
   AdaptiveOptions o;
   o.enabled = env_switch_on("LIBCKPT_ADAPTIVE_TRACKING");
+  // Tuning knobs for measurements (docs/performance.md), not for users.
+  if (const char* e = std::getenv("LIBCKPT_ADAPTIVE_HOT_AFTER"))
+    o.hot_after = uint32_t(std::max(1L, std::strtol(e, nullptr, 10)));
+  if (const char* e = std::getenv("LIBCKPT_ADAPTIVE_HOT_FRACTION"))
+    o.hot_fraction = std::strtod(e, nullptr);
   return o;
 }
 
@@ -65,44 +86,62 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
   // What reads as written, nothing protected yet.
   std::vector<mem::Range> w;
   if (int e = scan(piece.addr, piece.end(), false, &w)) return e;
-  // Per block: stay unprotected, or protect (plain tracking or a sample).
+  // Per block: stay unprotected, protect a sample of it, or protect it all.
   std::vector<mem::Range> protect;
   size_t at = 0;
   for (uint64_t start = piece.addr; start < piece.end();) {
     const uint64_t end = std::min(piece.end(), (start & ~(kAdaptiveBlock - 1)) + kAdaptiveBlock);
     auto it = prev_.find(start);
     const BlockState* before = it == prev_.end() ? nullptr : &it->second;
-    bool hot = false;
+    enum { kTrack, kHot, kSample } next = kTrack;
     const bool was_hot = before && !before->sampled && before->left > 0;
     if (was_hot && before->left > 1) {
       next_[start] = BlockState{before->backoff, before->left - 1, false, 0};  // stays hot
-      hot = true;
+      next = kHot;
     } else if (was_hot) {
       next_[start] = BlockState{before->backoff, 0, true, 0};  // its turn to be measured
-      sampled_bytes_ += end - start;
+      next = kSample;
+    } else if (before && before->sampled) {
+      // Only its sample was protected: the rest reads as written whatever the
+      // program did, so the sample alone says how much of it was written.
+      uint64_t pages = 0, got = 0;
+      for (const mem::Range& c : sample_of(start, end)) {
+        pages += c.len / kPage;
+        got += pages_within(w, &at, c.addr, c.end());
+      }
+      if (pages && double(got) >= opts_.hot_fraction * double(pages)) {
+        // Still hot: longer between samples.
+        uint32_t backoff = std::min(opts_.max_backoff, 2 * std::max(1u, before->backoff));
+        next_[start] = BlockState{backoff, backoff, false, 0};
+        next = kHot;
+      }  // else calm: tracked page by page again
     } else {
       // Protected during the interval just ended: `w` is what it wrote.
       const uint64_t pages = (end - start) / kPage;
       const uint64_t got = pages_within(w, &at, start, end);
       const bool heavy =
           end - start >= opts_.min_hot_bytes && double(got) >= opts_.hot_fraction * double(pages);
-      const uint32_t streak = heavy ? (before && !before->sampled ? before->heavy : 0) + 1 : 0;
-      if (heavy && before && before->sampled) {
-        // Sampled and still hot: longer between samples.
-        uint32_t backoff = std::min(opts_.max_backoff, 2 * std::max(1u, before->backoff));
-        next_[start] = BlockState{backoff, backoff, false, 0};
-        hot = true;
-      } else if (heavy && streak >= opts_.hot_after) {
+      const uint32_t streak = heavy ? (before ? before->heavy : 0) + 1 : 0;
+      if (heavy && streak >= opts_.hot_after) {
         next_[start] = BlockState{opts_.first_backoff, opts_.first_backoff, false, 0};
-        hot = true;
+        next = kHot;
+      } else if (heavy && streak + 1 >= opts_.hot_after) {
+        // The interval that confirms it is measured on a sample: a block
+        // rewritten whole then faults 32 times instead of 512.
+        next_[start] = BlockState{std::max(1u, opts_.first_backoff / 2), 0, true, streak};
+        next = kSample;
       } else if (heavy) {
         next_[start] = BlockState{0, 0, false, streak};  // tracked, remembered
       }
     }
-    if (hot)
+    if (next == kHot) {
       hot_bytes_ += end - start;
-    else
+    } else if (next == kSample) {
+      sampled_bytes_ += end - start;
+      for (const mem::Range& c : sample_of(start, end)) mem::append_range(protect, c.addr, c.len);
+    } else {
       mem::append_range(protect, start, end - start);
+    }
     start = end;
   }
   // Protect the rest. The target is stopped, so this finds what the first

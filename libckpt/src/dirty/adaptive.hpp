@@ -10,10 +10,12 @@
 // every collect reports
 // all of its pages that read as written (every page written since it was last
 // protected, which covers all writes of the interval). After `backoff`
-// unprotected intervals the block is protected once ("sampled"): the next
-// collect sees what the program really wrote in one interval and decides
-// again. A block found hot again doubles its backoff (up to max_backoff), one
-// that calmed down goes back to ordinary tracking.
+// unprotected intervals a sample of the block (4 runs of 8 pages, 1/16 of it)
+// is protected for one interval ("sampled"): the next collect sees which of
+// those the program really wrote and decides again, at 32 faults rather than
+// 512. A block found hot again doubles its backoff (up to max_backoff), one
+// that calmed down goes back to ordinary tracking. The last of the
+// `hot_after` intervals that make a block hot is measured the same way.
 //
 // Safety does not depend on any of this: a page that is not protected reads
 // as written, so whatever a block's state (or a state lost, stale or from
