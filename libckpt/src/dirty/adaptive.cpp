@@ -128,7 +128,7 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
       } else if (heavy && streak + 1 >= opts_.hot_after) {
         // The interval that confirms it is measured on a sample: a block
         // rewritten whole then faults 32 times instead of 512.
-        next_[start] = BlockState{std::max(1u, opts_.first_backoff / 2), 0, true, streak};
+        next_[start] = BlockState{std::max(1u, opts_.first_backoff / 2), 0, true, 0};
         next = kSample;
       } else if (heavy) {
         next_[start] = BlockState{0, 0, false, streak};  // tracked, remembered

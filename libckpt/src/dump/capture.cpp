@@ -30,8 +30,7 @@ uint64_t default_capture_budget() {
 uint64_t capture_prefault_bytes(pid_t pid, bool incremental, uint64_t last_incremental) {
   if (const char* e = std::getenv("LIBCKPT_CAPTURE_PREFAULT_MIB"))
     return std::strtoull(e, nullptr, 10) << 20;
-  uint64_t cap =
-      std::max<uint64_t>(incremental ? last_incremental : 0, (incremental ? 16ull : 64ull) << 20);
+  const uint64_t cap = std::max<uint64_t>(last_incremental, (incremental ? 16ull : 64ull) << 20);
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/statm", int(pid));
   unsigned long size = 0, resident = 0;

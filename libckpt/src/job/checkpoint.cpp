@@ -185,9 +185,12 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   // the job still runs: see capture_prefault_bytes.
   dump::Capture capture(opts.capture_bytes >= 0 ? uint64_t(opts.capture_bytes)
                                                 : dump::default_capture_budget());
+  // What the parent incremental copied: its non-zero runs, uncompressed.
   uint64_t last_incremental = 0;
   if (prev && prev->root()->meta().parent_generation != 0)
-    for (const auto& [pid, r] : prev->members) last_incremental += r->content_bytes();
+    for (const auto& [pid, r] : prev->members)
+      for (const image::PageRun& run : r->runs())
+        if (!run.zero()) last_incremental += run.bytes();
   capture.prefault(dump::capture_prefault_bytes(opts.pid, prev != nullptr, last_incremental));
 
   std::unique_ptr<job::FrozenJob> frozen;
