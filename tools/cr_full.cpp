@@ -1,5 +1,6 @@
 // cr_full --dir DIR [--tree] [--kill] [--force] [--json] PID: write a full checkpoint of a running
 // job.
+#include <ckpt/tracker.hpp>
 #include <cstdio>
 
 #include "common/cli.hpp"
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
   app.add_flag("--direct", opts.direct_io,
                "write pages with O_DIRECT, bypassing the page cache (longer freeze)");
   app.add_option("--tracker", opts.tracker, "dirty-page tracker for later incrementals")
-      ->check(CLI::IsMember({"auto", "kmod", "pagemap-scan", "soft-dirty", "hash"}));
+      ->check(CLI::IsMember(ckpt::tracker_choices()));
   app.add_flag("--force", opts.force,
                "if DIR holds another process's chain, move it aside into DIR/replaced-<chain id> "
                "instead of refusing");

@@ -1,4 +1,6 @@
 // cr_incr --dir DIR [--tracker T] [--tree] [--kill] [--json] PID: incremental checkpoint.
+#include <ckpt/tracker.hpp>
+
 #include "common/cli.hpp"
 
 int main(int argc, char** argv) {
@@ -28,7 +30,7 @@ int main(int argc, char** argv) {
                "(a killed tool never leaves a half one visible)");
   app.add_flag("--direct", opts.direct_io, "write pages with O_DIRECT, bypassing the page cache");
   app.add_option("--tracker", opts.tracker, "dirty-page tracker (cr_check lists them)")
-      ->check(CLI::IsMember({"auto", "kmod", "pagemap-scan", "soft-dirty", "hash"}));
+      ->check(CLI::IsMember(ckpt::tracker_choices()));
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   opts.progress = ckpt::cli::progress_line("incremental");

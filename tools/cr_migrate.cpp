@@ -1,6 +1,7 @@
 // cr_migrate --to HOST:PORT --token FILE (--frozen|--live) [--tree] [--json] PID:
 // move a running process (--tree: its whole job) to the node where cr_recv listens.
 #include <ckpt/migrate.hpp>
+#include <ckpt/tracker.hpp>
 #include <cstdio>
 
 #include "common/cli.hpp"
@@ -22,7 +23,7 @@ int main(int argc, char** argv) {
       "--tree", opts.tree,
       "the process and all its descendants, as one job (docs/jobs.md, \"Migration of a job\")");
   app.add_option("--tracker", opts.tracker, "live: dirty-page tracker of the pre-copy rounds")
-      ->check(CLI::IsMember({"auto", "pagemap-scan", "soft-dirty", "hash"}));
+      ->check(CLI::IsMember(ckpt::tracker_choices()));
   app.add_option("--threshold", opts.threshold_bytes,
                  "live: stop pre-copy when the dirty set is under this many bytes (default 1 MiB)");
   app.add_option("--diff-threshold", opts.diff_bytes,

@@ -49,6 +49,11 @@ const char* ckpt_last_message(void);
 /* The library's version, "MAJOR.MINOR.PATCH". */
 const char* ckpt_version(void);
 
+/* The dirty trackers the options' `tracker` accepts besides "auto", best
+ * first ("auto" picks the first this kernel supports): the name at `index`,
+ * NULL past the last. */
+const char* ckpt_tracker_name(unsigned index);
+
 /* Progress of long work: bytes done of bytes total, now and then. Runs on the
  * calling thread, inside the call; it must not call libckpt on the same
  * handle. */
@@ -74,7 +79,7 @@ struct ckpt_checkpoint_opts {
   const char* dir;     /* checkpoint directory (created if missing) */
   pid_t pid;           /* the target; with CKPT_TREE the root of the job */
   unsigned flags;      /* enum ckpt_checkpoint_flags */
-  const char* tracker; /* NULL or "auto", "kmod", "pagemap-scan", "soft-dirty", "hash" */
+  const char* tracker; /* NULL or "auto", or one of ckpt_tracker_name() */
   /* appended after V1 (a V1-sized struct reads as 0): zstd level 1-19 for
    * page content, 0 = stored plain (docs/format.md, compressed runs) */
   int compress_level;
@@ -215,7 +220,7 @@ struct ckpt_migrate_opts {
   const char* token_file; /* shared secret, owner-only */
   pid_t pid;
   unsigned flags;          /* enum ckpt_migrate_flags */
-  const char* tracker;     /* live: NULL or "auto", "pagemap-scan", "soft-dirty", "hash" */
+  const char* tracker;     /* live: NULL or "auto", or one of ckpt_tracker_name() */
   double timeout_seconds;  /* 0: 60 */
   double deadline_seconds; /* live: 0: 60 */
 };

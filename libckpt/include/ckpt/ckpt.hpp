@@ -21,7 +21,7 @@ struct CheckpointOptions {
   bool tree = false;             // the target and all its descendants, as one job
   bool kill_after = false;       // end the target after a successful checkpoint
   bool direct_io = false;        // write page content with O_DIRECT (bypass the page cache)
-  std::string tracker = "auto";  // auto | kmod | pagemap-scan | soft-dirty | hash
+  std::string tracker = "auto";  // "auto" or a name from tracker_kinds() (ckpt/tracker.hpp)
   bool force = false;  // full: move another process's chain in dir aside instead of refusing
   // Memory the tool may use to copy the job's pages before releasing it
   // (-1: half of MemAvailable). Pages beyond it go to disk while frozen.

@@ -2,6 +2,7 @@
 #include "capi/handle.hpp"
 
 #include <cerrno>
+#include <ckpt/tracker.hpp>
 #include <new>
 
 namespace {
@@ -73,6 +74,11 @@ extern "C" const char* ckpt_last_message(void) {
 
 extern "C" const char* ckpt_version(void) {
   return CKPT_VERSION_STRING;
+}
+
+extern "C" const char* ckpt_tracker_name(unsigned index) {
+  const auto& kinds = ckpt::tracker_kinds();
+  return index < kinds.size() ? kinds[index].name : nullptr;
 }
 
 extern "C" int ckpt_set_progress(ckpt_ctx* ctx, ckpt_progress_fn fn, void* user) {

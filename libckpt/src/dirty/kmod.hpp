@@ -31,7 +31,7 @@ namespace ckpt::dirty {
 
 class KmodTracker : public Tracker {
  public:
-  const char* name() const override { return "kmod"; }
+  TrackerKind kind() const override { return TrackerKind::kmod; }
   // /dev/ckpt_dirty present and speaking this build's interface version.
   static FeatureCheck probe();
 

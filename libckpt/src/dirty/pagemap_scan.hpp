@@ -87,7 +87,7 @@ class PagemapScanTracker : public Tracker {
   // page-table range) read as written; kernels before the hole fix did not.
   static FeatureCheck probe();
 
-  const char* name() const override { return "pagemap-scan"; }
+  TrackerKind kind() const override { return TrackerKind::pagemap_scan; }
   Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state) override;
   Result<DirtySet> collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,
                            const std::vector<image::VmaRecord>& prev, TrackerState* state) override;

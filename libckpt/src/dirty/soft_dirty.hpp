@@ -26,7 +26,7 @@ namespace ckpt::dirty {
 
 class SoftDirtyTracker : public Tracker {
  public:
-  const char* name() const override { return "soft-dirty"; }
+  TrackerKind kind() const override { return TrackerKind::soft_dirty; }
   // Whether this kernel sets soft-dirty bits (a write after clear_refs 4).
   static FeatureCheck probe();
 

@@ -7,17 +7,23 @@
 //   full checkpoint:    arm()            start tracking from this instant
 //   incremental:        collect()        what changed since arm()/collect(),
 //                                         and tracking restarts from now
+//   every read:         filter()         a backend that judges pages by
+//                                         content (hash) sees each page read
+//                                         before the writer does
 #pragma once
 
 #include <sys/types.h>
 
 #include <array>
+#include <ckpt/check.hpp>
 #include <ckpt/result.hpp>
+#include <ckpt/tracker.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "image/model.hpp"
+#include "image/writer.hpp"
 #include "mem/range.hpp"
 
 namespace ckpt::dirty {
@@ -27,6 +33,21 @@ struct DirtySet {
   std::vector<mem::Range> unknown;  // ranges the backend cannot vouch for: all dirty
   bool everything = false;          // tracking was lost (exec, closed uffd...): full save
   std::string reason;               // why `everything`, for the stats
+  // The backend sees no writes (hash): every populated page is read, and
+  // its filter() decides which of them the generation keeps.
+  bool read_all = false;
+};
+
+// Between the read of a generation's pages and its writer: passes on the
+// pages worth writing, and at the end records what it learned.
+class ContentFilter {
+ public:
+  virtual ~ContentFilter() = default;
+  virtual Status add(uint64_t vaddr, const uint8_t* data, size_t npages) = 0;
+  // All pages were read; `vmas` is the layout, `complete` the generation's
+  // ranges restored as freshly mapped.
+  virtual void finish(const std::vector<image::VmaRecord>& vmas,
+                      std::vector<image::MemRange>* complete) = 0;
 };
 
 // What a backend may keep between tool runs lives in the image's metadata.
@@ -47,7 +68,9 @@ struct TrackerState {
 class Tracker {
  public:
   virtual ~Tracker() = default;
-  virtual const char* name() const = 0;
+  virtual TrackerKind kind() const = 0;
+  const TrackerInfo& info() const;
+  const char* name() const { return info().name; }
   // Starts tracking every VMA in `vmas` (the layout just checkpointed).
   virtual Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state) = 0;
   // Pages written since the last arm/collect within `vmas` (the current
@@ -65,10 +88,21 @@ class Tracker {
     (void)state;
     return false;
   }
+  // What every page read for this generation goes through before `writer`;
+  // `prev` is the parent generation's page-hash table (empty for a full).
+  // nullptr (the default): pages go straight to the writer.
+  virtual std::unique_ptr<ContentFilter> filter(const std::vector<image::PageHash>& prev,
+                                                image::SnapshotWriter& writer) {
+    (void)prev;
+    (void)writer;
+    return nullptr;
+  }
 };
 
-// The kernel-assisted tracker called `name` ("kmod", "pagemap-scan", "soft-dirty");
-// nullptr for "hash", which is not a Tracker but a filter over a full read.
+std::unique_ptr<Tracker> make_tracker(TrackerKind kind);
+// nullptr for a name that is no tracker.
 std::unique_ptr<Tracker> make_tracker(const std::string& name);
+// Whether `kind` works on this kernel, and why (or why not).
+FeatureCheck probe_tracker(TrackerKind kind);
 
 }  // namespace ckpt::dirty

@@ -6,9 +6,7 @@
 #include <ckpt/check.hpp>
 #include <ckpt/ckpt.hpp>
 
-#include "dirty/kmod.hpp"
-#include "dirty/pagemap_scan.hpp"
-#include "dirty/soft_dirty.hpp"
+#include "dirty/tracker.hpp"
 #include "dump/generation.hpp"
 #include "dump/member.hpp"
 #include "job/tree.hpp"
@@ -18,20 +16,15 @@ namespace ckpt::dump {
 
 // The tracker of a new chain: `auto` is the best one this kernel supports.
 Result<std::string> choose_tracker(const std::string& want) {
-  if (want == "hash") return want;
-  if (want != "auto" && want != "kmod" && want != "pagemap-scan" && want != "soft-dirty")
-    return make_error(EINVAL, "unknown tracker " + want);
-  for (const char* t : {"kmod", "pagemap-scan", "soft-dirty"}) {
-    if (want != "auto" && want != t) continue;
-    std::string n = t;
-    FeatureCheck c = n == "kmod"           ? dirty::KmodTracker::probe()
-                     : n == "pagemap-scan" ? dirty::PagemapScanTracker::probe()
-                                           : dirty::SoftDirtyTracker::probe();
-    if (c.ok) return n;
+  if (want != "auto" && !find_tracker(want)) return make_error(EINVAL, "unknown tracker " + want);
+  for (const TrackerInfo& t : tracker_kinds()) {
+    if (want != "auto" && want != t.name) continue;
+    FeatureCheck c = dirty::probe_tracker(t.kind);
+    if (c.ok) return std::string(t.name);
     if (want != "auto")
       return make_error(ENOTSUP, "tracker " + want + " unusable here: " + c.detail);
   }
-  return std::string("hash");
+  return make_error(ENOTSUP, "no dirty tracker works here");  // unreachable: hash always does
 }
 
 Result<std::string> chain_tracker(const CheckpointOptions& opts, const image::ImageMeta* prev) {

@@ -10,7 +10,6 @@
 #include "dirty/pagemap_scan.hpp"
 #include "dump/advice.hpp"
 #include "dump/collect.hpp"
-#include "dump/hash_filter.hpp"
 #include "proc/credentials.hpp"
 #include "proc/maps.hpp"
 #include "proc/task_state.hpp"
@@ -101,8 +100,11 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
 Status MemberDump::plan_generation(CheckpointStats* stats) {
   const pid_t pid = spec_.fp->pid();
   const image::ImageMeta* prev = spec_.prev;
-  if (prev && !hashing()) {
-    CKPT_ASSIGN(dirty::DirtySet ds, tracker_->collect(pid, meta.vmas, prev->vmas, &tstate_));
+  dirty::DirtySet ds;
+  if (prev) {
+    CKPT_ASSIGN(ds, tracker_->collect(pid, meta.vmas, prev->vmas, &tstate_));
+  }
+  if (prev && !ds.read_all) {
     std::vector<mem::Range> dirty;
     if (ds.everything) {
       stats->tracker_reset = ds.reason.empty() ? "tracking lost" : ds.reason;
@@ -158,26 +160,24 @@ Status MemberDump::prepare_final_live(CheckpointStats* stats) {
 }
 
 Status MemberDump::arm() {
-  if (armed_ || spec_.prev || hashing()) return {};
+  if (armed_ || spec_.prev) return {};
   armed_ = true;
   return tracker_->arm(pid(), meta.vmas, &tstate_);
 }
 
+PageSink MemberDump::sink(image::SnapshotWriter& writer) {
+  static const std::vector<image::PageHash> kNone;
+  filter_ = tracker_->filter(spec_.prev && spec_.prev_hashes ? *spec_.prev_hashes : kNone, writer);
+  if (filter_)
+    return
+        [f = filter_.get()](uint64_t va, const uint8_t* d, size_t n) { return f->add(va, d, n); };
+  return [&writer](uint64_t va, const uint8_t* d, size_t n) { return writer.add_pages(va, d, n); };
+}
+
 Status MemberDump::write(image::SnapshotWriter& writer, const ProgressFn& progress,
                          bool arm_after) {
-  if (hashing()) {
-    static const std::vector<image::PageHash> kNone;
-    HashFilter filter(spec_.prev && spec_.prev_hashes ? *spec_.prev_hashes : kNone, writer);
-    CKPT_TRY(dump_memory(
-        pid(), plan, [&](uint64_t va, const uint8_t* d, size_t n) { return filter.add(va, d, n); },
-        progress));
-    filter.finish(meta.vmas, &meta.complete);
-    return {};
-  }
-  CKPT_TRY(dump_memory(
-      pid(), plan,
-      [&](uint64_t va, const uint8_t* d, size_t n) { return writer.add_pages(va, d, n); },
-      progress));
+  CKPT_TRY(dump_memory(pid(), plan, sink(writer), progress));
+  finish_write();
   if (arm_after) CKPT_TRY(arm());
   meta.tracker_fd = tstate_.target_fd;
   return {};
@@ -195,26 +195,13 @@ Status MemberDump::capture(Capture& capture, image::SnapshotWriter& writer, Prog
         kept.push_back({v.start, v.end});
     CKPT_TRY(writer.drop_pages(kept, true));
   }
-  if (hashing()) {
-    static const std::vector<image::PageHash> kNone;
-    filter_ = std::make_unique<HashFilter>(
-        spec_.prev && spec_.prev_hashes ? *spec_.prev_hashes : kNone, writer);
-    return capture.read(
-        pid(), plan,
-        [f = filter_.get()](uint64_t va, const uint8_t* d, size_t n) { return f->add(va, d, n); },
-        std::move(progress), progress_base, progress_total);
-  }
-  return capture.read(
-      pid(), plan,
-      [&writer](uint64_t va, const uint8_t* d, size_t n) { return writer.add_pages(va, d, n); },
-      std::move(progress), progress_base, progress_total);
+  return capture.read(pid(), plan, sink(writer), std::move(progress), progress_base,
+                      progress_total);
 }
 
 Status MemberDump::captured(bool arm_after) {
-  if (!hashing()) {
-    if (arm_after) CKPT_TRY(arm());
-    meta.tracker_fd = tstate_.target_fd;
-  }
+  if (arm_after) CKPT_TRY(arm());
+  meta.tracker_fd = tstate_.target_fd;
   return {};
 }
 

@@ -15,7 +15,6 @@
 
 #include "dirty/tracker.hpp"
 #include "dump/capture.hpp"
-#include "dump/hash_filter.hpp"
 #include "dump/memory.hpp"
 #include "dump/precopy.hpp"
 #include "dump/scratch.hpp"
@@ -72,18 +71,20 @@ class MemberDump {
   void finish_write();
 
   pid_t pid() const { return spec_.fp->pid(); }
-  bool hashing() const { return spec_.tracker == "hash"; }
   image::ImageMeta meta;
   MemoryPlan plan;
 
  private:
   Status prepare_final_live(CheckpointStats* stats);
   Status plan_generation(CheckpointStats* stats);
+  // The sink of the pages read: the writer, behind the tracker's filter
+  // when it has one.
+  PageSink sink(image::SnapshotWriter& writer);
   MemberSpec spec_;
   std::unique_ptr<dirty::Tracker> tracker_;
   dirty::TrackerState tstate_;
   bool armed_ = false;
-  std::unique_ptr<HashFilter> filter_;
+  std::unique_ptr<dirty::ContentFilter> filter_;
   std::vector<mem::Range> live_dirty_;  // final live round: what replaces pre-copied pages
 };
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <ckpt/ckpt.hpp>
+#include <ckpt/tracker.hpp>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -196,7 +197,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   std::unique_ptr<job::FrozenJob> frozen;
   double t_frozen = 0;
   std::map<pid_t, std::unique_ptr<dump::Precopy>> precopies;
-  if (opts.live && tracker == "hash") {
+  if (opts.live && !find_tracker(tracker)->kernel) {
     stats.live_stop = "the hash tracker cannot pre-copy: pages copied into memory while frozen";
   } else if (opts.live) {
     // Pre-copy rounds while the job runs (dump/precopy); the round the

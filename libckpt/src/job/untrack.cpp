@@ -33,7 +33,7 @@ Result<UntrackStats> untrack(const std::string& dir) {
     held[m.pid] = st;
   }
   auto tracker = dirty::make_tracker(stats.tracker);
-  if (!tracker) return stats;  // hash: nothing is kept in the process
+  if (!tracker || !tracker->info().kernel) return stats;  // nothing is kept in the process
 
   CKPT_ASSIGN(auto frozen, job::FrozenJob::freeze(root, job.members.size() > 1));
   for (size_t i = 0; i < frozen->members().size(); ++i) {

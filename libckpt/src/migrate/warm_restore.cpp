@@ -85,7 +85,7 @@ Result<RestoreStats> WarmRestore::finish(const restore::ReleaseHook& before_rele
   stats.generations_read = chain.links.size();
   stats.vmas = meta.vmas.size();
   // Tracking restarts before the process runs, as after a restore.
-  if (auto tracker = dirty::make_tracker(meta.tracker)) {
+  if (auto tracker = dirty::make_tracker(meta.tracker); tracker && tracker->info().kernel) {
     dirty::TrackerState state;
     state.target_fd = meta.tracker_fd;
     state.chain_id = meta.chain_id;

@@ -11,9 +11,7 @@
 #include <cstring>
 
 #include "dirty/kernel_abi.hpp"
-#include "dirty/kmod.hpp"
-#include "dirty/pagemap_scan.hpp"
-#include "dirty/soft_dirty.hpp"
+#include "dirty/tracker.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt {
@@ -49,10 +47,7 @@ std::vector<FeatureCheck> check_system() {
     scope = "Yama ptrace_scope " + s->substr(0, s->find('\n'));
   out.push_back({"ptrace", true, scope});
 
-  out.push_back(dirty::KmodTracker::probe());
-  out.push_back(dirty::PagemapScanTracker::probe());
-  out.push_back(dirty::SoftDirtyTracker::probe());
-  out.push_back({"hash", true, "xxh3 of every page: works on any kernel"});
+  for (const TrackerInfo& t : tracker_kinds()) out.push_back(dirty::probe_tracker(t.kind));
   return out;
 }
 

@@ -1,10 +1,27 @@
-#include "dump/hash_filter.hpp"
+#include "dirty/hash.hpp"
 
 #include "util/hash.hpp"
 
-namespace ckpt::dump {
+namespace ckpt::dirty {
 
 using image::kPageSize;
+
+Status HashTracker::arm(pid_t, const std::vector<image::VmaRecord>&, TrackerState* state) {
+  state->target_fd = -1;
+  return {};
+}
+
+Result<DirtySet> HashTracker::collect(pid_t, const std::vector<image::VmaRecord>&,
+                                      const std::vector<image::VmaRecord>&, TrackerState*) {
+  DirtySet ds;
+  ds.read_all = true;
+  return ds;
+}
+
+std::unique_ptr<ContentFilter> HashTracker::filter(const std::vector<image::PageHash>& prev,
+                                                   image::SnapshotWriter& writer) {
+  return std::make_unique<HashFilter>(prev, writer);
+}
 
 Status HashFilter::add(uint64_t vaddr, const uint8_t* data, size_t npages) {
   size_t run_start = 0, run_len = 0;  // a stretch of changed pages to write
@@ -47,4 +64,4 @@ void HashFilter::finish(const std::vector<image::VmaRecord>& vmas,
   writer_.set_page_hashes(std::move(now_));
 }
 
-}  // namespace ckpt::dump
+}  // namespace ckpt::dirty
