@@ -44,6 +44,8 @@ const char* kHelp =
     "  --bin DIR          where the workloads are (default: workloads/ next to this program)\n"
     "  --dir DIR          checkpoint directory (default /var/tmp/bench_adaptive); emptied\n"
     "  --tracker T        tracker of the chains (default pagemap-scan)\n"
+    "  --full-every N     every Nth checkpoint is a new full of the same process, as a\n"
+    "                     policy of m incrementals per full does (default 0: the first only)\n"
     "  --json             one JSON object per run on stdout as well\n"
     "  --help             this text\n";
 
@@ -52,8 +54,9 @@ struct Run {
   double interval = 0;  // 0: uninterrupted
   double compute = 0, wall = 0, utime = 0, stime = 0;
   long minflt = 0;
-  int incrementals = 0, exit_code = -1;
-  double frozen_full = 0, frozen_sum = 0, frozen_max = 0;
+  int incrementals = 0, fulls = 0, exit_code = -1;
+  double frozen_full = 0;  // all fulls together
+  double frozen_sum = 0, frozen_max = 0;
   uint64_t bytes_sum = 0;
   std::string result;  // the workload's "result:" line without its seconds
   std::string error;
@@ -74,11 +77,10 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-
 // Runs `argv` with stdout into `out`; checkpoints it every `interval` s
 // (0: never) once it printed "computing".
 Run run(const std::vector<std::string>& argv, const std::string& out, double interval,
-        const std::string& dir, const std::string& tracker) {
+        const std::string& dir, const std::string& tracker, int full_every) {
   Run r;
   r.interval = interval;
   std::filesystem::remove_all(dir);
@@ -115,25 +117,27 @@ Run run(const std::vector<std::string>& argv, const std::string& out, double int
     co.dir = dir;
     co.pid = pid;
     co.tracker = tracker;
-    bool first = true;
+    int taken = 0;
     double next = ckpt::now_seconds();
     while (!poll_exit()) {
-      auto st = first ? ckpt::checkpoint_full(co) : ckpt::checkpoint_incremental(co);
+      const bool full = taken == 0 || (full_every > 0 && taken % full_every == 0);
+      auto st = full ? ckpt::checkpoint_full(co) : ckpt::checkpoint_incremental(co);
       if (!st.ok()) {
         if (poll_exit()) break;  // it ended meanwhile
         r.error = st.error().message;
         ::kill(pid, SIGKILL);
         continue;
       }
-      if (first) {
-        r.frozen_full = st->frozen_seconds;
+      if (full) {
+        r.fulls++;
+        r.frozen_full += st->frozen_seconds;
       } else {
         r.incrementals++;
         r.frozen_sum += st->frozen_seconds;
         r.frozen_max = std::max(r.frozen_max, st->frozen_seconds);
         r.bytes_sum += st->bytes_written;
       }
-      first = false;
+      taken++;
       // The next one `interval` after this one started (or right away when
       // this one took longer).
       next = std::max(next + interval, ckpt::now_seconds());
@@ -176,6 +180,7 @@ int main(int argc, char** argv) {
   std::string bin = std::filesystem::path(argv[0]).parent_path().string() + "/workloads";
   std::string dir = "/var/tmp/bench_adaptive", tracker = "pagemap-scan";
   bool json = false;
+  int full_every = 0;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -204,6 +209,8 @@ int main(int argc, char** argv) {
       dir = value();
     } else if (a == "--tracker") {
       tracker = value();
+    } else if (a == "--full-every") {
+      full_every = std::atoi(value().c_str());
     } else if (a == "--json") {
       json = true;
     } else {
@@ -213,9 +220,9 @@ int main(int argc, char** argv) {
   }
   std::vector<Run> runs;
   bool bad = false;
-  std::printf("%-7s %-4s %8s %9s %8s %9s %6s %8s %9s %6s %10s %10s %10s %9s  %s\n", "load", "adpt",
-              "interval", "compute s", "slowdown", "w/o full", "cpu x", "sys s", "minflt", "incrs",
-              "frozen avg", "frozen max", "full froz", "MB/incr", "result");
+  std::printf("%-7s %-4s %8s %9s %8s %9s %6s %8s %9s %5s %6s %10s %10s %10s %9s  %s\n", "load",
+              "adpt", "interval", "compute s", "slowdown", "w/o full", "cpu x", "sys s", "minflt",
+              "fulls", "incrs", "frozen avg", "frozen max", "full froz", "MB/incr", "result");
   for (const std::string& w : split(workloads, ',')) {
     std::vector<std::string> args{bin + "/" + w};
     for (const auto& x : split(w == "mg" ? mg_args : sparse_args, ' ')) args.push_back(x);
@@ -230,7 +237,7 @@ int main(int argc, char** argv) {
     Run base;
     for (const auto& [interval, mode] : plan) {
       ::setenv("LIBCKPT_ADAPTIVE_TRACKING", mode == "off" ? "off" : "on", 1);
-      Run r = run(args, out, interval, dir, tracker);
+      Run r = run(args, out, interval, dir, tracker, full_every);
       r.workload = w;
       r.mode = mode;
       if (interval == 0) base = r;
@@ -246,11 +253,12 @@ int main(int argc, char** argv) {
       const double slow_incr =
           base.compute > 0 ? ((r.compute - r.frozen_full) / base.compute - 1) * 100 : 0;
       std::printf(
-          "%-7s %-4s %8.0f %9.2f %7.1f%% %8.1f%% %6.2f %8.2f %9ld %6d %9.3fs %9.3fs %9.3fs %9.1f  "
-          "%s\n",
+          "%-7s %-4s %8.0f %9.2f %7.1f%% %8.1f%% %6.2f %8.2f %9ld %5d %6d %9.3fs %9.3fs %9.3fs "
+          "%9.1f  %s\n",
           w.c_str(), mode.c_str(), interval, r.compute, slow, slow_incr, cpu, r.stime, r.minflt,
-          r.incrementals, r.incrementals ? r.frozen_sum / r.incrementals : 0.0, r.frozen_max,
-          r.frozen_full, r.incrementals ? double(r.bytes_sum) / r.incrementals / 1e6 : 0.0,
+          r.fulls, r.incrementals, r.incrementals ? r.frozen_sum / r.incrementals : 0.0,
+          r.frozen_max, r.frozen_full,
+          r.incrementals ? double(r.bytes_sum) / r.incrementals / 1e6 : 0.0,
           !r.error.empty()   ? ("checkpoint failed: " + r.error).c_str()
           : r.exit_code != 0 ? ("exit " + std::to_string(r.exit_code)).c_str()
           : same             ? "same"
@@ -269,6 +277,7 @@ int main(int argc, char** argv) {
             {"user_s", r.utime},
             {"sys_s", r.stime},
             {"minflt", r.minflt},
+            {"fulls", r.fulls},
             {"incrementals", r.incrementals},
             {"frozen_full_s", r.frozen_full},
             {"frozen_avg_s", r.incrementals ? r.frozen_sum / r.incrementals : 0.0},

@@ -5,6 +5,7 @@
 // page written in an interval must be reported at the collect that ends it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <vector>
@@ -107,6 +108,71 @@ TEST(AdaptiveTracking, NoFalseNegativesWhileBlocksFlipWhateverTheState) {
       if (variant != 3 || interval % 3 == 0) state = next;
     }
   }
+}
+
+// A new full arms with whatever state the process's last collect left (of
+// another chain: right, garbage or none), over pages that chain left
+// protected or not at random; the first collect after it reports every page
+// written since the arm.
+TEST(AdaptiveTracking, ArmingFromACarriedStateMissesNoWrite) {
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < 200; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    Model m;
+    for (uint64_t p = 0; p < kPages; ++p) m.unprotected[p] = rng() % 2 == 0;
+    std::map<uint64_t, BlockState> carried;
+    for (int b = 0; b < 5; ++b)
+      if (rng() % 3)
+        carried[kBase + block(b).first * kPage] = BlockState{
+            uint32_t(rng() % 20), uint32_t(rng() % 3), rng() % 2 == 0, uint32_t(rng() % 3)};
+    AdaptiveTracking armer(AdaptiveOptions{});
+    armer.set_previous(carried);
+    std::vector<Range> ignore;
+    for (const Range& r : armer.arm_piece(Range{kBase, kPages * kPage}))
+      ASSERT_EQ(m.scanner()(r.addr, r.end(), true, &ignore), 0);
+    std::set<uint64_t> truth;
+    const size_t n = rng() % (2 * kPages);
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t p = rng() % kPages;
+      m.write(p);
+      truth.insert(p);
+    }
+    std::map<uint64_t, BlockState> next;
+    std::set<uint64_t> got = collect(m, AdaptiveOptions{}, armer.next(), &next);
+    for (uint64_t p : truth) ASSERT_TRUE(got.count(p)) << "page " << p << " written, not reported";
+  }
+}
+
+// Blocks the carried state found hot are armed on their sample; the others
+// whole.
+TEST(AdaptiveTracking, ArmingProtectsHotBlocksOnTheirSampleOnly) {
+  std::map<uint64_t, BlockState> carried;
+  carried[kBase + block(1).first * kPage] = BlockState{2, 1, false, 0};  // hot
+  carried[kBase + block(2).first * kPage] = BlockState{4, 0, true, 0};   // being sampled
+  carried[kBase + block(3).first * kPage] = BlockState{0, 0, false, 1};  // merely heavy once
+  carried[kBase + block(4).first * kPage] = BlockState{2, 2, false, 0};  // hot
+  AdaptiveTracking a(AdaptiveOptions{});
+  a.set_previous(carried);
+  std::set<uint64_t> protect = pages_of(a.arm_piece(Range{kBase, kPages * kPage}));
+  auto in_block = [&](int b) {
+    auto [first, end] = block(b);
+    return uint64_t(std::count_if(protect.begin(), protect.end(),
+                                  [&](uint64_t p) { return p >= first && p < end; }));
+  };
+  EXPECT_EQ(in_block(0), 256u);
+  EXPECT_EQ(in_block(1), 32u);
+  EXPECT_EQ(in_block(2), 32u);
+  EXPECT_EQ(in_block(3), 512u);
+  EXPECT_EQ(in_block(4), 32u);
+  EXPECT_EQ(a.sampled_bytes(), 3 * kAdaptiveBlock);
+  EXPECT_TRUE(a.next().at(kBase + block(1).first * kPage).sampled);
+  EXPECT_EQ(a.next().at(kBase + block(2).first * kPage).backoff, 4u);
+
+  AdaptiveOptions off;
+  off.enabled = false;
+  AdaptiveTracking plain(off);
+  plain.set_previous(carried);
+  EXPECT_EQ(pages_of(plain.arm_piece(Range{kBase, kPages * kPage})).size(), kPages);
 }
 
 TEST(AdaptiveTracking, HotBlocksStopFaultingAndCalmBlocksGoBackToTracking) {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -837,6 +838,81 @@ TEST_F(PagemapScan, AdaptiveHotAndColdNeverMissAWrite) {
     if (round == 40) expect_exact(d, truth, {region()});
   }
   EXPECT_GE(most_hot, 2 * kAdaptiveBlock);  // adaptivity did take part
+}
+
+// Minor faults of `pid` so far (/proc/PID/stat field 10): a write to a
+// write-protected page costs one.
+uint64_t minor_faults(pid_t pid) {
+  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return 0;
+  std::istringstream in(stat->substr(stat->rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i <= 10 && in >> field; ++i) {
+  }
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+// A new full checkpoint of a process whose memory the last chain found hot
+// arms those blocks on their sample only: rewriting them costs the program a
+// few faults per block instead of one per page, and the new chain's first
+// collect still reports every page written since the arm.
+TEST_F(PagemapScan, ANewFullArmsBlocksFoundHotOnTheirSample) {
+  PagemapScanTracker::Options o;
+  o.adaptive.enabled = true;
+  PagemapScanTracker t(o);
+  arm(target_->pid(), t);
+  std::set<uint64_t> all;
+  for (uint64_t i = 0; i < kRegionPages; ++i) all.insert(target_->page(i));
+  uint64_t hot = 0;
+  for (int round = 0; round < 3; ++round) {  // tracked, sampled, hot
+    write_pages(all);
+    PagemapScanTracker fresh(o);
+    DirtySet d = collect(target_->pid(), fresh);
+    expect_covers(d, all);
+    hot = fresh.hot_bytes();
+  }
+  ASSERT_GE(hot, 3 * kAdaptiveBlock) << "the region never became hot";
+
+  // Another chain of the same process: its full arms, the program rewrites
+  // everything, a few pages elsewhere too.
+  state_.chain_id[0] ^= 0x5a;
+  state_.generation = 1;
+  state_.prev_generation = 0;
+  PagemapScanTracker armer(o);
+  arm(target_->pid(), armer);
+  EXPECT_GE(armer.sampled_bytes(), 3 * kAdaptiveBlock);
+  const uint64_t before = minor_faults(target_->pid());
+  write_pages(all);
+  const uint64_t faults = minor_faults(target_->pid()) - before;
+  // Plain arming: one per page (2,048). Sampled: 32 per hot block, plus the
+  // pages of clipped blocks too small to be hot (at most 256), plus the
+  // target's own bookkeeping.
+  EXPECT_LE(faults, 256u + 5 * 32 + 64);
+  state_.prev_generation = 1;
+  state_.generation = 2;
+  PagemapScanTracker first(o);
+  DirtySet d = collect(target_->pid(), first);
+  ASSERT_FALSE(d.everything) << d.reason;
+  expect_covers(d, all);
+
+  // They stay measured: once the program calms down they go back to
+  // tracking page by page, and the incrementals are exact again.
+  std::mt19937 rng(11);
+  for (int round = 0;; ++round) {
+    ASSERT_LT(round, 40) << "hot blocks never calmed down";
+    std::set<uint64_t> few = random_pages(rng, 5);
+    write_pages(few);
+    state_.prev_generation = state_.generation++;
+    PagemapScanTracker next(o);
+    d = collect(target_->pid(), next);
+    expect_covers(d, few);
+    if (next.hot_bytes() + next.sampled_bytes() == 0) break;
+  }
+  std::set<uint64_t> few = random_pages(rng, 5);
+  write_pages(few);
+  state_.prev_generation = state_.generation++;
+  PagemapScanTracker last(o);
+  expect_exact(collect(target_->pid(), last), few, {region()});
 }
 
 // KiB of the target's anonymous memory in PMD-mapped huge pages.

@@ -49,6 +49,7 @@ AdaptiveOptions AdaptiveOptions::from_env() {
     o.hot_after = uint32_t(std::max(1L, std::strtol(e, nullptr, 10)));
   if (const char* e = std::getenv("LIBCKPT_ADAPTIVE_HOT_FRACTION"))
     o.hot_fraction = std::strtod(e, nullptr);
+  o.carry_over = env_switch_on("LIBCKPT_ADAPTIVE_CARRY");
   return o;
 }
 
@@ -56,8 +57,17 @@ void AdaptiveTracking::load(pid_t pid, const TrackerState& s) {
   prev_.clear();
   if (!opts_.enabled) return;
   auto text = read_side_state(pid, ".adaptive", s);
-  if (!text) return;  // none, or of another parent: start afresh
-  const char* p = text->c_str();
+  if (text) parse(*text);  // else none, or of another parent: start afresh
+}
+
+void AdaptiveTracking::carry_over(pid_t pid) {
+  prev_.clear();
+  if (!opts_.enabled || !opts_.carry_over) return;
+  if (auto text = read_side_state_any_chain(pid, ".adaptive")) parse(*text);
+}
+
+void AdaptiveTracking::parse(const std::string& text) {
+  const char* p = text.c_str();
   uint64_t addr;
   unsigned backoff, left, sampled, heavy;
   int used = 0;
@@ -78,6 +88,25 @@ void AdaptiveTracking::save(pid_t pid, const TrackerState& s) const {
     text += line;
   }
   write_side_state(pid, ".adaptive", s, text);
+}
+
+std::vector<mem::Range> AdaptiveTracking::arm_piece(mem::Range piece) {
+  std::vector<mem::Range> protect;
+  for (uint64_t start = piece.addr; start < piece.end();) {
+    const uint64_t end = std::min(piece.end(), (start & ~(kAdaptiveBlock - 1)) + kAdaptiveBlock);
+    auto it = prev_.find(start);
+    const bool hot = opts_.enabled && it != prev_.end() &&
+                     (it->second.sampled || it->second.left) && end - start >= opts_.min_hot_bytes;
+    if (hot) {
+      next_[start] = BlockState{std::max(1u, it->second.backoff), 0, true, 0};
+      sampled_bytes_ += end - start;
+      for (const mem::Range& c : sample_of(start, end)) mem::append_range(protect, c.addr, c.len);
+    } else {
+      mem::append_range(protect, start, end - start);
+    }
+    start = end;
+  }
+  return protect;
 }
 
 int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,

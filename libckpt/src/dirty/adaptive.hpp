@@ -24,6 +24,12 @@
 // runs next to the tracking ledger (dirty/ledger.hpp), tagged with the
 // generation whose collect wrote it; a collect of another parent ignores it.
 //
+// A new full checkpoint of a process tracked before (a new chain, same
+// process) starts from the state the last collect left, whichever chain it
+// belonged to: its hot blocks are armed on their sample only, so a program
+// that rewrites most of its memory does not fault on every page of it again
+// after each full (the first incremental saves those blocks whole).
+//
 // LIBCKPT_ADAPTIVE_TRACKING=off in the environment of cr_full/cr_incr turns
 // adaptivity off (every written page is protected again, as before).
 #pragma once
@@ -51,6 +57,7 @@ struct AdaptiveOptions {
   // Smaller pieces (a VMA's clipped ends, small VMAs) are always tracked:
   // their faults cost little, and a quiet program's incrementals stay exact.
   uint64_t min_hot_bytes = kAdaptiveBlock / 2;
+  bool carry_over = true;  // a new full arms from the last chain's state (LIBCKPT_ADAPTIVE_CARRY)
   // From the environment: LIBCKPT_ADAPTIVE_TRACKING=off disables.
   static AdaptiveOptions from_env();
 };
@@ -78,6 +85,12 @@ class AdaptiveTracking {
   void load(pid_t pid, const TrackerState& s);
   // Records the state for the generation in `s` (best effort).
   void save(pid_t pid, const TrackerState& s) const;
+  // Arming: the state this process's last collect left, of any chain.
+  void carry_over(pid_t pid);
+  // Arming one VMA piece of private anonymous memory: the ranges to
+  // protect, whole blocks or, for blocks the carried state found hot, their
+  // sample (those are then measured by the first collect).
+  std::vector<mem::Range> arm_piece(mem::Range piece);
 
   // One VMA piece of private anonymous memory: appends the pages written since
   // they were last protected to `written` and protects what is not to stay
@@ -92,6 +105,7 @@ class AdaptiveTracking {
   void set_previous(std::map<uint64_t, BlockState> prev) { prev_ = std::move(prev); }
 
  private:
+  void parse(const std::string& text);
   AdaptiveOptions opts_;
   std::map<uint64_t, BlockState> prev_, next_;  // keyed by the block's first address
   uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;

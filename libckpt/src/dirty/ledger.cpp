@@ -120,6 +120,16 @@ std::optional<std::string> read_side_state(pid_t pid, const std::string& suffix,
   return text->substr(want.size());
 }
 
+std::optional<std::string> read_side_state_any_chain(pid_t pid, const std::string& suffix) {
+  auto path = ledger_side_file(pid, suffix, false);
+  if (!path) return std::nullopt;
+  auto text = read_file(*path);
+  if (!text.ok()) return std::nullopt;
+  const size_t eol = text->find('\n');
+  if (eol == std::string::npos) return std::nullopt;
+  return text->substr(eol + 1);
+}
+
 void write_side_state(pid_t pid, const std::string& suffix, const TrackerState& s,
                       const std::string& lines) {
   auto path = ledger_side_file(pid, suffix, true);

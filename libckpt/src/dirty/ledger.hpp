@@ -47,6 +47,9 @@ std::optional<std::string> ledger_side_file(pid_t pid, const std::string& suffix
 // or the new one), for s.generation; best effort.
 std::optional<std::string> read_side_state(pid_t pid, const std::string& suffix,
                                            const TrackerState& s);
+// The lines of this process's side file whatever chain wrote them (for
+// hints that no correctness depends on).
+std::optional<std::string> read_side_state_any_chain(pid_t pid, const std::string& suffix);
 void write_side_state(pid_t pid, const std::string& suffix, const TrackerState& s,
                       const std::string& lines);
 // An on/off switch in the environment: on unless set to "off" or "0".

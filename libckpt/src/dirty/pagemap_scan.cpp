@@ -394,7 +394,7 @@ Status PagemapScanTracker::available() {
 }
 
 Status PagemapScanTracker::track(pid_t pid, int uffd, const std::vector<VmaRecord>& vmas,
-                                 bool reused, bool* foreign) {
+                                 bool reused, const TrackerState& state, bool* foreign) {
   CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));
   Scanner sc(pm.get(), regions_, opts_.huge.keep_huge);
@@ -414,15 +414,24 @@ Status PagemapScanTracker::track(pid_t pid, int uffd, const std::vector<VmaRecor
     *foreign = true;
     return {};
   }
+  AdaptiveTracking adaptive(opts_.adaptive);
+  adaptive.carry_over(pid);
   for (const auto& [kind, r] : pieces) {
     // A VMA that cannot be registered (owned by another userfaultfd,
     // unsupported) is found unregistered by collect() and reported unknown.
     if (register_wp(uffd, r) != 0) continue;
-    if (sc.protect(kind, r, nullptr) == -EPERM) {
+    int e = 0;
+    if (kind == Kind::kAnon)
+      for (const Range& p : adaptive.arm_piece(r))
+        if ((e = sc.protect(kind, p, nullptr)) != 0) break;
+    if (kind != Kind::kAnon) e = sc.protect(kind, r, nullptr);
+    if (e == -EPERM) {
       *foreign = true;  // registered through this fd, yet not in this process
       return {};
     }
   }
+  adaptive.save(pid, state);
+  sampled_bytes_ = adaptive.sampled_bytes();
   return {};
 }
 
@@ -452,7 +461,7 @@ Status PagemapScanTracker::arm_fresh(pid_t pid, const std::vector<VmaRecord>& vm
   }
   state->target_fd = fd;
   bool foreign = false;
-  CKPT_TRY(track(pid, uffd->get(), vmas, false, &foreign));
+  CKPT_TRY(track(pid, uffd->get(), vmas, false, *state, &foreign));
   if (foreign) return make_error(EIO, "a fresh userfaultfd does not track the target's memory");
   return {};
 }
@@ -489,7 +498,7 @@ Status PagemapScanTracker::arm_tracking(pid_t pid, const std::vector<VmaRecord>&
     // userfaultfd, whose UFFDIO_API is done, and restart from this instant.
     CKPT_ASSIGN(UniqueFd uffd, grab_target_fd(pid, state->target_fd));
     bool foreign = false;
-    CKPT_TRY(track(pid, uffd.get(), vmas, true, &foreign));
+    CKPT_TRY(track(pid, uffd.get(), vmas, true, *state, &foreign));
     if (!foreign) return {};
     uffd.reset();  // our copy must not keep the stale context alive
     return arm_fresh(pid, vmas, state, state->target_fd);

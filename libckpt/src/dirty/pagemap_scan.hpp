@@ -114,8 +114,10 @@ class PagemapScanTracker : public Tracker {
   // Registers and protects `vmas`; sets *foreign when the userfaultfd turns
   // out not to serve this process's memory (an fd inherited across fork).
   // `reused`: a userfaultfd kept from before, checked before registering.
+  // Blocks the process's last collect found hot are protected on a sample
+  // only (dirty/adaptive.hpp), recorded for `state`'s generation.
   Status track(pid_t pid, int uffd, const std::vector<image::VmaRecord>& vmas, bool reused,
-               bool* foreign);
+               const TrackerState& state, bool* foreign);
 
   Options opts_;
   std::optional<FeatureCheck> probed_;
