@@ -140,20 +140,14 @@ Status SnapshotWriter::flush_iov() {
     }
   }
   iov_.clear();
-  // A durable commit fsyncs pages.img: start writeback of what is written
-  // now, so the disk works while the rest is produced and the fsync waits
-  // only for the tail (CRIU writes everything, then syncs). Asynchronous:
-  // the caller does not wait for the disk here.
-  if (durable_ && content_bytes_ - writeback_from_ >= kWritebackChunk) {
-    ::sync_file_range(pages_fd_.get(), off_t(kPagesHeaderSize + writeback_from_),
-                      off_t(content_bytes_ - writeback_from_), SYNC_FILE_RANGE_WRITE);
-    writeback_from_ = content_bytes_;
-    // Writeback alone reaches the disk's cache; the final fsync would then
-    // still wait for all of it to become stable (docs/performance.md).
+  // A durable commit fsyncs pages.img: its thread starts writeback of what
+  // is written now and persists it in steps (image/persister.hpp).
+  if (durable_ && content_bytes_ >= kWritebackChunk) {
     static const uint64_t step = Persister::step_from_env();
-    if (!persister_ && step && content_bytes_ >= step)
-      persister_ = std::make_unique<Persister>(pages_fd_.get(), step, tmp_dir_ + "/" + kPagesFile);
-    if (persister_) persister_->written(content_bytes_);
+    if (!persister_)
+      persister_ = std::make_unique<Persister>(pages_fd_.get(), kPagesHeaderSize, kWritebackChunk,
+                                               step, tmp_dir_ + "/" + kPagesFile);
+    persister_->written(content_bytes_);
   }
   return {};
 }

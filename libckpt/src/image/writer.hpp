@@ -112,7 +112,6 @@ class SnapshotWriter {
   bool committed_ = false;
   bool durable_ = true;
   // Content bytes up to which writeback was started (sync_file_range).
-  uint64_t writeback_from_ = 0;
   // Durable writers: pages.img made durable in steps while it is written
   // (started at the first step's worth of content).
   std::unique_ptr<Persister> persister_;
