@@ -1,5 +1,6 @@
 // cr_check [--json]: what this kernel supports, and why not when it does not.
 #include <ckpt/check.hpp>
+#include <ckpt/tracker.hpp>
 #include <cstdio>
 
 #include "common/cli.hpp"
@@ -10,9 +11,20 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "machine-readable output");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
   auto checks = ckpt::check_system();
+  // The trackers in their order of preference, and the one `auto` picks:
+  // the first that works here.
+  std::vector<std::string> trackers;
+  std::string picked;
+  for (const auto& c : checks)
+    if (ckpt::find_tracker(c.name)) {
+      trackers.push_back(c.name);
+      if (c.ok && picked.empty()) picked = c.name;
+    }
   if (json) {
     nlohmann::json j = nlohmann::json::object();
     for (const auto& c : checks) j[c.name] = {{"ok", c.ok}, {"detail", c.detail}};
+    j["trackers"] = trackers;
+    j["auto"] = picked;
     ckpt::cli::print_json(j);
     return 0;
   }
@@ -22,5 +34,6 @@ int main(int argc, char** argv) {
                 : c.ok             ? "yes"
                                    : "no",
                 c.detail.c_str());
+  std::printf("%-13s %-4s %s\n", "auto", "->", picked.c_str());
   return 0;
 }

@@ -56,6 +56,12 @@ TEST(TrackerKinds, ToolsCheckAndCApiShareTheList) {
     if (find_tracker(c.name)) checked.push_back(c.name);
   EXPECT_EQ(std::vector<std::string>(want.begin() + 1, want.end()), checked);
   EXPECT_TRUE(dirty::probe_tracker(TrackerKind::hash).ok);
+  // auto: the first usable one, hash at worst.
+  for (const TrackerInfo& t : tracker_kinds()) {
+    if (&t == &auto_tracker()) break;
+    EXPECT_FALSE(dirty::probe_tracker(t.kind).ok) << t.name << " works, yet auto skips it";
+  }
+  EXPECT_TRUE(dirty::probe_tracker(auto_tracker().kind).ok);
 }
 
 // Through the interface: arm keeps nothing in the process, collect asks for

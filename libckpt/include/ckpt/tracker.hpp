@@ -28,5 +28,7 @@ const std::vector<TrackerInfo>& tracker_kinds();
 const TrackerInfo* find_tracker(std::string_view name);
 // What --tracker accepts: "auto", then every name.
 std::vector<std::string> tracker_choices();
+// The tracker "auto" picks on this kernel: the first whose probe passes.
+const TrackerInfo& auto_tracker();
 
 }  // namespace ckpt

@@ -32,6 +32,20 @@ std::unique_ptr<Tracker> make_tracker(const std::string& name) {
   return t ? make_tracker(t->kind) : nullptr;
 }
 
+}  // namespace ckpt::dirty
+
+namespace ckpt {
+
+const TrackerInfo& auto_tracker() {
+  for (const TrackerInfo& t : tracker_kinds())
+    if (dirty::probe_tracker(t.kind).ok) return t;
+  return tracker_kinds().back();  // hash: always usable
+}
+
+}  // namespace ckpt
+
+namespace ckpt::dirty {
+
 FeatureCheck probe_tracker(TrackerKind kind) {
   switch (kind) {
     case TrackerKind::kmod:

@@ -16,15 +16,12 @@ namespace ckpt::dump {
 
 // The tracker of a new chain: `auto` is the best one this kernel supports.
 Result<std::string> choose_tracker(const std::string& want) {
-  if (want != "auto" && !find_tracker(want)) return make_error(EINVAL, "unknown tracker " + want);
-  for (const TrackerInfo& t : tracker_kinds()) {
-    if (want != "auto" && want != t.name) continue;
-    FeatureCheck c = dirty::probe_tracker(t.kind);
-    if (c.ok) return std::string(t.name);
-    if (want != "auto")
-      return make_error(ENOTSUP, "tracker " + want + " unusable here: " + c.detail);
-  }
-  return make_error(ENOTSUP, "no dirty tracker works here");  // unreachable: hash always does
+  if (want == "auto") return std::string(auto_tracker().name);
+  const TrackerInfo* t = find_tracker(want);
+  if (!t) return make_error(EINVAL, "unknown tracker " + want);
+  FeatureCheck c = dirty::probe_tracker(t->kind);
+  if (!c.ok) return make_error(ENOTSUP, "tracker " + want + " unusable here: " + c.detail);
+  return want;
 }
 
 Result<std::string> chain_tracker(const CheckpointOptions& opts, const image::ImageMeta* prev) {
