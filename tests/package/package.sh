@@ -104,7 +104,7 @@ run_launcher() {
 
 case $MODE in
 contents)
-  for h in ckpt.h plan.h ckpt.hpp result.hpp migrate.hpp pause.hpp plan.hpp check.hpp; do
+  for h in ckpt.h plan.h ckpt.hpp result.hpp migrate.hpp pause.hpp plan.hpp check.hpp tracker.hpp; do
     [[ -f $PREFIX/include/ckpt/$h ]] || die "header $h not installed"
   done
   so=$(readelf -d "$LIBDIR/libckpt.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
@@ -113,7 +113,7 @@ contents)
   syms=$(nm -D --defined-only -C "$LIBDIR/libckpt.so")
   for s in ckpt_ctx_new ckpt_checkpoint_full ckpt_restore ckpt_verify ckpt_plan_interval \
     "ckpt::checkpoint_full(" "ckpt::restore_process(" "ckpt::plan::plan_interval(" \
-    "ckpt::Receiver::open("; do
+    "ckpt::Receiver::open(" "ckpt::tracker_kinds(" ckpt_tracker_name; do
     grep -qF -- "$s" <<<"$syms" || die "$s is not exported"
   done
   # Exactly the C functions the two C headers declare.

@@ -155,9 +155,10 @@ TEST(AdaptiveTracking, ArmingProtectsHotBlocksOnTheirSampleOnly) {
   a.set_previous(carried);
   std::set<uint64_t> protect = pages_of(a.arm_piece(Range{kBase, kPages * kPage}));
   auto in_block = [&](int b) {
-    auto [first, end] = block(b);
-    return uint64_t(std::count_if(protect.begin(), protect.end(),
-                                  [&](uint64_t p) { return p >= first && p < end; }));
+    const std::pair<uint64_t, uint64_t> pages = block(b);
+    return uint64_t(std::count_if(protect.begin(), protect.end(), [&](uint64_t p) {
+      return p >= pages.first && p < pages.second;
+    }));
   };
   EXPECT_EQ(in_block(0), 256u);
   EXPECT_EQ(in_block(1), 32u);
