@@ -89,7 +89,8 @@ class Tracker {
     return false;
   }
   // What every page read for this generation goes through before `writer`;
-  // `prev` is the parent generation's page-hash table (empty for a full).
+  // `prev` is the parent generation's page-hash table (empty for a full);
+  // the filter refers to it, so it must outlive the filter.
   // nullptr (the default): pages go straight to the writer.
   virtual std::unique_ptr<ContentFilter> filter(const std::vector<image::PageHash>& prev,
                                                 image::SnapshotWriter& writer) {
