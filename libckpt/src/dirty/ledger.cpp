@@ -109,22 +109,29 @@ std::string side_header(const TrackerState& s, uint64_t generation) {
 }
 }  // namespace
 
-std::optional<std::string> read_side_state(pid_t pid, const std::string& suffix,
-                                           const TrackerState& s) {
+namespace {
+// The side file's whole text, header included.
+std::optional<std::string> read_side_file(pid_t pid, const std::string& suffix) {
   auto path = ledger_side_file(pid, suffix, false);
   if (!path) return std::nullopt;
   auto text = read_file(*path);
   if (!text.ok()) return std::nullopt;
+  return std::move(*text);
+}
+}  // namespace
+
+std::optional<std::string> read_side_state(pid_t pid, const std::string& suffix,
+                                           const TrackerState& s) {
+  auto text = read_side_file(pid, suffix);
+  if (!text) return std::nullopt;
   const std::string want = side_header(s, s.prev_generation);
   if (text->compare(0, want.size(), want) != 0) return std::nullopt;  // another parent
   return text->substr(want.size());
 }
 
 std::optional<std::string> read_side_state_any_chain(pid_t pid, const std::string& suffix) {
-  auto path = ledger_side_file(pid, suffix, false);
-  if (!path) return std::nullopt;
-  auto text = read_file(*path);
-  if (!text.ok()) return std::nullopt;
+  auto text = read_side_file(pid, suffix);
+  if (!text) return std::nullopt;
   const size_t eol = text->find('\n');
   if (eol == std::string::npos) return std::nullopt;
   return text->substr(eol + 1);

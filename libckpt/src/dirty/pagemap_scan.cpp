@@ -421,10 +421,11 @@ Status PagemapScanTracker::track(pid_t pid, int uffd, const std::vector<VmaRecor
     // unsupported) is found unregistered by collect() and reported unknown.
     if (register_wp(uffd, r) != 0) continue;
     int e = 0;
-    if (kind == Kind::kAnon)
+    if (kind != Kind::kAnon)
+      e = sc.protect(kind, r, nullptr);
+    else
       for (const Range& p : adaptive.arm_piece(r))
         if ((e = sc.protect(kind, p, nullptr)) != 0) break;
-    if (kind != Kind::kAnon) e = sc.protect(kind, r, nullptr);
     if (e == -EPERM) {
       *foreign = true;  // registered through this fd, yet not in this process
       return {};
