@@ -25,9 +25,11 @@
 
 #include "dirty/ledger.hpp"
 #include "dirty/pagemap_scan.hpp"
+#include "mem/reader.hpp"
 #include "proc/freeze.hpp"
 #include "proc/maps.hpp"
 #include "util/fd.hpp"
+#include "util/hash.hpp"
 
 namespace ckpt::dirty {
 namespace {
@@ -913,6 +915,107 @@ TEST_F(PagemapScan, ANewFullArmsBlocksFoundHotOnTheirSample) {
   state_.prev_generation = state_.generation++;
   PagemapScanTracker last(o);
   expect_exact(collect(target_->pid(), last), few, {region()});
+}
+
+// The page-hash table a full checkpoint records for the target's region.
+std::vector<image::PageHash> hash_pages(pid_t pid, Range area) {
+  std::vector<uint8_t> buf(area.len);
+  mem::RemoteReader reader(pid);
+  EXPECT_TRUE(reader.read(&area, 1, buf.data()).ok());
+  std::vector<image::PageHash> out;
+  for (uint64_t off = 0; off < area.len; off += kPage)
+    out.push_back({area.addr + off, xxh3(buf.data() + off, kPage)});
+  return out;
+}
+
+// A full that records its pages' hashes arms every block on its sample: a
+// program writing after it faults a few times per block, not once per page.
+// The first incremental protects the calm blocks while the program runs and
+// compares what they read as written with the full's hashes, so its collect
+// is still exact: pages changed before that (sampled or not), pages written
+// after it, and not the pages rewritten with the same content.
+TEST_F(PagemapScan, SampledArmIsVerifiedByContentBeforeTheFreeze) {
+  PagemapScanTracker::Options o;
+  o.adaptive.enabled = true;
+  const std::vector<image::PageHash> hashes = hash_pages(target_->pid(), region());
+  state_.full_hashes = true;
+  state_.generation = 1;
+  PagemapScanTracker armer(o);
+  arm(target_->pid(), armer);
+  EXPECT_GE(armer.sampled_bytes(), 3 * kAdaptiveBlock);
+
+  // Every page of a block rewritten with its own content, except around the
+  // sample runs (a block whose sample is mostly written is hot, not
+  // verified), and 40 pages changed anywhere, a few samples among them.
+  const uint64_t before = minor_faults(target_->pid());
+  const uint64_t first_block = (target_->region() + kAdaptiveBlock - 1) & ~(kAdaptiveBlock - 1);
+  for (uint64_t b = first_block; b + kAdaptiveBlock <= region().end(); b += kAdaptiveBlock)
+    target_->run(Cmd{kRewrite, 0, b + 16 * kPage, 100 * kPage});
+  std::mt19937 rng(5);
+  std::set<uint64_t> changed = random_pages(rng, 40);
+  write_pages(changed);
+  const uint64_t faults = minor_faults(target_->pid()) - before;
+  // Plain arming: 100 per block rewritten plus the 40 (440 or more). Sampled:
+  // the pages of clipped blocks too small to be sampled, the 40, bookkeeping.
+  EXPECT_LE(faults, 256u + 40 + 64);
+
+  state_.prev_generation = 1;
+  state_.generation = 2;
+  PagemapScanTracker first(o);
+  first.before_freeze(target_->pid(), hashes, state_);
+  EXPECT_GE(first.verified_bytes(), 3 * kAdaptiveBlock);
+  std::set<uint64_t> after = random_pages(rng, 20);  // while it still runs
+  write_pages(after);
+  changed.insert(after.begin(), after.end());
+  expect_exact(collect(target_->pid(), first), changed, {region()});
+
+  // Tracked page by page from now on.
+  std::set<uint64_t> few = random_pages(rng, 7);
+  write_pages(few);
+  state_.prev_generation = state_.generation++;
+  PagemapScanTracker next(o);
+  expect_exact(collect(target_->pid(), next), few, {region()});
+}
+
+// A verification protects pages whose change only the verifying tool knows:
+// a collect by any other (the verifying tool was killed, another chain)
+// saves everything. Without one, the fresh blocks are reported whole.
+TEST_F(PagemapScan, SampledArmWithoutItsVerificationMissesNothing) {
+  PagemapScanTracker::Options o;
+  o.adaptive.enabled = true;
+  const std::vector<image::PageHash> hashes = hash_pages(target_->pid(), region());
+  state_.full_hashes = true;
+  state_.generation = 1;
+  PagemapScanTracker armer(o);
+  arm(target_->pid(), armer);
+  std::mt19937 rng(6);
+  std::set<uint64_t> changed = random_pages(rng, 30);
+  write_pages(changed);
+  state_.prev_generation = 1;
+  state_.generation = 2;
+  PagemapScanTracker killed(o);
+  killed.before_freeze(target_->pid(), hashes, state_);
+  ASSERT_GE(killed.verified_bytes(), 3 * kAdaptiveBlock);
+  PagemapScanTracker other(o);
+  DirtySet d = collect(target_->pid(), other);
+  EXPECT_TRUE(d.everything) << "a collect trusted pages another tool protected";
+
+  // A new chain, never verified: its first collect reports what reads as
+  // written in the fresh blocks (pages protected since before this full and
+  // not written since are not), which covers what changed.
+  state_.chain_id[0] ^= 0x33;
+  state_.generation = 1;
+  state_.prev_generation = 0;
+  PagemapScanTracker armer2(o);
+  arm(target_->pid(), armer2);
+  changed = random_pages(rng, 30);
+  write_pages(changed);
+  state_.prev_generation = 1;
+  state_.generation = 2;
+  PagemapScanTracker plain(o);
+  d = collect(target_->pid(), plain);
+  ASSERT_FALSE(d.everything) << d.reason;
+  expect_covers(d, changed);
 }
 
 // KiB of the target's anonymous memory in PMD-mapped huge pages.

@@ -50,6 +50,7 @@ AdaptiveOptions AdaptiveOptions::from_env() {
   if (const char* e = std::getenv("LIBCKPT_ADAPTIVE_HOT_FRACTION"))
     o.hot_fraction = std::strtod(e, nullptr);
   o.carry_over = env_switch_on("LIBCKPT_ADAPTIVE_CARRY");
+  o.sampled_arm = env_switch_on("LIBCKPT_SAMPLED_ARM");
   return o;
 }
 
@@ -73,7 +74,7 @@ void AdaptiveTracking::parse(const std::string& text) {
   int used = 0;
   while (std::sscanf(p, "%" SCNx64 " %u %u %u %u\n%n", &addr, &backoff, &left, &sampled, &heavy,
                      &used) == 5) {
-    prev_[addr] = BlockState{backoff, left, sampled != 0, heavy};
+    prev_[addr] = BlockState{backoff, left, sampled != 0, heavy, sampled == 2};
     p += used;
   }
 }
@@ -84,21 +85,27 @@ void AdaptiveTracking::save(pid_t pid, const TrackerState& s) const {
   char line[64];
   for (const auto& [addr, b] : next_) {
     std::snprintf(line, sizeof line, "%" PRIx64 " %u %u %u %u\n", addr, b.backoff, b.left,
-                  b.sampled ? 1u : 0u, b.heavy);
+                  b.fresh     ? 2u
+                  : b.sampled ? 1u
+                              : 0u,
+                  b.heavy);
     text += line;
   }
   write_side_state(pid, ".adaptive", s, text);
 }
 
-std::vector<mem::Range> AdaptiveTracking::arm_piece(mem::Range piece) {
+std::vector<mem::Range> AdaptiveTracking::arm_piece(mem::Range piece, bool sample_all) {
   std::vector<mem::Range> protect;
+  sample_all = sample_all && opts_.enabled && opts_.sampled_arm;
   for (uint64_t start = piece.addr; start < piece.end();) {
     const uint64_t end = std::min(piece.end(), (start & ~(kAdaptiveBlock - 1)) + kAdaptiveBlock);
     auto it = prev_.find(start);
-    const bool hot = opts_.enabled && it != prev_.end() &&
-                     (it->second.sampled || it->second.left) && end - start >= opts_.min_hot_bytes;
-    if (hot) {
-      next_[start] = BlockState{std::max(1u, it->second.backoff), 0, true, 0};
+    const bool was_hot = it != prev_.end() && (it->second.sampled || it->second.left);
+    const bool sample =
+        opts_.enabled && (was_hot || sample_all) && end - start >= opts_.min_hot_bytes;
+    if (sample) {
+      next_[start] =
+          BlockState{was_hot ? std::max(1u, it->second.backoff) : 1u, 0, true, 0, sample_all};
       sampled_bytes_ += end - start;
       for (const mem::Range& c : sample_of(start, end)) mem::append_range(protect, c.addr, c.len);
     } else {
@@ -109,14 +116,40 @@ std::vector<mem::Range> AdaptiveTracking::arm_piece(mem::Range piece) {
   return protect;
 }
 
+std::vector<uint64_t> AdaptiveTracking::fresh_blocks() const {
+  std::vector<uint64_t> out;
+  for (const auto& [addr, b] : prev_)
+    if (b.fresh && b.sampled) out.push_back(addr);
+  return out;
+}
+
+bool AdaptiveTracking::sample_hot(uint64_t start, uint64_t end, const std::vector<mem::Range>& w,
+                                  size_t* at) const {
+  uint64_t pages = 0, got = 0;
+  for (const mem::Range& c : sample_of(start, end)) {
+    pages += c.len / kPage;
+    got += pages_within(w, at, c.addr, c.end());
+  }
+  return pages && double(got) >= opts_.hot_fraction * double(pages);
+}
+
+bool AdaptiveTracking::sample_calm(uint64_t start, uint64_t end, const ScanFn& scan) const {
+  std::vector<mem::Range> w;
+  for (const mem::Range& c : sample_of(start, end))
+    if (scan(c.addr, c.end(), false, &w) != 0) return false;
+  size_t at = 0;
+  return !sample_hot(start, end, w, &at);
+}
+
 int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
-                                    std::vector<mem::Range>* written) {
+                                    std::vector<mem::Range>* written,
+                                    const VerifiedBlocks* verified) {
   if (!opts_.enabled) return scan(piece.addr, piece.end(), true, written);
   // What reads as written, nothing protected yet.
   std::vector<mem::Range> w;
   if (int e = scan(piece.addr, piece.end(), false, &w)) return e;
   // Per block: stay unprotected, protect a sample of it, or protect it all.
-  std::vector<mem::Range> protect;
+  std::vector<mem::Range> protect, changed;
   size_t at = 0;
   for (uint64_t start = piece.addr; start < piece.end();) {
     const uint64_t end = std::min(piece.end(), (start & ~(kAdaptiveBlock - 1)) + kAdaptiveBlock);
@@ -124,7 +157,12 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
     const BlockState* before = it == prev_.end() ? nullptr : &it->second;
     enum { kTrack, kHot, kSample } next = kTrack;
     const bool was_hot = before && !before->sampled && before->left > 0;
-    if (was_hot && before->left > 1) {
+    auto v = verified ? verified->find(start) : VerifiedBlocks::const_iterator{};
+    if (verified && v != verified->end()) {
+      // Protected whole while the program ran (fresh, sample calm): `w`
+      // holds what it wrote since, and these pages differed from the full.
+      changed.insert(changed.end(), v->second.begin(), v->second.end());
+    } else if (was_hot && before->left > 1) {
       next_[start] = BlockState{before->backoff, before->left - 1, false, 0};  // stays hot
       next = kHot;
     } else if (was_hot) {
@@ -133,12 +171,7 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
     } else if (before && before->sampled) {
       // Only its sample was protected: the rest reads as written whatever the
       // program did, so the sample alone says how much of it was written.
-      uint64_t pages = 0, got = 0;
-      for (const mem::Range& c : sample_of(start, end)) {
-        pages += c.len / kPage;
-        got += pages_within(w, &at, c.addr, c.end());
-      }
-      if (pages && double(got) >= opts_.hot_fraction * double(pages)) {
+      if (sample_hot(start, end, w, &at)) {
         // Still hot: longer between samples.
         uint32_t backoff = std::min(opts_.max_backoff, 2 * std::max(1u, before->backoff));
         next_[start] = BlockState{backoff, backoff, false, 0};
@@ -173,6 +206,7 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
     }
     start = end;
   }
+  w.insert(w.end(), changed.begin(), changed.end());
   // Protect the rest. The target is stopped, so this finds what the first
   // scan found; its result is kept all the same (a write by the kernel on the
   // target's behalf, e.g. I/O in flight, must not slip between the two).

@@ -30,6 +30,17 @@
 // that rewrites most of its memory does not fault on every page of it again
 // after each full (the first incremental saves those blocks whole).
 //
+// A full whose pages' hashes are recorded (TrackerState::full_hashes) arms
+// every block on its sample ("fresh"): a program pays 32 faults per block
+// instead of one per page it writes after the full. Before the first
+// incremental's freeze, while the program runs, the blocks whose sample
+// stayed calm are protected whole and their pages that read as written are
+// read and compared with the full's hashes (PagemapScanTracker::prepare):
+// a page whose content is the full's was not changed, a write after the
+// protection shows at the collect. So that incremental stays as small as
+// with every page protected. Blocks not verified (no prepare ran, the full's
+// hashes are missing) are reported whole, as hot blocks are.
+//
 // LIBCKPT_ADAPTIVE_TRACKING=off in the environment of cr_full/cr_incr turns
 // adaptivity off (every written page is protected again, as before).
 #pragma once
@@ -58,6 +69,8 @@ struct AdaptiveOptions {
   // their faults cost little, and a quiet program's incrementals stay exact.
   uint64_t min_hot_bytes = kAdaptiveBlock / 2;
   bool carry_over = true;  // a new full arms from the last chain's state (LIBCKPT_ADAPTIVE_CARRY)
+  // A full with page hashes arms blocks on their sample (LIBCKPT_SAMPLED_ARM).
+  bool sampled_arm = true;
   // From the environment: LIBCKPT_ADAPTIVE_TRACKING=off disables.
   static AdaptiveOptions from_env();
 };
@@ -68,7 +81,13 @@ struct BlockState {
   uint32_t left = 0;     // hot: unprotected intervals left, counting the one running
   bool sampled = false;  // protected for one interval to measure it
   uint32_t heavy = 0;    // tracked: consecutive mostly-written intervals so far
+  // Sampled since the full's arm: its other pages were never protected, and
+  // the full's page hashes say what they held (see above).
+  bool fresh = false;
 };
+
+// A verified fresh block: the pages whose content differs from the full's.
+using VerifiedBlocks = std::map<uint64_t, std::vector<mem::Range>>;
 
 // Scans [start, end) of the target for written pages, appending them to
 // `out`; `protect`: protect them again. 0 or a negative errno.
@@ -88,15 +107,24 @@ class AdaptiveTracking {
   // Arming: the state this process's last collect left, of any chain.
   void carry_over(pid_t pid);
   // Arming one VMA piece of private anonymous memory: the ranges to
-  // protect, whole blocks or, for blocks the carried state found hot, their
-  // sample (those are then measured by the first collect).
-  std::vector<mem::Range> arm_piece(mem::Range piece);
+  // protect, whole blocks or, for blocks the carried state found hot (every
+  // block with `sample_all`), their sample (those are then measured by the
+  // first collect).
+  std::vector<mem::Range> arm_piece(mem::Range piece, bool sample_all = false);
+  // The first addresses of the fresh blocks in the parent's state.
+  std::vector<uint64_t> fresh_blocks() const;
+  // Whether block [start, end)'s sample reads as written less than hot
+  // (scanned through `scan`, which must not protect): worth verifying by
+  // content. False on a scan error.
+  bool sample_calm(uint64_t start, uint64_t end, const ScanFn& scan) const;
 
   // One VMA piece of private anonymous memory: appends the pages written since
   // they were last protected to `written` and protects what is not to stay
   // hot. 0 or a negative errno (then part of it may be protected: report it
-  // all).
-  int collect_piece(mem::Range piece, const ScanFn& scan, std::vector<mem::Range>* written);
+  // all). Blocks in `verified` were protected whole before the freeze: what
+  // reads as written now plus their changed pages is their dirty set.
+  int collect_piece(mem::Range piece, const ScanFn& scan, std::vector<mem::Range>* written,
+                    const VerifiedBlocks* verified = nullptr);
 
   // Statistics of the last collect: bytes left unprotected, bytes sampled.
   uint64_t hot_bytes() const { return hot_bytes_; }
@@ -106,6 +134,9 @@ class AdaptiveTracking {
 
  private:
   void parse(const std::string& text);
+  // Whether the sample of [start, end) reads as mostly written in `w`
+  // (sorted; *at advances through it).
+  bool sample_hot(uint64_t start, uint64_t end, const std::vector<mem::Range>& w, size_t* at) const;
   AdaptiveOptions opts_;
   std::map<uint64_t, BlockState> prev_, next_;  // keyed by the block's first address
   uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;

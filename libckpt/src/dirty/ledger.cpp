@@ -88,11 +88,21 @@ void drop_dead_entries(const std::string& dir) {
 
 }  // namespace
 
+namespace {
+// The ledger's generation while a tool verifies generation N's pages.
+constexpr uint64_t kVerifying = 1ull << 63;
+}  // namespace
+
 std::string describe(const LedgerEntry& e) {
   char id[9];
   std::snprintf(id, sizeof id, "%02x%02x%02x%02x", e.chain_id[0], e.chain_id[1], e.chain_id[2],
                 e.chain_id[3]);
-  return "generation " + std::to_string(e.generation) + " of chain " + id + "...";
+  const std::string what = e.generation & kVerifying
+                               ? "a verification of generation " +
+                                     std::to_string(e.generation & ~kVerifying) +
+                                     " (a tool killed before its collect?)"
+                               : "generation " + std::to_string(e.generation);
+  return what + " of chain " + id + "...";
 }
 
 std::optional<std::string> ledger_side_file(pid_t pid, const std::string& suffix, bool create_dir) {
@@ -200,8 +210,14 @@ void record_arm(pid_t pid, const TrackerState& s) {
   (void)write_ledger(pid, LedgerEntry{s.chain_id, s.generation});
 }
 
-Result<std::string> begin_collect(pid_t pid, const TrackerState& s) {
-  const LedgerEntry parent{s.chain_id, s.prev_generation};
+bool begin_verify(pid_t pid, const TrackerState& s) {
+  auto last = read_ledger(pid);
+  if (!last || !(*last == LedgerEntry{s.chain_id, s.prev_generation})) return false;
+  return write_ledger(pid, LedgerEntry{s.chain_id, s.prev_generation | kVerifying}).ok();
+}
+
+Result<std::string> begin_collect(pid_t pid, const TrackerState& s, bool verified) {
+  const LedgerEntry parent{s.chain_id, s.prev_generation | (verified ? kVerifying : 0)};
   auto last = read_ledger(pid);
   if (!last) return std::string("no record of the generation that last reset tracking");
   if (!(*last == parent))

@@ -63,6 +63,15 @@ void record_arm(pid_t pid, const TrackerState& s);
 // is never committed is found out by the next one) and returns "". Otherwise
 // returns why the dirty set cannot be trusted. An error: the record could not
 // be written; nothing may be reset then.
-Result<std::string> begin_collect(pid_t pid, const TrackerState& s);
+// `verified`: this tool's begin_verify() for the same parent came first.
+Result<std::string> begin_collect(pid_t pid, const TrackerState& s, bool verified = false);
+// Before protecting pages while the process runs, for a collect to come
+// whose dirty set depends on what this tool learns meanwhile (adaptive.hpp,
+// fresh blocks): when the last reset was the parent generation's, records
+// that a verification of it is under way, so that any other collect
+// (another tool, or this one killed before its collect) finds the history
+// lost and saves everything. False (nothing recorded, nothing to protect)
+// otherwise.
+bool begin_verify(pid_t pid, const TrackerState& s);
 
 }  // namespace ckpt::dirty

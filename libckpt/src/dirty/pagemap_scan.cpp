@@ -29,6 +29,7 @@
 #include "proc/regs.hpp"
 #include "restore/syscall_restart.hpp"
 #include "util/fd.hpp"
+#include "util/hash.hpp"
 
 namespace ckpt::dirty {
 
@@ -55,6 +56,8 @@ constexpr Query kWrittenSmall{kabi::kPageIsHuge, kabi::kPageIsWritten | kabi::kP
 // Unprotected PMD-mapped huge pages, and all of them, left as they are.
 constexpr Query kHugeUnprotected{0, kabi::kPageIsWritten | kabi::kPageIsHuge, 0, false};
 constexpr Query kHugeMapped{0, kabi::kPageIsHuge, 0, false};
+// Populated pages (in memory or swapped out), left as they are.
+constexpr Query kPopulated{0, 0, kabi::kPageIsPresent | kabi::kPageIsSwapped, false};
 // The same, leaving them unprotected (blocks kept hot: dirty/adaptive).
 constexpr Query kWrittenKeep{0, kabi::kPageIsWritten, 0, false};
 // File VMAs: written page-cache pages ...
@@ -424,7 +427,7 @@ Status PagemapScanTracker::track(pid_t pid, int uffd, const std::vector<VmaRecor
     if (kind != Kind::kAnon)
       e = sc.protect(kind, r, nullptr);
     else
-      for (const Range& p : adaptive.arm_piece(r))
+      for (const Range& p : adaptive.arm_piece(r, state.full_hashes))
         if ((e = sc.protect(kind, p, nullptr)) != 0) break;
     if (e == -EPERM) {
       *foreign = true;  // registered through this fd, yet not in this process
@@ -512,6 +515,106 @@ Status PagemapScanTracker::arm_tracking(pid_t pid, const std::vector<VmaRecord>&
   return arm_fresh(pid, vmas, state, -1);
 }
 
+namespace {
+
+bool private_anon(const proc::MapEntry& m) {
+  return !m.shared && m.inode == 0 &&
+         (m.path.empty() || m.path == "[heap]" || m.path == "[stack]" ||
+          m.path.rfind("[anon:", 0) == 0);
+}
+
+uint64_t zero_hash() {
+  static const uint64_t h = [] {
+    static const uint8_t zero[kPage] = {};
+    return xxh3(zero, kPage);
+  }();
+  return h;
+}
+
+// Pages of `r` whose content differs from `hashes` (sorted by address;
+// a page it lacks was not populated then: zero), read from the target
+// into `buf` (at least r.len bytes). A range that cannot be read changed.
+void compare_with_hashes(mem::RemoteReader& reader, Range r,
+                         const std::vector<image::PageHash>& hashes, std::vector<uint8_t>& buf,
+                         std::vector<Range>* changed) {
+  if (!reader.read(&r, 1, buf.data()).ok()) {
+    mem::append_range(*changed, r.addr, r.len);
+    return;
+  }
+  auto it = std::lower_bound(hashes.begin(), hashes.end(), r.addr,
+                             [](const image::PageHash& h, uint64_t a) { return h.vaddr < a; });
+  for (uint64_t off = 0; off < r.len; off += kPage) {
+    const uint64_t va = r.addr + off;
+    while (it != hashes.end() && it->vaddr < va) ++it;
+    const uint64_t h = xxh3(buf.data() + off, kPage);
+    const bool same = it != hashes.end() && it->vaddr == va ? it->hash == h : h == zero_hash();
+    if (!same) mem::append_range(*changed, va, kPage);
+  }
+}
+
+}  // namespace
+
+void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageHash>& hashes,
+                                       const TrackerState& state) {
+  verified_for_.reset();
+  verified_.clear();
+  verified_bytes_ = verified_changed_bytes_ = 0;
+  if (hashes.empty() || state.target_fd < 0 || !available().ok()) return;
+  AdaptiveTracking adaptive(opts_.adaptive);
+  adaptive.load(pid, state);
+  const std::vector<uint64_t> fresh = adaptive.fresh_blocks();
+  if (fresh.empty() || !check_target_uffd(pid, state.target_fd).ok()) return;
+  auto pm = open_pagemap(pid);
+  auto maps = proc::read_maps(pid);
+  if (!pm.ok() || !maps.ok()) return;
+  Scanner sc(pm->get(), regions_, opts_.huge.keep_huge);
+  const ScanFn look = [&](uint64_t s, uint64_t e, bool, std::vector<Range>* out) {
+    return sc.scan(s, e, kWrittenKeep, out);
+  };
+  // Fresh blocks still inside one private anonymous mapping, sample calm.
+  std::vector<Range> blocks;
+  for (uint64_t start : fresh) {
+    auto m = std::lower_bound(maps->begin(), maps->end(), start,
+                              [](const proc::MapEntry& e, uint64_t a) { return e.end <= a; });
+    if (m == maps->end() || m->start > start || !private_anon(*m)) continue;
+    const uint64_t end = std::min(m->end, (start & ~(kAdaptiveBlock - 1)) + kAdaptiveBlock);
+    if (adaptive.sample_calm(start, end, look)) blocks.push_back({start, end - start});
+  }
+  // From here on, pages get protected: the collect depends on what this
+  // object learns, and the ledger says a verification is under way.
+  if (blocks.empty() || !begin_verify(pid, state)) return;
+  verified_for_ = state;
+  mem::RemoteReader reader(pid);
+  std::vector<uint8_t> buf(kAdaptiveBlock);
+  for (const Range& b : blocks) {
+    std::vector<Range> live, populated, changed;
+    if (sc.protect_anon(b.addr, b.end(), &live) != 0 ||
+        sc.scan(b.addr, b.end(), kPopulated, &populated) != 0) {
+      verified_[b.addr] = {b};  // partly protected, perhaps: all of it changed
+      verified_bytes_ += b.len;
+      verified_changed_bytes_ += b.len;
+      continue;
+    }
+    normalize(live);
+    normalize(populated);
+    // Read as written and empty: changed if the full had the page.
+    for (const Range& r : subtract(live, populated))
+      for (uint64_t va = r.addr; va < r.end(); va += kPage)
+        if (std::binary_search(hashes.begin(), hashes.end(), image::PageHash{va, 0},
+                               [](const image::PageHash& x, const image::PageHash& y) {
+                                 return x.vaddr < y.vaddr;
+                               }))
+          mem::append_range(changed, va, kPage);
+    // Read as written and populated: by content.
+    for (const Range& r : subtract(live, subtract(live, populated)))
+      compare_with_hashes(reader, r, hashes, buf, &changed);
+    normalize(changed);
+    for (const Range& c : changed) verified_changed_bytes_ += c.len;
+    verified_bytes_ += b.len;
+    verified_[b.addr] = std::move(changed);
+  }
+}
+
 Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRecord>& vmas,
                                              const std::vector<VmaRecord>& prev,
                                              TrackerState* state) {
@@ -547,7 +650,12 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
       all.reason += "; arming again failed: " + st.error().message;
     return all;
   };
-  CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state));
+  // before_freeze() verified blocks for this parent: its ledger record
+  // stands for the parent's (any other collect found it and saved all).
+  const bool verified = verified_for_ && verified_for_->chain_id == state->chain_id &&
+                        verified_for_->prev_generation == state->prev_generation;
+  verified_for_.reset();
+  CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state, verified));
   if (!untrusted.empty()) return history_lost(untrusted);
   CKPT_ASSIGN(UniqueFd uffd, grab_target_fd(pid, state->target_fd));
   CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));
@@ -614,8 +722,9 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
       continue;
     }
     std::vector<Range> written;
-    int e = p.kind == Kind::kAnon && p.registered ? adaptive.collect_piece(p.r, scan_anon, &written)
-                                                  : sc.protect(p.kind, p.r, &written);
+    int e = p.kind == Kind::kAnon && p.registered
+                ? adaptive.collect_piece(p.r, scan_anon, &written, verified ? &verified_ : nullptr)
+                : sc.protect(p.kind, p.r, &written);
     if (e == 0 && p.kind == Kind::kAnon && huge.enabled())
       e = protect_quiet_huge(sc, huge, read_block, uffd.get(), pidfd.get(), p.r, &written);
     if (!p.registered) {
@@ -635,6 +744,7 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
         "the userfaultfd at fd " + std::to_string(stale) + " does not track this process's memory",
         stale);
   }
+  verified_.clear();
   adaptive.save(pid, *state);
   hot_bytes_ = adaptive.hot_bytes();
   sampled_bytes_ = adaptive.sampled_bytes();

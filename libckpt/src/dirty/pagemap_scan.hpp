@@ -91,6 +91,14 @@ class PagemapScanTracker : public Tracker {
   Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state) override;
   Result<DirtySet> collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,
                            const std::vector<image::VmaRecord>& prev, TrackerState* state) override;
+  bool wants_full_hashes() const override {
+    return opts_.adaptive.enabled && opts_.adaptive.sampled_arm;
+  }
+  // Verifies the fresh blocks whose sample stayed calm (dirty/adaptive.hpp):
+  // protects each whole, then reads its pages that read as written and
+  // compares them with the parent's (the full's) hashes.
+  void before_freeze(pid_t pid, const std::vector<image::PageHash>& parent_hashes,
+                     const TrackerState& state) override;
   // Closes the target's userfaultfd (an injected close): the kernel then
   // drops the registrations and the write protection with it.
   Result<bool> release(pid_t pid, const TrackerState& state) override;
@@ -101,6 +109,9 @@ class PagemapScanTracker : public Tracker {
   // The last collect's huge pages: bytes left unprotected (saved whole),
   // bytes protected because their content had not changed.
   uint64_t huge_kept_bytes() const { return huge_kept_bytes_; }
+  // before_freeze(): bytes of blocks verified, bytes found changed in them.
+  uint64_t verified_bytes() const { return verified_bytes_; }
+  uint64_t verified_changed_bytes() const { return verified_changed_bytes_; }
   uint64_t huge_quiet_bytes() const { return huge_quiet_bytes_; }
   // ... and bytes of blocks written after such a protection, given back.
   uint64_t huge_repaired_bytes() const { return huge_repaired_bytes_; }
@@ -121,9 +132,13 @@ class PagemapScanTracker : public Tracker {
 
   Options opts_;
   std::optional<FeatureCheck> probed_;
+  // before_freeze()'s result, for the collect of the same parent.
+  std::optional<TrackerState> verified_for_;
+  VerifiedBlocks verified_;
   std::vector<kabi::page_region> regions_;  // PAGEMAP_SCAN output buffer, reused
   uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;
   uint64_t huge_kept_bytes_ = 0, huge_quiet_bytes_ = 0, huge_repaired_bytes_ = 0;
+  uint64_t verified_bytes_ = 0, verified_changed_bytes_ = 0;
 };
 
 }  // namespace ckpt::dirty

@@ -3,9 +3,11 @@
 // that cannot vouch for a range (new mapping, lost state, kernel refusal)
 // reports it in `unknown`, and the checkpoint then saves all of it.
 //
-// Life cycle, always with the target frozen:
+// Life cycle, with the target frozen unless said otherwise:
 //   full checkpoint:    arm()            start tracking from this instant
-//   incremental:        collect()        what changed since arm()/collect(),
+//   incremental:        before_freeze()  (running) optional work that keeps
+//                                         the collect small
+//                       collect()        what changed since arm()/collect(),
 //                                         and tracking restarts from now
 //   every read:         filter()         a backend that judges pages by
 //                                         content (hash) sees each page read
@@ -63,6 +65,8 @@ struct TrackerState {
   // ledger: dirty/ledger.hpp).
   std::array<uint8_t, 16> chain_id{};
   uint64_t generation = 0, prev_generation = 0;
+  // arm(): this full records its pages' hashes (wants_full_hashes()).
+  bool full_hashes = false;
 };
 
 class Tracker {
@@ -73,6 +77,19 @@ class Tracker {
   const char* name() const { return info().name; }
   // Starts tracking every VMA in `vmas` (the layout just checkpointed).
   virtual Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state) = 0;
+  // Whether a full checkpoint should record its pages' hashes for this
+  // tracker's first collect (see before_freeze).
+  virtual bool wants_full_hashes() const { return false; }
+  // While the process still runs, before the freeze of the incremental whose
+  // collect follows on this same object: `parent_hashes` is the parent
+  // generation's page-hash table (empty when it has none). Best effort: what
+  // it could not do, the collect covers by saving more. Default: nothing.
+  virtual void before_freeze(pid_t pid, const std::vector<image::PageHash>& parent_hashes,
+                             const TrackerState& state) {
+    (void)pid;
+    (void)parent_hashes;
+    (void)state;
+  }
   // Pages written since the last arm/collect within `vmas` (the current
   // layout), then re-arms. `prev` is the layout of the previous generation.
   virtual Result<DirtySet> collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <future>
 
+#include "dirty/hash.hpp"
 #include "dirty/layout.hpp"
 #include "dirty/pagemap_scan.hpp"
 #include "dump/advice.hpp"
@@ -34,6 +35,22 @@ void plan_shared_memory(const std::vector<image::VmaRecord>& vmas,
   }
   while (r < in.size()) out.push_back(in[r++]);
   in = std::move(out);
+}
+
+dirty::TrackerState tracker_state(const MemberSpec& spec) {
+  dirty::TrackerState s;
+  s.target_fd = spec.prev ? spec.prev->tracker_fd : (spec.hint ? spec.hint->tracker_fd : -1);
+  s.chain_id = spec.chain_id;
+  s.generation = spec.generation;
+  s.prev_generation = spec.prev ? spec.prev->generation : 0;
+  return s;
+}
+
+std::shared_ptr<dirty::Tracker> prepare_tracker(const MemberSpec& spec) {
+  std::shared_ptr<dirty::Tracker> t = dirty::make_tracker(spec.tracker);
+  if (t && spec.prev && spec.prev_hashes)
+    t->before_freeze(spec.pid, *spec.prev_hashes, tracker_state(spec));
+  return t;
 }
 
 Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
@@ -79,11 +96,8 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   utsname u;
   if (::uname(&u) == 0) meta.kernel_release = u.release;
 
-  tracker_ = dirty::make_tracker(spec.tracker);
-  tstate_.target_fd = prev ? prev->tracker_fd : (spec.hint ? spec.hint->tracker_fd : -1);
-  tstate_.chain_id = meta.chain_id;
-  tstate_.generation = meta.generation;
-  tstate_.prev_generation = prev ? prev->generation : 0;
+  tracker_ = spec.ready_tracker ? spec.ready_tracker : dirty::make_tracker(spec.tracker);
+  tstate_ = tracker_state(spec);
   // The tracker's collect and the plan walk the page tables too: they run
   // while smaps is still being read, and the advice is waited for last.
   Status planned = spec.precopy ? prepare_final_live(stats) : plan_generation(stats);
@@ -168,6 +182,11 @@ Status MemberDump::arm() {
 PageSink MemberDump::sink(image::SnapshotWriter& writer) {
   static const std::vector<image::PageHash> kNone;
   filter_ = tracker_->filter(spec_.prev && spec_.prev_hashes ? *spec_.prev_hashes : kNone, writer);
+  if (!filter_ && !spec_.prev && spec_.record_hashes && tracker_->wants_full_hashes()) {
+    // Every page passes; the table goes into the full's addr.img.
+    filter_ = std::make_unique<dirty::HashFilter>(kNone, writer);
+    tstate_.full_hashes = true;
+  }
   if (filter_)
     return
         [f = filter_.get()](uint64_t va, const uint8_t* d, size_t n) { return f->add(va, d, n); };

@@ -45,11 +45,25 @@ struct MemberSpec {
   // member saves all it holds).
   ScratchSaved* scratch_saved = nullptr;
   uint64_t scratch_max_bytes = uint64_t(512) << 20;  // CheckpointOptions::scratch_max_bytes
+  // A full records its pages' hashes when its tracker wants them (a first
+  // incremental then verifies sampled blocks by content: dirty/adaptive.hpp).
+  // Not for a live checkpoint or a migration, whose next collect comes
+  // without before_freeze().
+  bool record_hashes = false;
+  // An incremental: the tracker that ran before_freeze() on this process.
+  std::shared_ptr<dirty::Tracker> ready_tracker;
   // The final round of a live checkpoint: the pre-copy of this member (its
   // tracker, layout and pages already in the writer). Only what was written
   // since its last round is read.
   Precopy* precopy = nullptr;
 };
+
+// The tracker state of `spec`'s process at its parent generation (or, for a
+// full, at the hint's).
+dirty::TrackerState tracker_state(const MemberSpec& spec);
+// Before an incremental's freeze, while `spec.pid` runs: the chain's tracker
+// after its before_freeze(), for MemberSpec::ready_tracker.
+std::shared_ptr<dirty::Tracker> prepare_tracker(const MemberSpec& spec);
 
 class MemberDump {
  public:
@@ -81,7 +95,7 @@ class MemberDump {
   // when it has one.
   PageSink sink(image::SnapshotWriter& writer);
   MemberSpec spec_;
-  std::unique_ptr<dirty::Tracker> tracker_;
+  std::shared_ptr<dirty::Tracker> tracker_;
   dirty::TrackerState tstate_;
   bool armed_ = false;
   std::unique_ptr<dirty::ContentFilter> filter_;
