@@ -307,9 +307,13 @@ int main(int argc, char** argv) {
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::stoi(argv[++i]);
     } else {
-      std::fprintf(stderr,
-                   "usage: bench_migrate [--size MiB] [--rates 0,8,32] [--bin DIR] [--reps N]\n");
-      return 2;
+      const bool help = a == "--help" || a == "-h";
+      std::fprintf(help ? stdout : stderr,
+                   "usage: bench_migrate [--size MiB] [--rates 0,8,32] [--bin DIR] [--reps N]\n"
+                   "Frozen and live migration of a process holding MiB (default 1024) between\n"
+                   "two network namespaces, writing at each rate (MB/s), against a TCP copy\n"
+                   "of the same bytes; medians of N runs. Needs root.\n");
+      return help ? 0 : 2;
     }
   }
   if (geteuid() != 0) die("needs root (network namespaces)");
