@@ -33,7 +33,7 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
   pt.mark("maps+vmas");
   std::vector<mem::Range> dirty;
   if (rounds_ == 0) {
-    tracker = dirty::make_tracker(spec.tracker);
+    tracker = spec.ready_tracker ? spec.ready_tracker : dirty::make_tracker(spec.tracker);
     if (!tracker) return make_error(ENOTSUP, "a live checkpoint needs a kernel dirty tracker");
     tstate.chain_id = spec.chain_id;
     tstate.generation = spec.generation;

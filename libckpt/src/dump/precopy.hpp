@@ -40,7 +40,7 @@ class Precopy {
   int rounds() const { return rounds_; }
 
   // Handed to the final round.
-  std::unique_ptr<dirty::Tracker> tracker;
+  std::shared_ptr<dirty::Tracker> tracker;
   dirty::TrackerState tstate;
   std::vector<image::VmaRecord> layout;   // at the last collect
   std::vector<mem::Range> pending;        // collected but not copied (the last round's set)

@@ -201,6 +201,13 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   std::unique_ptr<job::FrozenJob> frozen;
   double t_frozen = 0;
   std::map<pid_t, std::unique_ptr<dump::Precopy>> precopies;
+  if (prev) {
+    // While the job runs: what keeps the (first) collect small (dirty::Tracker::before_freeze).
+    PhaseTrace pv("before freeze");
+    for (const auto& member : prev->members)
+      ready[member.first] = dump::prepare_tracker(member_spec_running(member.first));
+    pv.mark("trackers");
+  }
   if (opts.live && !find_tracker(tracker)->kernel) {
     stats.live_stop = "the hash tracker cannot pre-copy: pages copied into memory while frozen";
   } else if (opts.live) {
@@ -278,13 +285,6 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       stats.precopy_bytes += bytes;
       prev_bytes = bytes;
     }
-  }
-  if (prev && !opts.live) {
-    // While the job runs: what shortens the collect (dirty::Tracker::before_freeze).
-    PhaseTrace pv("before freeze");
-    for (const auto& member : prev->members)
-      ready[member.first] = dump::prepare_tracker(member_spec_running(member.first));
-    pv.mark("trackers");
   }
   PhaseTrace pt("final");
   if (!frozen) {
