@@ -80,6 +80,8 @@ class Capture {
     uint64_t progress_done, progress_total;
   };
   int take_buffer();  // blocks while the budget is used up
+  void give_back(int buf);
+  void enqueue(Item item);
   void drain();
 
   uint64_t slots_ = 0;
