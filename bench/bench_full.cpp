@@ -24,8 +24,10 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
+#include "usage.hpp"
 
 #include "dump/memory.hpp"
 #include "image/store.hpp"
@@ -123,17 +125,15 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i];
     const bool known = a == "--size" || a == "--dir" || a == "--reps" || a == "--io";
-    if (!known || i + 1 >= argc) {
-      const bool help = a == "--help" || a == "-h";
-      std::fprintf(
-          help ? stdout : stderr,
-          "%susage: bench_full [--size MiB] [--dir DIR] [--reps N] [--io buffered|direct]\n"
+    if (!known || i + 1 >= argc)
+      return usage_exit(
+          "bench_full", a,
+          "usage: bench_full [--size MiB] [--dir DIR] [--reps N] [--io buffered|direct]\n"
           "Full checkpoint and restore of a process holding MiB (default 1024) of\n"
           "populated memory, warm and cold page cache, against a raw write of the\n"
-          "same bytes; medians of N runs (default 3); files under DIR (/var/tmp).\n",
-          help ? "" : ("bench_full: bad option " + a + "\n").c_str());
-      return help ? 0 : 2;
-    }
+          "same bytes; medians of N runs (default 3); files under DIR (/var/tmp).\n"
+          ""
+          "\n");
     if (a == "--size") mib = std::stoul(argv[i + 1]);
     if (a == "--dir") dir = argv[i + 1];
     if (a == "--reps") reps = std::stoi(argv[i + 1]);

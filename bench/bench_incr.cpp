@@ -19,9 +19,11 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+
 #include <sstream>
 #include <string>
 #include <vector>
+#include "usage.hpp"
 
 #include "incompressible.hpp"
 #include "util/clock.hpp"
@@ -131,17 +133,15 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i];
     const bool known = a == "--size" || a == "--dir" || a == "--trackers";
-    if (!known || i + 1 >= argc) {
-      const bool help = a == "--help" || a == "-h";
-      std::fprintf(help ? stdout : stderr,
-                   "%susage: bench_incr [--size MiB] [--dir DIR] [--trackers LIST]\n"
-                   "Incremental checkpoints of a process holding MiB (default 1024) after it\n"
-                   "wrote 0.1 %% to 100 %% of it, per tracker (default pagemap-scan,hash;\n"
-                   "kernel trackers this machine lacks are skipped, saying why); files under\n"
-                   "DIR (default /var/tmp).\n",
-                   help ? "" : ("bench_incr: bad option " + a + "\n").c_str());
-      return help ? 0 : 2;
-    }
+    if (!known || i + 1 >= argc)
+      return usage_exit("bench_incr", a,
+                        "usage: bench_incr [--size MiB] [--dir DIR] [--trackers LIST]\n"
+                        "Incremental checkpoints of a process holding MiB (default 1024) after it\n"
+                        "wrote 0.1 % to 100 % of it, per tracker (default pagemap-scan,hash;\n"
+                        "kernel trackers this machine lacks are skipped, saying why); files under\n"
+                        "DIR (default /var/tmp).\n"
+                        ""
+                        "\n");
     if (a == "--size") mib = std::stoul(argv[i + 1]);
     if (a == "--dir") base = argv[i + 1];
     if (a == "--trackers") trackers = argv[i + 1];

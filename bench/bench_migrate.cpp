@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "incompressible.hpp"
+#include "usage.hpp"
 #include "util/clock.hpp"
 
 using ckpt::now_seconds;
@@ -307,13 +308,12 @@ int main(int argc, char** argv) {
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::stoi(argv[++i]);
     } else {
-      const bool help = a == "--help" || a == "-h";
-      std::fprintf(help ? stdout : stderr,
-                   "usage: bench_migrate [--size MiB] [--rates 0,8,32] [--bin DIR] [--reps N]\n"
-                   "Frozen and live migration of a process holding MiB (default 1024) between\n"
-                   "two network namespaces, writing at each rate (MB/s), against a TCP copy\n"
-                   "of the same bytes; medians of N runs. Needs root.\n");
-      return help ? 0 : 2;
+      return usage_exit(
+          "bench_migrate", a,
+          "usage: bench_migrate [--size MiB] [--rates 0,8,32] [--bin DIR] [--reps N]\n"
+          "Frozen and live migration of a process holding MiB (default 1024) between\n"
+          "two network namespaces, writing at each rate (MB/s), against a TCP copy\n"
+          "of the same bytes; medians of N runs. Needs root.\n");
     }
   }
   if (geteuid() != 0) die("needs root (network namespaces)");

@@ -383,6 +383,17 @@ std::string show(const std::set<uint64_t>& pages, uint64_t base) {
   return s;
 }
 
+// The page-hash table a full checkpoint records for the target's region.
+std::vector<image::PageHash> hash_pages(pid_t pid, Range area) {
+  std::vector<uint8_t> buf(area.len);
+  mem::RemoteReader reader(pid);
+  EXPECT_TRUE(reader.read(&area, 1, buf.data()).ok());
+  std::vector<image::PageHash> out;
+  for (uint64_t off = 0; off < area.len; off += kPage)
+    out.push_back({area.addr + off, xxh3(buf.data() + off, kPage)});
+  return out;
+}
+
 // ------------------------------------------------------------- the fixture
 
 class PagemapScan : public ::testing::Test {
@@ -420,6 +431,16 @@ class PagemapScan : public ::testing::Test {
     Status st = t.arm(pid, prev_, &state_);
     ASSERT_TRUE(st.ok()) << st.error().message;
     ASSERT_TRUE((*fp)->release().ok());
+  }
+
+  // A full that records its pages' hashes (returned) arms through `t`
+  // (dirty/adaptive.hpp: fresh blocks, armed on their sample).
+  std::vector<image::PageHash> arm_sampled(PagemapScanTracker& t) {
+    std::vector<image::PageHash> hashes = hash_pages(target_->pid(), region());
+    state_.full_hashes = true;
+    state_.generation = 1;
+    arm(target_->pid(), t);
+    return hashes;
   }
 
   // Freezes `pid`, collects, lets it go.
@@ -917,17 +938,6 @@ TEST_F(PagemapScan, ANewFullArmsBlocksFoundHotOnTheirSample) {
   expect_exact(collect(target_->pid(), last), few, {region()});
 }
 
-// The page-hash table a full checkpoint records for the target's region.
-std::vector<image::PageHash> hash_pages(pid_t pid, Range area) {
-  std::vector<uint8_t> buf(area.len);
-  mem::RemoteReader reader(pid);
-  EXPECT_TRUE(reader.read(&area, 1, buf.data()).ok());
-  std::vector<image::PageHash> out;
-  for (uint64_t off = 0; off < area.len; off += kPage)
-    out.push_back({area.addr + off, xxh3(buf.data() + off, kPage)});
-  return out;
-}
-
 // A full that records its pages' hashes arms every block on its sample: a
 // program writing after it faults a few times per block, not once per page.
 // The first incremental protects the calm blocks while the program runs and
@@ -937,11 +947,8 @@ std::vector<image::PageHash> hash_pages(pid_t pid, Range area) {
 TEST_F(PagemapScan, SampledArmIsVerifiedByContentBeforeTheFreeze) {
   PagemapScanTracker::Options o;
   o.adaptive.enabled = true;
-  const std::vector<image::PageHash> hashes = hash_pages(target_->pid(), region());
-  state_.full_hashes = true;
-  state_.generation = 1;
   PagemapScanTracker armer(o);
-  arm(target_->pid(), armer);
+  const std::vector<image::PageHash> hashes = arm_sampled(armer);
   EXPECT_GE(armer.sampled_bytes(), 3 * kAdaptiveBlock);
 
   // Every page of a block rewritten with its own content, except around the
@@ -983,11 +990,8 @@ TEST_F(PagemapScan, SampledArmIsVerifiedByContentBeforeTheFreeze) {
 TEST_F(PagemapScan, SampledArmWithoutItsVerificationMissesNothing) {
   PagemapScanTracker::Options o;
   o.adaptive.enabled = true;
-  const std::vector<image::PageHash> hashes = hash_pages(target_->pid(), region());
-  state_.full_hashes = true;
-  state_.generation = 1;
   PagemapScanTracker armer(o);
-  arm(target_->pid(), armer);
+  const std::vector<image::PageHash> hashes = arm_sampled(armer);
   std::mt19937 rng(6);
   std::set<uint64_t> changed = random_pages(rng, 30);
   write_pages(changed);
