@@ -94,18 +94,20 @@ void AdaptiveTracking::save(pid_t pid, const TrackerState& s) const {
   write_side_state(pid, ".adaptive", s, text);
 }
 
-std::vector<mem::Range> AdaptiveTracking::arm_piece(mem::Range piece, bool sample_all) {
+std::vector<mem::Range> AdaptiveTracking::arm_piece(mem::Range piece,
+                                                    const std::vector<mem::Range>* populated) {
   std::vector<mem::Range> protect;
-  sample_all = sample_all && opts_.enabled && opts_.sampled_arm;
+  const bool fresh = populated && opts_.enabled && opts_.sampled_arm;
+  size_t at = 0;
   for (uint64_t start = piece.addr; start < piece.end();) {
     const uint64_t end = std::min(piece.end(), (start & ~(kAdaptiveBlock - 1)) + kAdaptiveBlock);
     auto it = prev_.find(start);
     const bool was_hot = it != prev_.end() && (it->second.sampled || it->second.left);
-    const bool sample =
-        opts_.enabled && (was_hot || sample_all) && end - start >= opts_.min_hot_bytes;
+    const bool dense = fresh && double(pages_within(*populated, &at, start, end)) >=
+                                    opts_.hot_fraction * double((end - start) / kPage);
+    const bool sample = opts_.enabled && (was_hot || dense) && end - start >= opts_.min_hot_bytes;
     if (sample) {
-      next_[start] =
-          BlockState{was_hot ? std::max(1u, it->second.backoff) : 1u, 0, true, 0, sample_all};
+      next_[start] = BlockState{was_hot ? std::max(1u, it->second.backoff) : 1u, 0, true, 0, fresh};
       sampled_bytes_ += end - start;
       for (const mem::Range& c : sample_of(start, end)) mem::append_range(protect, c.addr, c.len);
     } else {

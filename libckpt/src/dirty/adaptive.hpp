@@ -107,10 +107,13 @@ class AdaptiveTracking {
   // Arming: the state this process's last collect left, of any chain.
   void carry_over(pid_t pid);
   // Arming one VMA piece of private anonymous memory: the ranges to
-  // protect, whole blocks or, for blocks the carried state found hot (every
-  // block with `sample_all`), their sample (those are then measured by the
-  // first collect).
-  std::vector<mem::Range> arm_piece(mem::Range piece, bool sample_all = false);
+  // protect, whole blocks or, for blocks the carried state found hot, their
+  // sample (those are then measured by the first collect). With `populated`
+  // (a full with page hashes: sorted populated ranges of the piece), also
+  // every block at least hot_fraction populated: sparse memory gains nothing
+  // from sampling and would only add blocks to verify.
+  std::vector<mem::Range> arm_piece(mem::Range piece,
+                                    const std::vector<mem::Range>* populated = nullptr);
   // The first addresses of the fresh blocks in the parent's state.
   std::vector<uint64_t> fresh_blocks() const;
   // Whether block [start, end)'s sample reads as written less than hot

@@ -424,10 +424,13 @@ Status PagemapScanTracker::track(pid_t pid, int uffd, const std::vector<VmaRecor
     // unsupported) is found unregistered by collect() and reported unknown.
     if (register_wp(uffd, r) != 0) continue;
     int e = 0;
-    if (kind != Kind::kAnon)
+    std::vector<Range> populated;  // a full with page hashes samples dense blocks
+    if (kind == Kind::kAnon && state.full_hashes && adaptive.enabled())
+      e = sc.scan(r.addr, r.end(), kPopulated, &populated);
+    if (e == 0 && kind != Kind::kAnon)
       e = sc.protect(kind, r, nullptr);
-    else
-      for (const Range& p : adaptive.arm_piece(r, state.full_hashes))
+    else if (e == 0)
+      for (const Range& p : adaptive.arm_piece(r, state.full_hashes ? &populated : nullptr))
         if ((e = sc.protect(kind, p, nullptr)) != 0) break;
     if (e == -EPERM) {
       *foreign = true;  // registered through this fd, yet not in this process
