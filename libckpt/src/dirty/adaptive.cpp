@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "dirty/ledger.hpp"
@@ -68,14 +69,21 @@ void AdaptiveTracking::carry_over(pid_t pid) {
 }
 
 void AdaptiveTracking::parse(const std::string& text) {
-  const char* p = text.c_str();
-  uint64_t addr;
-  unsigned backoff, left, sampled, heavy;
-  int used = 0;
-  while (std::sscanf(p, "%" SCNx64 " %u %u %u %u\n%n", &addr, &backoff, &left, &sampled, &heavy,
-                     &used) == 5) {
+  // Line by line: sscanf over the whole rest of the text measures all of it
+  // at every call, quadratic in the number of blocks.
+  for (size_t at = 0; at < text.size();) {
+    size_t eol = text.find('\n', at);
+    if (eol == std::string::npos) eol = text.size();
+    char line[96];
+    const size_t n = std::min(eol - at, sizeof line - 1);
+    std::memcpy(line, text.data() + at, n);
+    line[n] = 0;
+    uint64_t addr;
+    unsigned backoff, left, sampled, heavy;
+    if (std::sscanf(line, "%" SCNx64 " %u %u %u %u", &addr, &backoff, &left, &sampled, &heavy) != 5)
+      return;  // garbage: what was read so far stands (a hint only)
     prev_[addr] = BlockState{backoff, left, sampled != 0, heavy, sampled == 2};
-    p += used;
+    at = eol + 1;
   }
 }
 

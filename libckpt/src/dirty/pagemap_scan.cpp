@@ -58,6 +58,9 @@ constexpr Query kHugeUnprotected{0, kabi::kPageIsWritten | kabi::kPageIsHuge, 0,
 constexpr Query kHugeMapped{0, kabi::kPageIsHuge, 0, false};
 // Populated pages (in memory or swapped out), left as they are.
 constexpr Query kPopulated{0, 0, kabi::kPageIsPresent | kabi::kPageIsSwapped, false};
+// Pages in memory: how dense a block is (a protected empty entry, a PTE
+// marker, counts as swapped: a re-armed sparse range would look full).
+constexpr Query kPresent{0, kabi::kPageIsPresent, 0, false};
 // The same, leaving them unprotected (blocks kept hot: dirty/adaptive).
 constexpr Query kWrittenKeep{0, kabi::kPageIsWritten, 0, false};
 // File VMAs: written page-cache pages ...
@@ -424,9 +427,9 @@ Status PagemapScanTracker::track(pid_t pid, int uffd, const std::vector<VmaRecor
     // unsupported) is found unregistered by collect() and reported unknown.
     if (register_wp(uffd, r) != 0) continue;
     int e = 0;
-    std::vector<Range> populated;  // a full with page hashes samples dense blocks
+    std::vector<Range> populated;  // a full with page hashes samples blocks mostly present
     if (kind == Kind::kAnon && state.full_hashes && adaptive.enabled())
-      e = sc.scan(r.addr, r.end(), kPopulated, &populated);
+      e = sc.scan(r.addr, r.end(), kPresent, &populated);
     if (e == 0 && kind != Kind::kAnon)
       e = sc.protect(kind, r, nullptr);
     else if (e == 0)
