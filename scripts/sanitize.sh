@@ -67,11 +67,12 @@ run_unit() {
   # normal build, 225 s here, almost all system time; HugePagesStayHuge*
   # 196 and 283 s; HugeBlockRewrittenWithSameContentStaysHuge did not see its
   # block protected within its rounds; ANewFullArmsBlocksFoundHotOnTheirSample
-  # 72 s on a quiet machine), beyond the 300 s limit when the host's tests run
-  # alongside. They run in the normal build.
+  # 72 s on a quiet machine; SampledArm* 42 and 44 s alone, 2026-11-25, clean),
+  # beyond the 300 s limit when the host's tests run alongside. They run in
+  # the normal build.
   "${AS_ROOT[@]}" ctest --test-dir build-san -L unit --output-on-failure --timeout 300 \
     -j "${SANITIZE_UNIT_JOBS:-2}" \
-    -E 'MigrateSandbox\.|PagemapScan\.(BlockedSystemCallsFinish|AdaptiveHotAndCold|HugePagesStayHuge|HugeBlock|ANewFullArms)|^cli\.'
+    -E 'MigrateSandbox\.|PagemapScan\.(BlockedSystemCallsFinish|AdaptiveHotAndCold|HugePagesStayHuge|HugeBlock|ANewFullArms|SampledArm)|^cli\.'
 
   # Any crash fails CI (each target also ran 1,000,000 executions with none,
   # docs/security.md). The filter keeps the log short; ctest's status decides.
