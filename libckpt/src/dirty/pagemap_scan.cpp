@@ -30,6 +30,7 @@
 #include "restore/syscall_restart.hpp"
 #include "util/fd.hpp"
 #include "util/hash.hpp"
+#include "util/zeros.hpp"
 
 namespace ckpt::dirty {
 
@@ -529,12 +530,11 @@ bool private_anon(const proc::MapEntry& m) {
           m.path.rfind("[anon:", 0) == 0);
 }
 
-uint64_t zero_hash() {
-  static const uint64_t h = [] {
-    static const uint8_t zero[kPage] = {};
-    return xxh3(zero, kPage);
-  }();
-  return h;
+// The first entry of `hashes` (sorted by address) at or after `va`.
+std::vector<image::PageHash>::const_iterator hash_at_or_after(
+    const std::vector<image::PageHash>& hashes, uint64_t va) {
+  return std::lower_bound(hashes.begin(), hashes.end(), va,
+                          [](const image::PageHash& h, uint64_t a) { return h.vaddr < a; });
 }
 
 // Pages of `r` whose content differs from `hashes` (sorted by address;
@@ -547,13 +547,13 @@ void compare_with_hashes(mem::RemoteReader& reader, Range r,
     mem::append_range(*changed, r.addr, r.len);
     return;
   }
-  auto it = std::lower_bound(hashes.begin(), hashes.end(), r.addr,
-                             [](const image::PageHash& h, uint64_t a) { return h.vaddr < a; });
+  static const uint64_t zero_hash = xxh3(zero_bytes(), kPage);
+  auto it = hash_at_or_after(hashes, r.addr);
   for (uint64_t off = 0; off < r.len; off += kPage) {
     const uint64_t va = r.addr + off;
     while (it != hashes.end() && it->vaddr < va) ++it;
     const uint64_t h = xxh3(buf.data() + off, kPage);
-    const bool same = it != hashes.end() && it->vaddr == va ? it->hash == h : h == zero_hash();
+    const bool same = it != hashes.end() && it->vaddr == va ? it->hash == h : h == zero_hash;
     if (!same) mem::append_range(*changed, va, kPage);
   }
 }
@@ -564,7 +564,7 @@ void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageH
                                        const TrackerState& state) {
   verified_for_.reset();
   verified_.clear();
-  verified_bytes_ = verified_changed_bytes_ = 0;
+  verified_bytes_ = 0;
   if (hashes.empty() || state.target_fd < 0 || !available().ok()) return;
   AdaptiveTracking adaptive(opts_.adaptive);
   adaptive.load(pid, state);
@@ -598,7 +598,6 @@ void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageH
         sc.scan(b.addr, b.end(), kPopulated, &populated) != 0) {
       verified_[b.addr] = {b};  // partly protected, perhaps: all of it changed
       verified_bytes_ += b.len;
-      verified_changed_bytes_ += b.len;
       continue;
     }
     normalize(live);
@@ -606,16 +605,12 @@ void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageH
     // Read as written and empty: changed if the full had the page.
     for (const Range& r : subtract(live, populated))
       for (uint64_t va = r.addr; va < r.end(); va += kPage)
-        if (std::binary_search(hashes.begin(), hashes.end(), image::PageHash{va, 0},
-                               [](const image::PageHash& x, const image::PageHash& y) {
-                                 return x.vaddr < y.vaddr;
-                               }))
+        if (auto h = hash_at_or_after(hashes, va); h != hashes.end() && h->vaddr == va)
           mem::append_range(changed, va, kPage);
     // Read as written and populated: by content.
     for (const Range& r : subtract(live, subtract(live, populated)))
       compare_with_hashes(reader, r, hashes, buf, &changed);
     normalize(changed);
-    for (const Range& c : changed) verified_changed_bytes_ += c.len;
     verified_bytes_ += b.len;
     verified_[b.addr] = std::move(changed);
   }

@@ -109,9 +109,8 @@ class PagemapScanTracker : public Tracker {
   // The last collect's huge pages: bytes left unprotected (saved whole),
   // bytes protected because their content had not changed.
   uint64_t huge_kept_bytes() const { return huge_kept_bytes_; }
-  // before_freeze(): bytes of blocks verified, bytes found changed in them.
+  // before_freeze(): bytes of blocks verified.
   uint64_t verified_bytes() const { return verified_bytes_; }
-  uint64_t verified_changed_bytes() const { return verified_changed_bytes_; }
   uint64_t huge_quiet_bytes() const { return huge_quiet_bytes_; }
   // ... and bytes of blocks written after such a protection, given back.
   uint64_t huge_repaired_bytes() const { return huge_repaired_bytes_; }
@@ -138,7 +137,7 @@ class PagemapScanTracker : public Tracker {
   std::vector<kabi::page_region> regions_;  // PAGEMAP_SCAN output buffer, reused
   uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;
   uint64_t huge_kept_bytes_ = 0, huge_quiet_bytes_ = 0, huge_repaired_bytes_ = 0;
-  uint64_t verified_bytes_ = 0, verified_changed_bytes_ = 0;
+  uint64_t verified_bytes_ = 0;
 };
 
 }  // namespace ckpt::dirty
