@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
                              {"generations", r->generations},
                              {"bytes", r->bytes},
                              {"seconds", r->seconds},
-                             {"restore_seconds", r->restore_seconds}});
+                             {"restore_seconds", r->restore_seconds},
+                             {"build", r->build}});
     }
     if (once) {
       // Done listening: connections still at the gate are closed now.

@@ -8,7 +8,8 @@
 # heap_pattern, which keeps rewriting its memory and checks every byte at
 # the end: it must finish with exit 0 and its "done <pid> <nonce>" line,
 # whichever node it ends on.
-#   frozen        cr_migrate --frozen, the program finishes on B
+#   frozen        cr_migrate --frozen, the program finishes on B; the receiver
+#                 built it while its memory arrived (metadata first)
 #   live          cr_migrate --live (pre-copy while it writes), finishes on B,
 #                 with --dir on B: the received chain is kept and verifies
 #   live-threads  live migration of mt_compute (5 threads; checks its TIDs,
@@ -233,6 +234,9 @@ case $TEST in
     wait_receiver
     ((RECV_RC == 0)) || fail "the migrated program $(describe_status "$RECV_RC"): $(first_line "$WORK/prog.err") $(first_line "$WORK/recv.err")"
     expect_done "after frozen migration"
+    # Metadata first: the process was built from its layout while its memory arrived.
+    grep -q '"build":"while-arriving"' "$WORK/recv.out" ||
+      fail "the receiver did not build the process while it arrived: $(head -c 300 "$WORK/recv.out")"
     pass "$(head -c 300 "$WORK/migrate.out" | grep -o '"downtime_seconds":[0-9.e-]*')"
     ;;
 
@@ -247,6 +251,8 @@ case $TEST in
     wait_receiver
     ((RECV_RC == 0)) || fail "the migrated program $(describe_status "$RECV_RC"): $(first_line "$WORK/prog.err") $(first_line "$WORK/recv.err")"
     expect_done "after live migration"
+    grep -q '"build":"warm"' "$WORK/recv.out" ||
+      fail "the receiver did not build the process from each generation: $(head -c 300 "$WORK/recv.out")"
     gens=$(find "$WORK/kept" -maxdepth 1 -name 'gen-*' | wc -l)
     ((gens == rounds)) || fail "--dir kept $gens generations, expected $rounds"
     "$BIN_DIR/cr_info" --dir "$WORK/kept" --verify >/dev/null 2>"$WORK/tool.err" ||

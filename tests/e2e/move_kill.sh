@@ -24,6 +24,9 @@
 #                     restore while generations arrive, the finish, the
 #                     fallback); the same rule: one copy runs, and nothing
 #                     is left in the receiver's PID namespace but that copy.
+#   cr_recv-frozen    the same with a frozen migration: the receiver is killed
+#                     while it builds the process from the layout and writes
+#                     its memory as it arrives (metadata first)
 # A moved target cannot end by itself while the test looks at it (on a slow
 # or loaded machine too): it keeps working while its pace file exists and
 # does not end while its hold file exists (E2E_PACE_FILE, E2E_HOLD_FILE);
@@ -41,7 +44,7 @@ source "$HERE/lib.sh"
 source "$HERE/netns.sh"
 
 (($# == 4)) || {
-  echo "usage: $0 BIN_DIR cr_pause|cr_migrate-frozen|cr_migrate-live|cr_recv TRIALS PRELOAD" >&2
+  echo "usage: $0 BIN_DIR cr_pause|cr_migrate-frozen|cr_migrate-live|cr_recv|cr_recv-frozen TRIALS PRELOAD" >&2
   exit 2
 }
 BIN_DIR=$(cd "$1" && pwd)
@@ -49,7 +52,7 @@ MODE=$2
 TRIALS=$3
 PRELOAD=$(realpath "$4")
 PROG_DIR=${E2E_PROG_DIR:-$BIN_DIR/e2e}
-[[ $MODE == cr_pause || $MODE == cr_migrate-frozen || $MODE == cr_migrate-live || $MODE == cr_recv ]] || exit 2
+[[ $MODE == cr_pause || $MODE == cr_migrate-frozen || $MODE == cr_migrate-live || $MODE == cr_recv || $MODE == cr_recv-frozen ]] || exit 2
 [[ -f $PRELOAD ]] || {
   echo "FAIL move_kill $MODE: no $PRELOAD"
   exit 1
@@ -247,6 +250,7 @@ tool_cmd() {
     cr_pause) CMD=("$BIN_DIR/cr_pause" --dir "$T_DIR/ck" "$PID") ;;
     cr_migrate-*) CMD=("$BIN_DIR/cr_migrate" --to "127.0.0.1:$PORT" --token "$WORK/token" "--${MODE#cr_migrate-}" "$PID") ;;
     cr_recv) CMD=("$BIN_DIR/cr_migrate" --to "127.0.0.1:$PORT" --token "$WORK/token" --live "$PID") ;;
+    cr_recv-frozen) CMD=("$BIN_DIR/cr_migrate" --to "127.0.0.1:$PORT" --token "$WORK/token" --frozen "$PID") ;;
   esac
 }
 
@@ -256,7 +260,7 @@ trial() {
   tries=$((tries + 1))
   tool_cmd
   [[ $how == step ]] && env=(LD_PRELOAD="$PRELOAD" CKPT_KILL_AT_STEP="$arg")
-  if [[ $MODE == cr_recv ]]; then
+  if [[ $MODE == cr_recv* ]]; then
     start_receiver --once "${env[@]}" || {
       release
       return 1
@@ -290,7 +294,7 @@ trial() {
     kill -9 "$tool" 2>/dev/null
     { wait "$tool"; } 2>/dev/null || rc=$?
   fi
-  [[ $MODE != cr_recv ]] && ((rc == 137)) && kills=$((kills + 1))
+  [[ $MODE != cr_recv* ]] && ((rc == 137)) && kills=$((kills + 1))
   local what="$MODE killed at $how $arg" st
   st=$(proc_state "$PID")
   # (A source that ends by itself right now has no mask to read: ended.)
@@ -308,7 +312,7 @@ trial() {
       note "target $targets runs twice after $what (source $PID, copy ${cps[*]})"
       kill -9 "${cps[@]}" 2>/dev/null
     fi
-    if [[ $MODE == cr_recv ]]; then
+    if [[ $MODE == cr_recv* ]]; then
       local left
       left=$(ns_leftovers)
       [[ -z $left ]] || note "after $what the receiver left $left"
@@ -363,7 +367,7 @@ trial() {
   fi
   local copy=${cps[0]}
   [[ $(tracer_of "$copy") == 0 ]] || note "the migrated copy of target $targets is traced after $what"
-  if [[ $MODE == cr_recv ]]; then
+  if [[ $MODE == cr_recv* ]]; then
     local left
     left=$(ns_leftovers "$copy")
     [[ -z $left ]] || note "after $what the receiver left $left"
@@ -375,7 +379,7 @@ trial() {
   }
   check_done 0 "migrated, $what"
   outcome[migrated]=$((${outcome[migrated]:-0} + 1))
-  [[ $MODE == cr_recv ]] && kill_tree "$RNS"
+  [[ $MODE == cr_recv* ]] && kill_tree "$RNS"
   return 1
 }
 
@@ -416,7 +420,7 @@ run_trials() {
 start_target || exit 1
 tool_cmd
 t0=$EPOCHREALTIME
-if [[ $MODE == cr_recv ]]; then
+if [[ $MODE == cr_recv* ]]; then
   start_receiver --once LD_PRELOAD="$PRELOAD" CKPT_STEP_COUNT_FILE="$WORK/steps" || exit 1
   "${CMD[@]}" </dev/null >/dev/null 2>"$WORK/tool.err" || {
     echo "FAIL move_kill $MODE: a normal migration failed: $(first_line "$WORK/tool.err")"
@@ -439,7 +443,7 @@ else
   release
   ((${#cps[@]} == 1)) && wait_gone "${cps[0]}" && check_done 0 "after a normal migration" ||
     note "a normal migration left ${#cps[@]} copies"
-  if [[ $MODE == cr_recv ]]; then
+  if [[ $MODE == cr_recv* ]]; then
     # cr_recv --once ends after its copy, writing the step count as it exits.
     for ((i = 0; i < 1200; i++)); do
       [[ $(proc_state "$RPID") == [Z-] ]] && break

@@ -41,7 +41,7 @@ void save(const std::string& dir, const char* name, uint8_t mode, const std::vec
 
 // With $CKPT_FUZZ_SEEDS set, writes seed streams there first (libFuzzer
 // reads its corpus after this): a handshake as a sender starts it, and a
-// session's frames (a generation's begin, content, files, commit, done).
+// session's frames (a generation's begin, runs, content, files, commit, done).
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const char* dir = std::getenv("CKPT_FUZZ_SEEDS");
   if (!dir) return 0;
@@ -58,6 +58,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   put_u64(gb, 0);
   gb.resize(32, 0x33);
   add_frame(session, kGenBegin, gb);
+  std::vector<uint8_t> runs;  // metadata first: the next CONTENT frame's address
+  put_u64(runs, 0x400000);
+  put_u64(runs, 4096);
+  add_frame(session, kGenRuns, runs);
   add_frame(session, kContent, std::vector<uint8_t>(4096, 0x44));
   std::vector<uint8_t> files;
   for (size_t n : {size_t(64), size_t(40), size_t(80)}) {

@@ -86,6 +86,10 @@ struct ReceivedProcess {
   uint64_t bytes = 0;  // received
   double seconds = 0;  // connection to restored process running
   double restore_seconds = 0;
+  // How the process was built: "while-arriving" (metadata first: from its
+  // layout, memory written as it came), "warm" (from each generation as it
+  // was committed), "cold" (from the whole chain at the end).
+  std::string build;
   std::string warning;  // the process runs, but something after that failed (keeping --dir)
 };
 

@@ -113,10 +113,12 @@ void SnapshotWriter::discard() {
 
 Status SnapshotWriter::flush_iov() {
   if (stream_) {
-    Status st =
-        iov_.empty() ? Status{} : stream_->content(iov_.data(), iov_hash_.data(), iov_.size());
+    Status st = iov_.empty() ? Status{}
+                             : stream_->content(iov_.data(), iov_hash_.data(), iov_vaddr_.data(),
+                                                iov_.size());
     iov_.clear();
     iov_hash_.clear();
+    iov_vaddr_.clear();
     return st;
   }
   size_t i = 0;
@@ -220,7 +222,10 @@ Status SnapshotWriter::add_pages(uint64_t vaddr, const uint8_t* data, size_t npa
     run.content_offset = content_bytes_;
     content_bytes_ += len;
     iov_.push_back(iovec{const_cast<uint8_t*>(p), len});
-    if (stream_) iov_hash_.push_back(run.content_hash);
+    if (stream_) {
+      iov_hash_.push_back(run.content_hash);
+      iov_vaddr_.push_back(run.vaddr);
+    }
   }
   return flush_iov();
 }

@@ -23,8 +23,10 @@ class GenerationStream {
  public:
   virtual ~GenerationStream() = default;
   // Page content in file order: the bytes pages.img holds after its header,
-  // one iovec per non-zero run, with each run's xxh3 (its content_hash).
-  virtual Status content(const iovec* iov, const uint64_t* hashes, size_t n) = 0;
+  // one iovec per non-zero run, with each run's xxh3 (its content_hash) and
+  // its address.
+  virtual Status content(const iovec* iov, const uint64_t* hashes, const uint64_t* vaddrs,
+                         size_t n) = 0;
   // At commit: pages.img's header, and addr.img and meta.img complete.
   virtual Status commit(const std::vector<uint8_t>& pages_header,
                         const std::vector<uint8_t>& addr_file,
@@ -102,7 +104,7 @@ class SnapshotWriter {
   std::vector<PageRun> runs_;
   std::vector<PageHash> page_hashes_;
   std::vector<iovec> iov_;
-  std::vector<uint64_t> iov_hash_;  // stream writers: each iovec's run hash
+  std::vector<uint64_t> iov_hash_, iov_vaddr_;  // stream writers: each iovec's run hash, address
   uint64_t content_bytes_ = 0, zero_pages_ = 0, pages_ = 0, bytes_total_ = 0, plain_bytes_ = 0;
   std::unique_ptr<RunCompressor> compressor_;
   uint8_t* zbuf_ = nullptr;  // compressed frames of one add_pages call (page aligned)

@@ -51,7 +51,7 @@ Result<FrameHeader> decode_frame_header(const uint8_t* h, uint64_t max_len) {
   if (get_u32(h) != kFrameMagic)
     return make_error(EBADMSG, "not a migration stream (bad frame magic)");
   FrameHeader f{get_u32(h + 4), get_u64(h + 8), get_u64(h + 16)};
-  if (f.type < kHello || f.type > kNodeStep)
+  if (f.type < kHello || f.type > kLastFrameType)
     return make_error(EBADMSG, "unknown frame type " + std::to_string(f.type));
   const uint64_t limit = max_len ? std::min(max_len, max_payload(f.type)) : max_payload(f.type);
   if (f.len > limit)
@@ -87,7 +87,7 @@ Result<Mac> accept_sender(int fd, const std::vector<uint8_t>& token, double dead
   if (::getrandom(mine, sizeof mine, 0) != ssize_t(sizeof mine)) return sys_error("getrandom");
   std::vector<uint8_t> ch;
   put_u32(ch, kProtocolVersion);
-  put_u32(ch, 0);
+  put_u32(ch, kFeatureLayoutFirst);
   ch.insert(ch.end(), mine, mine + kNonceSize);
   CKPT_TRY(FrameWriter(fd).send(kChallenge, ch.data(), ch.size()));
   CKPT_ASSIGN(FrameHeader auth, read_frame_by(fd, kMacSize, deadline, &p));

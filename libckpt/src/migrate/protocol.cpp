@@ -52,6 +52,10 @@ const char* frame_name(uint32_t type) {
       return "JOB_END";
     case kNodeStep:
       return "NODE_STEP";
+    case kGenLayout:
+      return "GEN_LAYOUT";
+    case kGenRuns:
+      return "GEN_RUNS";
   }
   return "unknown";
 }
@@ -70,7 +74,10 @@ uint64_t max_payload(uint32_t type) {
     case kContent:
       return 1 << 20;  // one run: at most 256 pages
     case kGenFiles:
+    case kGenLayout:
       return 1ull << 30;
+    case kGenRuns:
+      return 16 * 4096;  // one add_pages call: at most 4096 runs (SnapshotWriter::add_pages)
     case kCommit:
       return 8;
     case kRunning:
@@ -332,7 +339,7 @@ Result<Frame> FrameReader::next(uint64_t max_len) {
   f.type = get_u32(h + 4);
   f.len = get_u64(h + 8);
   const uint64_t check = get_u64(h + 16);
-  if (f.type < kHello || f.type > kNodeStep)
+  if (f.type < kHello || f.type > kLastFrameType)
     return make_error(EBADMSG, "unknown frame type " + std::to_string(f.type));
   uint64_t limit = max_len ? std::min(max_len, max_payload(f.type)) : max_payload(f.type);
   if (f.len > limit)

@@ -24,7 +24,7 @@ constexpr size_t kMacSize = 32;
 
 enum FrameType : uint32_t {
   kHello = 1,      // s->r: u32 version, u32 0, nonce[32]
-  kChallenge = 2,  // r->s: u32 version, u32 0, nonce[32]
+  kChallenge = 2,  // r->s: u32 version, u32 features (kFeature*), nonce[32]
   kAuth = 3,       // s->r: mac[32]
   kAuthOk = 4,     // r->s: mac[32], u64 first generation number to use
   kGenBegin = 5,   // s->r: u64 generation, u64 parent, chain_id[16]
@@ -41,8 +41,17 @@ enum FrameType : uint32_t {
   kJobEnd = 15,    // s->r: u64 generation: all its files were sent
   // A job across nodes (cr_job <-> cr_noded, nodes/wire.hpp): one step of the round.
   kNodeStep = 16,  // either way: u32 step, u32 0, u64 a, u64 b, text
+  // Metadata first (a frozen migration's full): the receiver builds the
+  // process from the layout and writes each run into it as it arrives.
+  kGenLayout = 17,  // s->r, right after GEN_BEGIN: u64 record count + meta.img's records
+  kGenRuns = 18,    // s->r: n x (u64 vaddr, u64 bytes): the next n CONTENT frames' addresses
 };
+constexpr uint32_t kLastFrameType = kGenRuns;
 const char* frame_name(uint32_t type);
+
+// What a receiver accepts beyond version 1's frames (CHALLENGE's second
+// word; receivers that predate it send 0, and get none of it).
+constexpr uint32_t kFeatureLayoutFirst = 1;  // GEN_LAYOUT and GEN_RUNS
 
 // Largest payload a receiver accepts, per frame type.
 uint64_t max_payload(uint32_t type);

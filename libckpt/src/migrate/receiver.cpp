@@ -27,6 +27,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 
 #include "image/chain.hpp"
 #include "image/format.hpp"
@@ -50,7 +51,10 @@ namespace {
 using namespace migrate;
 
 // Messages between handler and monitor (SOCK_SEQPACKET): one letter, then data.
-//   handler -> monitor: 'C' u64 generation (complete: restore it), 'E' message, 'D' (done)
+//   handler -> monitor: 'C' u64 generation (complete: restore it), 'E' message, 'D' (done),
+//     'G'/'J' u64 generation (committed in staging), 'L' u64 generation (its layout arrived,
+//     metadata first), 'R' u64 generation + n x (u64 vaddr, u64 bytes, u64 offset) (runs
+//     landed in its pages.img)
 //   monitor -> handler: 'P' i32 pid (running: the monitor sent RUNNING), 'E' message
 Status ctl_send(int fd, char kind, const void* data, size_t len) {
   std::vector<uint8_t> m(1 + len);
@@ -63,13 +67,17 @@ Status ctl_send(int fd, char kind, const void* data, size_t len) {
 
 // Returns the message ('\0' kind on EOF).
 std::pair<char, std::string> ctl_recv(int fd) {
-  char buf[4200];
+  char buf[32 << 10];  // an 'R' message holds at most kReportRuns runs
   ssize_t n;
   do n = ::recv(fd, buf, sizeof buf, 0);
   while (n < 0 && errno == EINTR);
   if (n <= 0) return {'\0', {}};
   return {buf[0], std::string(buf + 1, size_t(n - 1))};
 }
+
+// Runs per 'R' message, and bytes landed before one is sent.
+constexpr size_t kReportRuns = 1024;
+constexpr uint64_t kReportBytes = 4 << 20;
 
 // One generation being received into the staging directory.
 struct IncomingGeneration {
@@ -256,13 +264,36 @@ class Session {
           if (::lseek(g.pages.get(), image::kPagesHeaderSize, SEEK_SET) < 0)
             return sys_error("lseek");
           in_gen = true;
+          early_ = false;
+          announced_.clear();
+          announced_end_ = 0;
+          landed_.clear();
           break;
         }
+        case kGenLayout:
+          if (!in_gen || early_ || g.content != 0 || g.parent != 0)
+            return make_error(EBADMSG, "protocol error: misplaced GEN_LAYOUT");
+          CKPT_TRY(take_layout(g, f));
+          break;
+        case kGenRuns:
+          if (!in_gen || !early_) return make_error(EBADMSG, "protocol error: misplaced GEN_RUNS");
+          CKPT_TRY(take_runs(f));
+          break;
         case kContent:
           if (!in_gen) return make_error(EBADMSG, "protocol error: CONTENT outside a generation");
           if (f.len % image::kPageSize)
             return make_error(EBADMSG, "protocol error: CONTENT of " + std::to_string(f.len) +
                                            " bytes (not whole pages)");
+          if (early_) {
+            if (announced_.empty() || announced_.front().second != f.len)
+              return make_error(EBADMSG, "protocol error: CONTENT not announced by GEN_RUNS");
+            if (landed_.empty()) put_u64(landed_, g.generation);
+            put_u64(landed_, announced_.front().first);
+            put_u64(landed_, f.len);
+            put_u64(landed_, g.content);
+            landed_bytes_ += f.len;
+            announced_.pop_front();
+          }
           if (f.data == g.placed) {  // already in pages.img
             g.placed = nullptr;
           } else {
@@ -271,9 +302,14 @@ class Session {
           }
           g.content += f.len;
           if (g.pending.size() >= IOV_MAX) CKPT_TRY(g.flush());
+          if (landed_.size() >= 8 + 24 * kReportRuns || landed_bytes_ >= kReportBytes)
+            CKPT_TRY(report_landed(g));
           break;
         case kGenFiles:
           if (!in_gen) return make_error(EBADMSG, "protocol error: GEN_FILES outside a generation");
+          if (!announced_.empty())
+            return make_error(EBADMSG, "protocol error: GEN_RUNS announced content never sent");
+          CKPT_TRY(report_landed(g));
           CKPT_TRY(g.flush());
           CKPT_TRY(finish(g, f));
           last = g.generation;
@@ -293,6 +329,44 @@ class Session {
               EBADMSG, std::string("protocol error: unexpected ") + frame_name(f.type) + " frame");
       }
     }
+  }
+
+  // GEN_LAYOUT: the full's layout, before its memory; the monitor builds
+  // the process from it while the content arrives.
+  Status take_layout(const IncomingGeneration& g, const Frame& f) {
+    image::ImageMeta m;
+    std::string err;
+    if (f.len < 8 || !image::decode_meta(f.data + 8, f.len - 8, get_u64(f.data), &m, &err))
+      return make_error(EBADMSG, "malformed GEN_LAYOUT frame" + (err.empty() ? "" : ": " + err));
+    if (m.generation != g.generation || m.chain_id != g.chain_id || m.parent_generation != 0)
+      return make_error(EBADMSG, "protocol error: GEN_LAYOUT of another generation");
+    CKPT_TRY(write_file(g.tmp + "/layout.img", f.data, f.len));
+    early_ = true;
+    return ctl_send(ctl_, 'L', &g.generation, sizeof g.generation);
+  }
+
+  // GEN_RUNS: addresses of the CONTENT frames to come, ascending.
+  Status take_runs(const Frame& f) {
+    if (f.len == 0 || f.len % 16) return make_error(EBADMSG, "malformed GEN_RUNS frame");
+    for (uint64_t i = 0; i < f.len; i += 16) {
+      const uint64_t va = get_u64(f.data + i), len = get_u64(f.data + i + 8);
+      if (va % image::kPageSize || len == 0 || len % image::kPageSize ||
+          len > max_payload(kContent) || va < announced_end_ || va + len < va)
+        return make_error(EBADMSG, "protocol error: GEN_RUNS out of order or malformed");
+      announced_.emplace_back(va, len);
+      announced_end_ = va + len;
+    }
+    return {};
+  }
+
+  // Tells the monitor which runs are in pages.img now.
+  Status report_landed(IncomingGeneration& g) {
+    if (landed_.empty()) return {};
+    CKPT_TRY(g.flush());
+    CKPT_TRY(ctl_send(ctl_, 'R', landed_.data(), landed_.size()));
+    landed_.clear();
+    landed_bytes_ = 0;
+    return {};
   }
 
   // Writes the generation's small files, commits it into staging and opens it
@@ -339,7 +413,33 @@ class Session {
   FrameReader r_;
   FrameWriter w_;
   JobIncoming job_;
+  // Metadata first (GEN_LAYOUT): runs announced whose CONTENT is still to
+  // come, and the 'R' message of runs landed since the last one.
+  bool early_ = false;
+  std::deque<std::pair<uint64_t, uint64_t>> announced_;
+  uint64_t announced_end_ = 0;
+  std::vector<uint8_t> landed_;
+  uint64_t landed_bytes_ = 0;
 };
+
+// The monitor's part of metadata first: 'L' builds the process from the
+// layout, 'R' writes the runs that landed. Nothing to do once the warm
+// restore was given up (the stream goes on; the restore will be cold).
+Status early_step(WarmRestore& warm, const std::string& staging, char kind, const std::string& msg,
+                  bool warm_ok) {
+  if (!warm_ok) return {};
+  if (msg.size() < 8 || (kind == 'R' && (msg.size() - 8) % 24))
+    return make_error(EBADMSG, "malformed message from the connection handler");
+  const auto* p = reinterpret_cast<const uint8_t*>(msg.data());
+  const uint64_t gen = get_u64(p);
+  if (kind == 'L') return warm.begin_layout(gen, staging + "/.tmp-" + std::to_string(gen));
+  std::vector<LandedRun> runs((msg.size() - 8) / 24);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const uint8_t* q = p + 8 + 24 * i;
+    runs[i] = {get_u64(q), get_u64(q + 8), get_u64(q + 16)};
+  }
+  return warm.write_landed(runs);
+}
 
 Status fsync_path(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -507,10 +607,24 @@ Result<ReceivedProcess> Receiver::serve_one() {
   std::string kind_msg;
   char kind;
   const bool trace = ::getenv("CKPT_RECV_TRACE") != nullptr;
+  double early_seconds = 0;
   for (;;) {
     auto m = ctl_recv(ctl.get());
     kind = m.first;
     kind_msg = m.second;
+    if (kind == 'L' || kind == 'R') {  // metadata first: build while the content arrives
+      const double ta = now_seconds();
+      Status st = early_step(warm, staging, kind, kind_msg, warm_ok);
+      early_seconds += now_seconds() - ta;
+      if (!st.ok()) {
+        if (trace)
+          std::fprintf(stderr, "cr_recv: building while receiving: %s\n",
+                       st.error().message.c_str());
+        warm_ok = false;
+        warm.abort();
+      }
+      continue;
+    }
     if ((kind != 'G' && kind != 'J') || kind_msg.size() != 8) break;
     uint64_t g;
     std::memcpy(&g, kind_msg.data(), 8);
@@ -519,9 +633,11 @@ Result<ReceivedProcess> Receiver::serve_one() {
     if (kind == 'J') warm_ok = false;
     Status added = warm_ok ? warm.add(g) : Status{};
     if (trace)
-      std::fprintf(stderr, "cr_recv: generation %llu applied in %.1f ms%s%s\n",
-                   (unsigned long long)g, (now_seconds() - ta) * 1e3, added.ok() ? "" : ": ",
-                   added.ok() ? "" : added.error().message.c_str());
+      std::fprintf(stderr,
+                   "cr_recv: generation %llu applied in %.1f ms (%.1f ms while it arrived)%s%s\n",
+                   (unsigned long long)g, (now_seconds() - ta) * 1e3, early_seconds * 1e3,
+                   added.ok() ? "" : ": ", added.ok() ? "" : added.error().message.c_str());
+    early_seconds = 0;
     if (!added.ok()) {
       warm_ok = false;
       warm.abort();
@@ -556,7 +672,9 @@ Result<ReceivedProcess> Receiver::serve_one() {
     announced = true;
   };
   Result<RestoreStats> restored = make_error(EINVAL, "not restored");
+  out.build = "cold";
   if (warm_ok && warm.last() == final_gen) {
+    out.build = warm.built_early() ? "while-arriving" : "warm";
     restored = warm.finish(announce);
     if (trace)
       std::fprintf(stderr, "cr_recv: warm finish in %.1f ms%s%s\n", (now_seconds() - tr) * 1e3,
@@ -565,6 +683,7 @@ Result<ReceivedProcess> Receiver::serve_one() {
     if (!restored.ok()) warm.abort();
   }
   if (!restored.ok() && !announced) {
+    out.build = "cold";
     RestoreOptions ro;
     ro.dir = staging;
     ro.new_pid = opts_.new_pid;

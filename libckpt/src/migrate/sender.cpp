@@ -12,6 +12,7 @@
 
 #include "dump/generation.hpp"
 #include "dump/precopy_rule.hpp"
+#include "image/format.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sender_link.hpp"
 #include "proc/freeze.hpp"
@@ -25,9 +26,25 @@ namespace {
 
 class WireStream : public image::GenerationStream {
  public:
-  explicit WireStream(FrameWriter& w) : w_(w) {}
-  Status content(const iovec* iov, const uint64_t* hashes, size_t n) override {
-    return w_.send_content(iov, hashes, n);
+  // `runs_first`: each batch of content frames follows a GEN_RUNS frame
+  // with their addresses (metadata first, docs/migration.md).
+  WireStream(FrameWriter& w, bool runs_first) : w_(w), runs_first_(runs_first) {}
+  Status content(const iovec* iov, const uint64_t* hashes, const uint64_t* vaddrs,
+                 size_t n) override {
+    if (!runs_first_) return w_.send_content(iov, hashes, n);
+    constexpr size_t kMaxRuns = 4096;  // max_payload(kGenRuns)
+    for (size_t i = 0; i < n; i += kMaxRuns) {
+      const size_t k = std::min(kMaxRuns, n - i);
+      std::vector<uint8_t> p;
+      p.reserve(16 * k);
+      for (size_t j = i; j < i + k; ++j) {
+        put_u64(p, vaddrs[j]);
+        put_u64(p, iov[j].iov_len);
+      }
+      CKPT_TRY(w_.send(kGenRuns, p.data(), p.size()));
+      CKPT_TRY(w_.send_content(iov + i, hashes + i, k));
+    }
+    return {};
   }
   Status commit(const std::vector<uint8_t>& ph, const std::vector<uint8_t>& addr,
                 const std::vector<uint8_t>& meta) override {
@@ -42,7 +59,15 @@ class WireStream : public image::GenerationStream {
 
  private:
   FrameWriter& w_;
+  bool runs_first_;
 };
+
+// A frozen migration sends its layout before its memory, so that the
+// receiver builds the process while the content arrives. Off for A/B runs.
+bool layout_first(const MigrateOptions& opts, const SenderLink& link) {
+  static const char* e = std::getenv("LIBCKPT_LAYOUT_FIRST");
+  return !opts.live && (link.features & kFeatureLayoutFirst) && !(e && std::strcmp(e, "off") == 0);
+}
 
 }  // namespace
 
@@ -70,8 +95,8 @@ Result<UniqueFd> connect_to(const std::string& to, double timeout) {
   return last;
 }
 
-Result<uint64_t> sender_handshake(FrameWriter& w, FrameReader& r,
-                                  const std::vector<uint8_t>& token) {
+Result<uint64_t> sender_handshake(FrameWriter& w, FrameReader& r, const std::vector<uint8_t>& token,
+                                  uint32_t* features) {
   uint8_t mine[kNonceSize];
   if (::getrandom(mine, sizeof mine, 0) != ssize_t(sizeof mine)) return sys_error("getrandom");
   std::vector<uint8_t> hello;
@@ -84,6 +109,7 @@ Result<uint64_t> sender_handshake(FrameWriter& w, FrameReader& r,
   if (get_u32(ch.data) != kProtocolVersion)
     return make_error(EPROTO,
                       "receiver speaks protocol version " + std::to_string(get_u32(ch.data)));
+  if (features) *features = get_u32(ch.data + 4);
   uint8_t theirs[kNonceSize];
   std::memcpy(theirs, ch.data + 8, kNonceSize);
   CKPT_ASSIGN(Mac mac, hmac(token, "ckpt-migrate-v1 sender", theirs, mine));
@@ -102,7 +128,7 @@ Result<std::unique_ptr<SenderLink>> open_link(const MigrateOptions& opts) {
   CKPT_ASSIGN(std::vector<uint8_t> token, load_token(opts.token_file));
   CKPT_ASSIGN(UniqueFd fd, connect_to(opts.to, opts.timeout_seconds));
   auto link = std::make_unique<SenderLink>(std::move(fd));
-  CKPT_ASSIGN(link->first_gen, sender_handshake(link->w, link->r, token));
+  CKPT_ASSIGN(link->first_gen, sender_handshake(link->w, link->r, token, &link->features));
   return link;
 }
 
@@ -158,8 +184,18 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
       put_u64(p, m.parent_generation);
       p.insert(p.end(), m.chain_id.begin(), m.chain_id.end());
       CKPT_TRY(w.send(kGenBegin, p.data(), p.size()));
+      // Only a full whose process stays frozen keeps the layout it starts with.
+      const bool early = layout_first(opts, *link) && !spec.prev;
+      if (early) {
+        uint64_t nrec = 0;
+        std::vector<uint8_t> records = image::encode_meta(m, &nrec);
+        std::vector<uint8_t> lp;
+        put_u64(lp, nrec);
+        lp.insert(lp.end(), records.begin(), records.end());
+        CKPT_TRY(w.send(kGenLayout, lp.data(), lp.size()));
+      }
       return image::SnapshotWriter::create_stream(m.generation, m.chain_id,
-                                                  std::make_unique<WireStream>(w));
+                                                  std::make_unique<WireStream>(w, early));
     };
     spec.decide_final = [&](uint64_t bytes) {
       if (!opts.live) return true;

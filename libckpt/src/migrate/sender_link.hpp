@@ -15,9 +15,10 @@
 namespace ckpt::migrate {
 
 Result<UniqueFd> connect_to(const std::string& to, double timeout);
-// Mutual challenge-response; returns the first generation number to use.
-Result<uint64_t> sender_handshake(FrameWriter& w, FrameReader& r,
-                                  const std::vector<uint8_t>& token);
+// Mutual challenge-response; returns the first generation number to use,
+// and in `features` what the receiver accepts (kFeature*).
+Result<uint64_t> sender_handshake(FrameWriter& w, FrameReader& r, const std::vector<uint8_t>& token,
+                                  uint32_t* features = nullptr);
 
 // An authenticated connection to the receiver of opts.to.
 struct SenderLink {
@@ -26,6 +27,7 @@ struct SenderLink {
   FrameWriter w;
   FrameReader r;
   uint64_t first_gen = 0;  // the receiver's first generation number
+  uint32_t features = 0;   // kFeature* bits the receiver announced
 };
 // Loads the token, connects and authenticates both ways.
 Result<std::unique_ptr<SenderLink>> open_link(const MigrateOptions& opts);

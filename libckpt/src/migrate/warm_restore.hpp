@@ -10,17 +10,35 @@
 #include <sys/types.h>
 
 #include <ckpt/ckpt.hpp>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "restore/restore_held.hpp"
 
 namespace ckpt::migrate {
 
+// Where a run of content landed in a generation's pages.img while it arrives.
+struct LandedRun {
+  uint64_t vaddr = 0, bytes = 0;
+  uint64_t offset = 0;  // in the content (after pages.img's header)
+};
+
 class WarmRestore {
  public:
-  WarmRestore(std::string staging, bool new_pid)
-      : staging_(std::move(staging)), new_pid_(new_pid) {}
-  ~WarmRestore() { abort(); }
+  WarmRestore(std::string staging, bool new_pid);
+  ~WarmRestore();
+
+  // Metadata first (docs/migration.md): builds the process's mappings from
+  // the layout the full generation `gen` announced (`tmp_dir`/layout.img,
+  // before its memory), then writes each run as it lands in
+  // `tmp_dir`/pages.img. add(gen) then checks that the committed generation
+  // is exactly what was written (same layout, same runs, same hashes) and
+  // only finishes it.
+  Status begin_layout(uint64_t gen, const std::string& tmp_dir);
+  Status write_landed(const std::vector<LandedRun>& runs);
+  // Whether the process was built while its first generation arrived.
+  bool built_early() const { return built_early_; }
 
   // Applies generation `gen` (committed in the staging directory; the first
   // call must be the chain's full generation, then each next one in order).
@@ -33,6 +51,11 @@ class WarmRestore {
   void abort();
 
  private:
+  struct Early;
+  Status finish_early(uint64_t gen);
+
+  std::unique_ptr<Early> early_;
+  bool built_early_ = false;
   std::string staging_;
   bool new_pid_;
   pid_t pid_ = 0;

@@ -154,9 +154,13 @@ Status AddressSpaceBuilder::map_vmas() {
   const auto& vmas = meta_.vmas;
   // Which VMAs receive content (so must be writable while it is copied in).
   std::vector<bool> gets_content(vmas.size(), false);
-  {
+  if (!chain_) {  // layout only: any readable private mapping may get content
+    // (PROT_NONE ones, often large reservations, stay uncharged: content
+    // there makes the caller fall back to a plain restore)
+    for (size_t i = 0; i < vmas.size(); ++i) gets_content[i] = layout_may_get_content(vmas[i]);
+  } else {
     // The newest generation's pages were taken from this very layout.
-    for (const image::PageRun& run : chain_.links.front()->runs()) {
+    for (const image::PageRun& run : chain_->links.front()->runs()) {
       auto v = std::upper_bound(vmas.begin(), vmas.end(), run.vaddr,
                                 [](uint64_t a, const VmaRecord& r) { return a < r.end; });
       if (v == vmas.end() || run.vaddr < v->start || run.vaddr + run.bytes() > v->end ||
@@ -165,7 +169,7 @@ Status AddressSpaceBuilder::map_vmas() {
                                        " outside its mappings (corrupt metadata)");
     }
     size_t vi = 0;
-    for (const image::PlanSlice& sl : plan_.slices) {
+    for (const image::PlanSlice& sl : plan_->slices) {
       while (vmas[vi].end <= sl.vaddr) ++vi;
       gets_content[vi] = true;
     }
@@ -288,10 +292,10 @@ std::vector<WriteBatch> make_write_batches(const std::vector<image::PlanSlice>& 
 
 Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStats* stats) {
   const auto& vmas = meta_.vmas;
-  const auto& slices = plan_.slices;
+  const auto& slices = plan_->slices;
   // Zero slices need writing only over file pages (anonymous memory starts zeroed).
   auto content = [&](const image::PlanSlice& sl) {
-    return chain_.links[sl.link]->content(*sl.run) + uint64_t(sl.first_page) * kPageSize;
+    return chain_->links[sl.link]->content(*sl.run) + uint64_t(sl.first_page) * kPageSize;
   };
 
   // Other threads check the checksums of the runs the next batches read
@@ -329,7 +333,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
                   MADV_POPULATE_READ);  // EINVAL before Linux 5.14: the faults as before
     for (size_t i = batches[b].first; i < batches[b].last; ++i)
       if (checked[t].insert(slices[i].run).second)
-        CKPT_TRY(chain_.links[slices[i].link]->verify_run(*slices[i].run));
+        CKPT_TRY(chain_->links[slices[i].link]->verify_run(*slices[i].run));
     return {};
   });
 
@@ -378,7 +382,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     for (size_t i = batches[b].first; i < batches[b].last && !last_use.empty(); ++i) {
       auto it = last_use.find(slices[i].run);
       if (it != last_use.end() && it->second == b)
-        chain_.links[slices[i].link]->drop_content(*slices[i].run);
+        chain_->links[slices[i].link]->drop_content(*slices[i].run);
     }
     verifier.written(b);
   }
@@ -442,12 +446,17 @@ Status AddressSpaceBuilder::set_mm_map(uint32_t exe_fd) {
   return {};
 }
 
-Status AddressSpaceBuilder::build(const ProgressFn& progress, MemoryStats* stats) {
+Status AddressSpaceBuilder::build_layout() {
   CKPT_TRY(map_trampoline());
   CKPT_TRY(unmap_inherited());
   CKPT_TRY(move_vdso());
   CKPT_TRY(set_mm_fields());
-  CKPT_TRY(map_vmas());
+  return map_vmas();
+}
+
+Status AddressSpaceBuilder::build(const ProgressFn& progress, MemoryStats* stats) {
+  if (!chain_) return make_error(EINVAL, "a layout-only builder has no content to write");
+  CKPT_TRY(build_layout());
   CKPT_TRY(write_content(progress, stats));
   return restore_protections();
 }

@@ -12,6 +12,7 @@
 // The trampoline stays until the caller's last call unmaps it.
 #pragma once
 
+#include <sys/mman.h>
 #include <sys/types.h>
 
 #include <ckpt/ckpt.hpp>
@@ -35,9 +36,21 @@ class AddressSpaceBuilder {
   // `plan` says which generation of `chain` each page comes from.
   AddressSpaceBuilder(pid_t pid, const image::Chain& chain, const image::RestorePlan& plan,
                       proc::RemoteSyscall& rs)
-      : pid_(pid), chain_(chain), meta_(chain.newest()), plan_(plan), rs_(rs) {}
+      : pid_(pid), chain_(&chain), meta_(chain.newest()), plan_(&plan), rs_(rs) {}
+  // A builder of `layout` alone, whose content the caller writes as it
+  // arrives (migrate/warm_restore, metadata first): every private mapping
+  // stays writable until restore_protections().
+  AddressSpaceBuilder(pid_t pid, const image::ImageMeta& layout, proc::RemoteSyscall& rs)
+      : pid_(pid), chain_(nullptr), meta_(layout), plan_(nullptr), rs_(rs) {}
 
+  // Steps 1-5 (a builder of a chain only).
   Status build(const ProgressFn& progress, MemoryStats* stats);
+  // Steps 1-4: the mappings, empty. Content may then be written where
+  // layout_may_get_content() holds.
+  Status build_layout();
+  static bool layout_may_get_content(const image::VmaRecord& v) {
+    return !(v.flags & image::kVmaShared) && !v.is_special() && (v.prot & PROT_READ);
+  }
   // Start of the trampoline mapping and its length, for the final munmap.
   uint64_t trampoline() const { return tramp_; }
   static constexpr uint64_t kTrampolineLen = 2 * 4096;
@@ -71,9 +84,9 @@ class AddressSpaceBuilder {
   Status set_mm_fields();
 
   pid_t pid_;
-  const image::Chain& chain_;
+  const image::Chain* chain_;  // null: layout only
   const image::ImageMeta& meta_;
-  const image::RestorePlan& plan_;
+  const image::RestorePlan* plan_;
   proc::RemoteSyscall& rs_;
   uint64_t tramp_ = 0;
   std::vector<int> extra_write_;
