@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -213,6 +214,23 @@ std::string read_all(const std::string& path) {
   return s;
 }
 
+// A VM that reports free memory to its host (virtio-balloon free page
+// reporting) gets freed blocks of 2^order pages back slowly once reported
+// (about 2 s after they were freed): the warm-up above helps only so long,
+// and downtimes swing with it (docs/performance.md, "Free page reporting").
+void print_memory_condition() {
+  std::string order = read_all("/sys/module/page_reporting/parameters/page_reporting_order");
+  if (order.empty()) return;
+  const int o = std::atoi(order.c_str());
+  if (o > 10)
+    std::printf("free page reporting: off (order %d)\n", o);
+  else
+    std::printf(
+        "free page reporting: on (blocks of %d KiB), so fresh memory may come slowly "
+        "from the host; see docs/performance.md\n",
+        4 << o);
+}
+
 struct Result {
   std::string mode;
   double rate = 0;
@@ -336,6 +354,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 3; ++i) tcp = std::max(tcp, tcp_throughput(2ull << 30, 29000 + i, true));
   for (int i = 0; i < 3; ++i)
     tcp_fresh = std::max(tcp_fresh, tcp_throughput(bytes, 29100 + i, false));
+  print_memory_condition();
   std::printf("TCP A->B (one connection, 8 MiB writes, best of 3): %.2f GB/s\n", tcp);
   std::printf("TCP A->B, %zu MiB of memory into fresh memory (best of 3): %.2f GB/s\n\n", mib,
               tcp_fresh);

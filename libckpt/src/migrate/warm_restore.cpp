@@ -41,7 +41,9 @@ struct WarmRestore::Early {
   const uint8_t* content = nullptr;
   uint64_t content_cap = 0;
   ~Early() {
-    if (content) ::munmap(const_cast<uint8_t*>(content), content_cap + image::kPagesHeaderSize);
+    if (content)
+      ::munmap(const_cast<uint8_t*>(content - image::kPagesHeaderSize),
+               content_cap + image::kPagesHeaderSize);
   }
   user_regs_struct base{};
   std::unique_ptr<proc::RemoteSyscall> rs;

@@ -44,6 +44,7 @@ class WarmRestore {
   // call must be the chain's full generation, then each next one in order).
   Status add(uint64_t gen);
   uint64_t last() const { return last_; }
+  pid_t pid() const { return pid_; }  // the process being built (0: none)
   // Lets the process run in the state of the last generation added;
   // `before_release` is called as restore_held calls it.
   Result<RestoreStats> finish(const restore::ReleaseHook& before_release = {});
