@@ -84,8 +84,9 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   CKPT_TRY(collect_signals(*spec.fp, meta.threads[0], &meta.process));
   pt.mark("signals");
   CKPT_ASSIGN(meta.credentials, proc::read_credentials(pid, meta.threads));
+  pt.mark("credentials");
   CKPT_TRY(proc::read_task_states(pid, &meta.threads, &meta.state, &meta.credentials));
-  pt.mark("credentials+states");
+  pt.mark("states");
   int tracker_fd = earlier && earlier->tracker_fd >= 0 ? earlier->tracker_fd : dirty::kTrackerFd;
   if (spec.precopy && spec.precopy->tstate.target_fd >= 0)
     tracker_fd = spec.precopy->tstate.target_fd;
