@@ -2,6 +2,7 @@
 // holds. The byte layout on disk is in docs/format.md; this is what code uses.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <compare>
 #include <cstdint>
@@ -87,6 +88,16 @@ struct VmaRecord {
     return SharedObject{0, 0, ino};
   }
 };
+
+// The mapping of `vmas` (sorted by address, disjoint) that holds the run
+// [addr, addr + len), or nullptr.
+inline const VmaRecord* vma_holding(const std::vector<VmaRecord>& vmas, uint64_t addr,
+                                    uint64_t len) {
+  auto v = std::upper_bound(vmas.begin(), vmas.end(), addr,
+                            [](uint64_t a, const VmaRecord& r) { return a < r.end; });
+  if (v == vmas.end() || addr < v->start || addr + len > v->end) return nullptr;
+  return &*v;
+}
 
 // The mm fields the kernel keeps outside the VMAs (prctl PR_SET_MM_MAP).
 struct MmRecord {

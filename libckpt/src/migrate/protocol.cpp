@@ -77,7 +77,7 @@ uint64_t max_payload(uint32_t type) {
     case kGenLayout:
       return 1ull << 30;
     case kGenRuns:
-      return 16 * 4096;  // one add_pages call: at most 4096 runs (SnapshotWriter::add_pages)
+      return 16 * 4096;  // 4096 runs: the sender splits a longer batch (migrate/sender)
     case kCommit:
       return 8;
     case kRunning:

@@ -672,7 +672,6 @@ Result<ReceivedProcess> Receiver::serve_one() {
     announced = true;
   };
   Result<RestoreStats> restored = make_error(EINVAL, "not restored");
-  out.build = "cold";
   if (warm_ok && warm.last() == final_gen) {
     out.build = warm.built_early() ? "while-arriving" : "warm";
     restored = warm.finish(announce);

@@ -98,11 +98,9 @@ Status WarmRestore::write_landed(const std::vector<LandedRun>& runs) {
   // (a shared file mapping would change the file).
   uint64_t at = e.content_end;
   for (const LandedRun& r : runs) {
-    auto v = std::upper_bound(vmas.begin(), vmas.end(), r.vaddr,
-                              [](uint64_t a, const image::VmaRecord& m) { return a < m.end; });
+    const image::VmaRecord* v = image::vma_holding(vmas, r.vaddr, r.bytes);
     if (r.offset != at || r.bytes == 0 || r.bytes % image::kPageSize ||
-        r.vaddr % image::kPageSize || r.bytes > image::kMaxRunPages * image::kPageSize ||
-        v == vmas.end() || r.vaddr < v->start || r.vaddr + r.bytes > v->end ||
+        r.vaddr % image::kPageSize || r.bytes > image::kMaxRunPages * image::kPageSize || !v ||
         !restore::AddressSpaceBuilder::layout_may_get_content(*v) ||
         r.offset + r.bytes > e.content_cap ||
         (!e.written.empty() && r.vaddr < e.written.back().vaddr + e.written.back().bytes()))
@@ -166,9 +164,11 @@ Status WarmRestore::finish_early(uint64_t gen) {
   std::vector<const image::PageRun*> zero_in_files;
   for (const image::PageRun& r : chain.links.front()->runs()) {
     if (r.zero()) {
-      auto v = std::upper_bound(want.begin(), want.end(), r.vaddr,
-                                [](uint64_t a, const image::VmaRecord& m) { return a < m.end; });
-      if (v != want.end() && v->is_file()) zero_in_files.push_back(&r);
+      const image::VmaRecord* v = image::vma_holding(want, r.vaddr, r.bytes());
+      if (!v)
+        return make_error(EBADMSG, "generation " + std::to_string(gen) + ": pages at " +
+                                       hex(r.vaddr) + " outside its mappings");
+      if (v->is_file()) zero_in_files.push_back(&r);
       continue;
     }
     const image::PageRun* w = k < e.written.size() ? &e.written[k] : nullptr;

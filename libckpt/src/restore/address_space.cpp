@@ -161,10 +161,8 @@ Status AddressSpaceBuilder::map_vmas() {
   } else {
     // The newest generation's pages were taken from this very layout.
     for (const image::PageRun& run : chain_->links.front()->runs()) {
-      auto v = std::upper_bound(vmas.begin(), vmas.end(), run.vaddr,
-                                [](uint64_t a, const VmaRecord& r) { return a < r.end; });
-      if (v == vmas.end() || run.vaddr < v->start || run.vaddr + run.bytes() > v->end ||
-          v->is_special())
+      const VmaRecord* v = image::vma_holding(vmas, run.vaddr, run.bytes());
+      if (!v || v->is_special())
         return make_error(EBADMSG, "image has pages at " + hex(run.vaddr) +
                                        " outside its mappings (corrupt metadata)");
     }

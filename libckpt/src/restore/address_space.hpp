@@ -38,8 +38,8 @@ class AddressSpaceBuilder {
                       proc::RemoteSyscall& rs)
       : pid_(pid), chain_(&chain), meta_(chain.newest()), plan_(&plan), rs_(rs) {}
   // A builder of `layout` alone, whose content the caller writes as it
-  // arrives (migrate/warm_restore, metadata first): every private mapping
-  // stays writable until restore_protections().
+  // arrives (migrate/warm_restore, metadata first): every mapping where
+  // layout_may_get_content() holds stays writable until restore_protections().
   AddressSpaceBuilder(pid_t pid, const image::ImageMeta& layout, proc::RemoteSyscall& rs)
       : pid_(pid), chain_(nullptr), meta_(layout), plan_(nullptr), rs_(rs) {}
 
