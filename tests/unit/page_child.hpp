@@ -36,6 +36,16 @@ struct PageChild {
     ASSERT_EQ(::pipe(b), 0);
     pid = ::fork();
     if (pid == 0) {
+      // Only the three pipes stay open: a descriptor inherited from whatever
+      // started the tests (CI's shell holds pipes of its own) would tie the
+      // child to a process outside its job, and a checkpoint refuses that.
+      std::set<int> keep{c[0], a[1], b[1]};
+      int from = 3;
+      for (int fd : keep) {
+        if (fd > from) ::close_range(unsigned(from), unsigned(fd - 1), 0);
+        from = fd + 1;
+      }
+      ::close_range(unsigned(from), ~0u, 0);
       auto* mem = static_cast<char*>(::mmap(nullptr, kChildPages * P, PROT_READ | PROT_WRITE,
                                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
       ::madvise(mem, kChildPages * P, MADV_NOHUGEPAGE);
