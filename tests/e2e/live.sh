@@ -40,9 +40,12 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-live.XXXXXX")
 install_traps
 CKPT=$WORK/ckpt
 
+# The program does not end while $WORK/hold exists (E2E_HOLD_FILE): on a
+# slow or loaded machine its steps may all be done before the tools are.
 start_target() { # MIB STEPS
   rm -f "$WORK/ready"
-  (close_fds && exec "$PROG_DIR/heap_pattern" "$WORK/ready" "$1" "$2" </dev/null \
+  touch "$WORK/hold"
+  (close_fds && E2E_HOLD_FILE=$WORK/hold exec "$PROG_DIR/heap_pattern" "$WORK/ready" "$1" "$2" </dev/null \
     >"$WORK/prog.out" 2>"$WORK/prog.err") &
   PID=$!
   OWN_PIDS+=("$PID")
@@ -51,6 +54,7 @@ start_target() { # MIB STEPS
 gens() { ls "$CKPT" 2>/dev/null | grep '^gen-' || true; }
 restore_and_check() {
   { kill -9 "$PID" && wait "$PID"; } 2>/dev/null || true
+  rm -f "$WORK/hold" # the restored program finishes its steps and checks
   local rc=0
   timeout 120 "$BIN_DIR/cr_restart" --dir "$CKPT" </dev/null >"$WORK/restart.out" \
     2>"$WORK/restart.err" || rc=$?
