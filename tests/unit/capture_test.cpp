@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -55,17 +56,33 @@ class CaptureTest : public ::testing::TestWithParam<const char*> {
     ::waitpid(child_, nullptr, 0);
   }
 
+  // How the writer runs during the read: resumed first (draining as the
+  // reader goes), not resumed with every buffer faulted in first (it must
+  // stay idle until finish(): a frozen target's copy needs nothing from it
+  // then), or held (LIBCKPT_CAPTURE_HOLD=1: it drains only when every
+  // buffer is taken).
+  enum class Writer { draining, prefaulted, held };
+
   // Captures `ranges` with `budget` bytes of buffers; every page arrives
   // once, in ascending order, with its content.
-  void capture_and_check(const std::vector<mem::Range>& ranges, uint64_t budget) {
+  void capture_and_check(const std::vector<mem::Range>& ranges, uint64_t budget,
+                         Writer writer = Writer::draining) {
+    const bool prefaulted = writer == Writer::prefaulted;
+    if (writer == Writer::held)
+      ::setenv("LIBCKPT_CAPTURE_HOLD", "1", 1);
+    else
+      ::unsetenv("LIBCKPT_CAPTURE_HOLD");
     MemoryPlan plan;
     plan.ranges = ranges;
     std::vector<uint64_t> got;
     bool content_ok = true;
+    std::atomic<size_t> sunk{0};
     Capture c(budget);
-    c.resume();  // the writer drains as the reader goes (a small budget needs it)
+    if (prefaulted) c.prefault(budget);
+    if (writer == Writer::draining) c.resume();
     Status st = c.read(child_, plan,
                        [&](uint64_t va, const uint8_t* d, size_t n) {
+                         ++sunk;
                          for (size_t i = 0; i < n; ++i) {
                            const uint64_t a = va + i * kPage;
                            got.push_back(a);
@@ -75,7 +92,11 @@ class CaptureTest : public ::testing::TestWithParam<const char*> {
                          return Status{};
                        },
                        {});
+    ::unsetenv("LIBCKPT_CAPTURE_HOLD");
     ASSERT_TRUE(st.ok()) << st.error().message;
+    if (prefaulted) {
+      EXPECT_EQ(sunk.load(), 0u) << "the writer drained while the target was frozen";
+    }
     ASSERT_TRUE(c.finish().ok());
     std::vector<uint64_t> want;
     for (const mem::Range& r : ranges)
@@ -92,16 +113,31 @@ TEST_P(CaptureTest, EveryPageOnceInOrder) {
   capture_and_check({{base_, kPages * kPage}}, uint64_t(64) << 20);
 }
 
-TEST_P(CaptureTest, ScatteredRangesAndASmallBudget) {
+std::vector<mem::Range> scattered(uint64_t base) {
   std::mt19937 rng(3);
   std::vector<mem::Range> ranges;
   for (uint64_t i = 0; i < kPages;) {
     const uint64_t len = 1 + rng() % 300, gap = rng() % 40;
     if (i + len > kPages) break;
-    ranges.push_back({base_ + i * kPage, len * kPage});
+    ranges.push_back({base + i * kPage, len * kPage});
     i += len + gap + 1;
   }
-  capture_and_check(ranges, 4 * kBatchBytes);  // the reader waits for the writer
+  return ranges;
+}
+
+TEST_P(CaptureTest, ScatteredRangesAndASmallBudget) {
+  capture_and_check(scattered(base_), 4 * kBatchBytes);  // the reader waits for the writer
+}
+
+// A held writer drains once every buffer is taken, also when the second
+// reader's buffer is the last one (it once waited for a wake-up that never came).
+TEST_P(CaptureTest, HeldWriterAndASmallBudget) {
+  capture_and_check(scattered(base_), 4 * kBatchBytes, Writer::held);
+}
+
+TEST_P(CaptureTest, PrefaultedBuffersHoldTheWriterUntilTheRelease) {
+  capture_and_check({{base_, kPages * kPage}}, kPages * kPage + 4 * kBatchBytes,
+                    Writer::prefaulted);
 }
 
 INSTANTIATE_TEST_SUITE_P(Readers, CaptureTest, ::testing::Values("1", "2"), [](const auto& info) {

@@ -64,9 +64,12 @@ Capture::Capture(uint64_t budget_bytes) {
   // the writer would only take CPU from the copy the target waits for: held.
   cpu_set_t cpus;
   double load = 0;
-  held_ = ::sched_getaffinity(0, sizeof cpus, &cpus) != 0 || CPU_COUNT(&cpus) < 2 ||
-          ::getloadavg(&load, 1) != 1 || load >= double(CPU_COUNT(&cpus));
-  if (const char* h = ::getenv("LIBCKPT_CAPTURE_HOLD")) held_ = std::strcmp(h, "0") != 0;
+  cpus_ = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? unsigned(CPU_COUNT(&cpus)) : 1;
+  held_ = cpus_ < 2 || ::getloadavg(&load, 1) != 1 || load >= double(cpus_);
+  if (const char* h = ::getenv("LIBCKPT_CAPTURE_HOLD")) {
+    held_ = std::strcmp(h, "0") != 0;
+    hold_forced_ = true;
+  }
   writer_ = std::thread([this] { drain(); });
 }
 
@@ -74,14 +77,24 @@ void Capture::prefault(uint64_t bytes) {
   if (!arena_) return;
   bytes = std::min(arena_bytes_, (bytes + kBatchBytes - 1) / kBatchBytes * kBatchBytes);
   if (bytes == 0) return;
-  if (::madvise(arena_, bytes, MADV_POPULATE_WRITE) == 0) return;
-  for (uint64_t at = 0; at < bytes; at += 4096)  // kernels before 5.14
-    reinterpret_cast<volatile uint8_t*>(arena_)[at] = 0;
+  if (::madvise(arena_, bytes, MADV_POPULATE_WRITE) != 0)
+    for (uint64_t at = 0; at < bytes; at += 4096)  // kernels before 5.14
+      reinterpret_cast<volatile uint8_t*>(arena_)[at] = 0;
+  std::lock_guard<std::mutex> l(m_);
+  touched_slots_ = std::max(touched_slots_, bytes / kBatchBytes);
+}
+
+bool Capture::fits_touched(size_t batches) {
+  std::lock_guard<std::mutex> l(m_);
+  const uint64_t fresh =
+      touched_slots_ > uint64_t(next_unused_) ? touched_slots_ - next_unused_ : 0;
+  return free_.size() + fresh >= batches;
 }
 
 void Capture::resume() {
   std::lock_guard<std::mutex> l(m_);
   held_ = false;
+  resumed_ = true;
   cv_.notify_all();
 }
 
@@ -97,6 +110,9 @@ Capture::~Capture() {
 
 int Capture::take_buffer() {
   std::unique_lock<std::mutex> l(m_);
+  // A held writer drains only once every buffer is taken: this may be the
+  // moment (a second reader can hold a buffer not queued yet).
+  if (free_.empty() && uint64_t(next_unused_) >= slots_) cv_.notify_all();
   cv_.wait(l, [&] { return !free_.empty() || uint64_t(next_unused_) < slots_ || !error_.ok(); });
   if (!error_.ok()) return -1;
   int i;
@@ -165,17 +181,19 @@ class SecondReader {
   std::thread thread_;
 };
 
-// Whether a frozen copy gets a second reader: only with a CPU free for it
-// besides this thread's and the writer's (three CPUs allowed, the load
-// average at most the CPU count minus three). On two CPUs the writer then
-// competes with both readers: 512 MiB froze 128-144 ms instead of 114-124.
-// LIBCKPT_CAPTURE_READERS=1 or =2 forces either.
-bool second_reader_wanted() {
+// Whether a frozen copy gets a second reader: with the writer held for the
+// copy (`writer_idle`), on any two CPUs (the frozen job's CPU is free);
+// otherwise only with a CPU free for it besides this thread's and the
+// writer's (three CPUs allowed, the load average at most the CPU count minus
+// three): on two CPUs the draining writer competes with both readers
+// (512 MiB froze 128-144 ms instead of 114-124). LIBCKPT_CAPTURE_READERS=1
+// or =2 forces either.
+bool second_reader_wanted(unsigned cpus, bool writer_idle) {
   if (const char* e = std::getenv("LIBCKPT_CAPTURE_READERS")) return std::atoi(e) >= 2;
-  cpu_set_t cpus;
+  if (writer_idle) return cpus >= 2;
   double load = 0;
-  if (::sched_getaffinity(0, sizeof cpus, &cpus) != 0 || ::getloadavg(&load, 1) != 1) return false;
-  return CPU_COUNT(&cpus) >= 3 && load <= double(CPU_COUNT(&cpus) - 3);
+  if (::getloadavg(&load, 1) != 1) return false;
+  return cpus >= 3 && load <= double(cpus - 3);
 }
 
 }  // namespace
@@ -215,8 +233,17 @@ Status Capture::read(pid_t pid, const MemoryPlan& plan, PageSink sink, ProgressF
   // A running target (missed != null: a live pre-copy) keeps one reader: a
   // second would take the CPU from the program, and its misses are handled
   // range by range below.
+  // A frozen copy whose buffers are all faulted in already (prefault(), or
+  // given back) needs nothing from the writer until the release: it is held
+  // and its CPU goes to a second reader (mg-like incrementals of 320 MB:
+  // docs/performance.md, "The copy of a program that rewrites its memory").
+  bool writer_idle = false;
+  if (!missed && !hold_forced_ && fits_touched(batches.size())) {
+    std::lock_guard<std::mutex> l(m_);
+    if (!resumed_) held_ = writer_idle = true;
+  }
   std::unique_ptr<SecondReader> second;
-  if (!missed && batches.size() > 1 && second_reader_wanted())
+  if (!missed && batches.size() > 1 && second_reader_wanted(cpus_, writer_idle))
     second = std::make_unique<SecondReader>(pid);
   for (size_t k = 0; k < batches.size(); k += second ? 2 : 1) {
     int i = take_buffer();

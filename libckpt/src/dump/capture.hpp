@@ -55,10 +55,12 @@ class Capture {
               std::vector<mem::Range>* missed = nullptr);
   // While held (from construction until resume()), the writer thread stays
   // idle unless the budget is used up: a frozen target gets the CPU for its
-  // copy rather than sharing it with the disk write. Held by default only
-  // when no second CPU is free (one CPU allowed, or the load average at
-  // least the CPU count); LIBCKPT_CAPTURE_HOLD=1 or =0 forces either
-  // (docs/performance.md measures both).
+  // copy rather than sharing it with the disk write. Held by default when no
+  // second CPU is free (one CPU allowed, or the load average at least the
+  // CPU count), and for a frozen read whose buffers are all faulted in
+  // already (the writer would free none that the copy needs);
+  // LIBCKPT_CAPTURE_HOLD=1 or =0 forces either (docs/performance.md
+  // measures both).
   void resume();
   // Allocates the first `bytes` of buffer memory now (capped at the budget),
   // before the job is frozen: the first touch of fresh memory is what the
@@ -80,6 +82,8 @@ class Capture {
     uint64_t progress_done, progress_total;
   };
   int take_buffer();  // blocks while the budget is used up
+  // Whether `batches` buffers can be taken without faulting in new memory.
+  bool fits_touched(size_t batches);
   void give_back(int buf);
   void enqueue(Item item);
   void drain();
@@ -95,7 +99,9 @@ class Capture {
   std::deque<Item> queue_;
   std::deque<PageSink> sinks_;  // stable addresses for queued items
   std::deque<ProgressFn> progresses_;
-  bool closing_ = false, abandon_ = false, held_ = true;
+  bool closing_ = false, abandon_ = false, held_ = true, hold_forced_ = false, resumed_ = false;
+  unsigned cpus_ = 1;
+  uint64_t touched_slots_ = 0;  // buffers faulted in by prefault()
   Status error_;
   uint64_t in_use_ = 0, peak_ = 0;
   std::thread writer_;
