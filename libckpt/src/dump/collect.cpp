@@ -27,13 +27,6 @@ using image::VmaRecord;
 
 namespace {
 
-Result<std::string> read_link(const std::string& path) {
-  char buf[4096];
-  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
-  if (n < 0) return sys_error("readlink " + path);
-  return std::string(buf, size_t(n));
-}
-
 int64_t mtime_ns(const struct stat& st) {
   return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 }

@@ -74,13 +74,6 @@ const char* field(const std::string& info, const char* key) {
   return nullptr;
 }
 
-Result<std::string> read_link(const std::string& path) {
-  char buf[4096];
-  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
-  if (n < 0) return sys_error("readlink " + path);
-  return std::string(buf, size_t(n));
-}
-
 long kcmp(pid_t pid, int type, unsigned long a, unsigned long b) {
   return ::syscall(SYS_kcmp, pid, pid, type, a, b);
 }

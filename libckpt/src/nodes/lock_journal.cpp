@@ -61,10 +61,6 @@ void record(const sockets::Connection& c, bool locked) {
   (void)!::write(g_fd, line.data(), line.size());
 }
 
-bool same(const sockets::Connection& a, const sockets::Connection& b) {
-  return a.local == b.local && a.peer == b.peer;
-}
-
 int release(const std::string& path, double grace) {
   std::ifstream in(path);
   std::vector<sockets::Connection> held;
@@ -80,7 +76,8 @@ int release(const std::string& path, double grace) {
     sockets::Connection c;
     if (!(words >> op) || !get_endpoint(words, &c.local) || !get_endpoint(words, &c.peer))
       continue;  // a torn last line: its rule was never added
-    std::erase_if(held, [&](const sockets::Connection& h) { return same(h, c); });
+    std::erase_if(held,
+                  [&](const sockets::Connection& h) { return sockets::same_connection(h, c); });
     if (op == "+") held.push_back(c);
   }
   if (incoming && !held.empty()) {

@@ -45,10 +45,6 @@ void remove_tree(const std::string& dir) {
 
 namespace {
 
-bool same(const sockets::Connection& a, const sockets::Connection& b) {
-  return a.local == b.local && a.peer == b.peer;
-}
-
 // A migration that ends before COMMIT: the address may be on its way here
 // (the source was lost while cr_job moved it), so the locks stay; the
 // daemon removes them later unless the address is here (lock_journal).
@@ -150,7 +146,7 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
         if (!conns.ok()) return refuse(conns.error());
         for (const sockets::Connection& c : *conns) {
           bool have = false;
-          for (const sockets::Connection& l : locked) have = have || same(l, c);
+          for (const sockets::Connection& l : locked) have = have || sockets::same_connection(l, c);
           if (have) continue;
           if (Status s = sockets::lock_connection(c); !s.ok()) return refuse(s.error());
           locked.push_back(c);

@@ -20,6 +20,7 @@
 #include "mem/pagemap.hpp"
 #include "proc/maps.hpp"
 #include "proc/regs.hpp"
+#include "util/fd.hpp"
 #include "util/text.hpp"
 #include "util/zeros.hpp"
 
@@ -36,12 +37,6 @@ bool same_mapping(const VmaRecord& a, const VmaRecord& b) {
   return a.start == b.start && a.end == b.end && a.prot == b.prot &&
          (a.flags & kCompared) == (b.flags & kCompared) && a.name == b.name &&
          (!a.is_file() || a.pgoff == b.pgoff);
-}
-
-std::string readlink_str(const std::string& path) {
-  char buf[4096];
-  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
-  return n < 0 ? std::string() : std::string(buf, size_t(n));
 }
 
 // The parts of `a` (sorted, merged) inside [s, e).
@@ -257,7 +252,7 @@ Status InPlace::set_files() {
   for (const image::FileRecord& f : meta_.files) {
     wanted.insert(f.fd);
     if (f.kind == image::FileKind::kInheritStdio) continue;
-    if (readlink_str(fddir + "/" + std::to_string(f.fd)) != f.path) {
+    if (read_link_or_empty(fddir + "/" + std::to_string(f.fd)) != f.path) {
       CKPT_ASSIGN(uint64_t path, b_->put_data(f.path.c_str(), f.path.size() + 1));
       int flags = int(f.flags) & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
       CKPT_ASSIGN(long nfd, b_->sys(("reopening " + f.path).c_str(), SYS_openat, uint64_t(AT_FDCWD),

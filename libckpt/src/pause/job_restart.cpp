@@ -24,16 +24,11 @@
 #include "job/tree.hpp"
 #include "pause/job_restart.hpp"
 #include "util/clock.hpp"
+#include "util/fd.hpp"
 
 namespace ckpt::pause {
 
 namespace {
-
-std::string readlink_str(const std::string& path) {
-  char buf[4096];
-  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
-  return n < 0 ? std::string() : std::string(buf, size_t(n));
-}
 
 // The parent of `pid` as /proc says (0 if gone).
 pid_t parent_of(pid_t pid) {
@@ -77,7 +72,7 @@ Result<PauseStats> pause_job_by_restart(const PauseOptions& opts, uint64_t gen,
       if (Status v = link->verify_all(); !v.ok())
         return job::name_member(v.error(), m.pid, job.members.size());
     if (m.pid == root) {
-      const std::string exe = readlink_str("/proc/" + std::to_string(root) + "/exe");
+      const std::string exe = read_link_or_empty("/proc/" + std::to_string(root) + "/exe");
       if (exe.empty()) return make_error(ESRCH, "no process " + std::to_string(root));
       if (exe != chain->newest().mm.exe_path)
         return make_error(EINVAL, "PID " + std::to_string(root) + " runs " + exe +

@@ -46,6 +46,7 @@
 #include "restore/credentials.hpp"
 #include "restore/syscall_restart.hpp"
 #include "util/clock.hpp"
+#include "util/fd.hpp"
 #include "util/zeros.hpp"
 
 namespace ckpt {
@@ -53,12 +54,6 @@ namespace ckpt {
 namespace {
 
 using mem::Range;
-
-std::string readlink_str(const std::string& path) {
-  char buf[4096];
-  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
-  return n < 0 ? std::string() : std::string(buf, size_t(n));
-}
 
 // Whether any thread of `pid` has a child now (a job of one forked since).
 bool has_children(pid_t pid) {
@@ -149,7 +144,7 @@ Result<PauseStats> pause_process(const PauseOptions& opts) {
     return make_error(EINVAL, opts.dir + " holds checkpoints of PID " +
                                   std::to_string(meta.process.pid) + ", not of " +
                                   std::to_string(opts.pid));
-  std::string exe = readlink_str("/proc/" + std::to_string(opts.pid) + "/exe");
+  std::string exe = read_link_or_empty("/proc/" + std::to_string(opts.pid) + "/exe");
   if (exe.empty()) return make_error(ESRCH, "no process " + std::to_string(opts.pid));
   if (exe != meta.mm.exe_path)
     return make_error(EINVAL, "PID " + std::to_string(opts.pid) + " runs " + exe +

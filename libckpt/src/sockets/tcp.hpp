@@ -18,6 +18,9 @@
 
 namespace ckpt::sockets {
 
+// TCP_REPAIR_OFF_NO_WP: leave repair mode without sending a window probe.
+constexpr int kRepairOffNoProbe = -1;
+
 // The socket inodes that the job's members hold (their /proc/PID/fd links).
 std::set<uint64_t> job_socket_inodes(const std::vector<pid_t>& job);
 

@@ -25,8 +25,6 @@ using image::FileRecord;
 
 namespace {
 
-constexpr int kRepairOffNoProbe = -1;  // TCP_REPAIR_OFF_NO_WP
-
 template <typename T>
 Status get_opt(int sock, int level, int name, T* v, const std::string& what, const char* opt) {
   socklen_t len = sizeof *v;

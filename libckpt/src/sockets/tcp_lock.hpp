@@ -29,6 +29,9 @@ constexpr uint32_t kRestoreMark = 0x636b7074;  // "ckpt"
 struct Connection {
   Endpoint local, peer;
 };
+inline bool same_connection(const Connection& a, const Connection& b) {
+  return a.local == b.local && a.peer == b.peer;
+}
 
 // Called after every rule this process added (locked = true) or removed:
 // cr_noded journals them so that the rules of a session killed mid-round

@@ -20,7 +20,6 @@ using image::FileRecord;
 
 namespace {
 
-constexpr int kRepairOffNoProbe = -1;  // TCP_REPAIR_OFF_NO_WP
 constexpr int kTcpOptMss = 2, kTcpOptWindow = 3, kTcpOptSackPerm = 4, kTcpOptTimestamp = 8;
 
 Status set_int(int sock, int level, int name, int v, const std::string& what, const char* opt) {

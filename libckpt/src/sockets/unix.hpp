@@ -19,6 +19,12 @@
 
 namespace ckpt::sockets {
 
+// A UNIX socket name for messages: "@..." for an abstract name.
+inline std::string printable(const std::string& name) {
+  if (name.empty()) return "(unnamed)";
+  return name[0] == '\0' ? "@" + name.substr(1) : name;
+}
+
 // Fills `f` (kind kUnix) from `sock`, this tool's copy of the target's UNIX
 // socket `ino`. A connected socket's peer must be in `job_sockets`.
 // Refused by name: a peer outside the job, connections not yet accepted,

@@ -84,11 +84,6 @@ std::string name_of(const sockaddr_un& a, socklen_t len) {
   return s;
 }
 
-std::string printable(const std::string& name) {
-  if (name.empty()) return "(unnamed)";
-  return name[0] == '\0' ? "@" + name.substr(1) : name;
-}
-
 const char* type_name(int type) {
   return type == SOCK_STREAM ? "stream" : type == SOCK_DGRAM ? "datagram" : "seqpacket";
 }

@@ -22,11 +22,6 @@ using image::FileRecord;
 
 namespace {
 
-std::string printable(const std::string& name) {
-  if (name.empty()) return "(unnamed)";
-  return name[0] == '\0' ? "@" + name.substr(1) : name;
-}
-
 socklen_t address(const std::string& name, sockaddr_un* a) {
   *a = {};
   a->sun_family = AF_UNIX;

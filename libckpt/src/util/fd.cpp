@@ -6,6 +6,18 @@
 
 namespace ckpt {
 
+Result<std::string> read_link(const std::string& path) {
+  char buf[4096];
+  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+  if (n < 0) return sys_error("readlink " + path);
+  return std::string(buf, size_t(n));
+}
+
+std::string read_link_or_empty(const std::string& path) {
+  auto r = read_link(path);
+  return r.ok() ? *r : std::string();
+}
+
 Status write_all(int fd, const void* buf, size_t len, const std::string& what, off_t off) {
   auto* p = static_cast<const char*>(buf);
   while (len > 0) {

@@ -34,6 +34,11 @@ class UniqueFd {
   int fd_ = -1;
 };
 
+// The target of the symbolic link `path` (/proc links among them).
+Result<std::string> read_link(const std::string& path);
+// The same, empty when it cannot be read (a process gone meanwhile).
+std::string read_link_or_empty(const std::string& path);
+
 // Writes all of buf at offset (pwrite) or at the current position (off < 0).
 Status write_all(int fd, const void* buf, size_t len, const std::string& what, off_t off = -1);
 // Reads exactly len bytes at offset; a short file is an error naming `what`.
