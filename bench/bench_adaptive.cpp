@@ -23,9 +23,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "util/clock.hpp"
@@ -44,6 +46,8 @@ const char* kHelp =
     "  --bin DIR          where the workloads are (default: workloads/ next to this program)\n"
     "  --dir DIR          checkpoint directory (default /var/tmp/bench_adaptive); emptied\n"
     "  --tracker T        tracker of the chains (default pagemap-scan)\n"
+    "  --reps N           run the whole plan N times, each checkpointed run against the\n"
+    "                     uninterrupted run just before it; medians at the end (default 1)\n"
     "  --full-every N     every Nth checkpoint is a new full of the same process, as a\n"
     "                     policy of m incrementals per full does (default 0: the first only)\n"
     "  --json             one JSON object per run on stdout as well\n"
@@ -68,6 +72,13 @@ std::vector<std::string> split(const std::string& s, char sep) {
   for (std::string x; std::getline(ss, x, sep);)
     if (!x.empty()) out.push_back(x);
   return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty()      ? 0
+         : v.size() % 2 ? v[v.size() / 2]
+                        : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 std::string slurp(const std::string& path) {
@@ -180,7 +191,7 @@ int main(int argc, char** argv) {
   std::string bin = std::filesystem::path(argv[0]).parent_path().string() + "/workloads";
   std::string dir = "/var/tmp/bench_adaptive", tracker = "pagemap-scan";
   bool json = false;
-  int full_every = 0;
+  int full_every = 0, reps = 1;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -211,6 +222,8 @@ int main(int argc, char** argv) {
       tracker = value();
     } else if (a == "--full-every") {
       full_every = std::atoi(value().c_str());
+    } else if (a == "--reps") {
+      reps = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--json") {
       json = true;
     } else {
@@ -220,7 +233,11 @@ int main(int argc, char** argv) {
   }
   std::vector<Run> runs;
   bool bad = false;
-  std::printf("%-7s %-4s %8s %9s %8s %9s %6s %8s %9s %5s %6s %10s %10s %10s %9s  %s\n", "load",
+  // Per workload, interval and mode: each rep's slowdown and the same
+  // without the full's freeze, against that rep's own uninterrupted run.
+  std::map<std::tuple<std::string, double, std::string>, std::vector<std::pair<double, double>>>
+      slowdowns;
+  std::printf("%-7s %-4s %8s %9s %8s %9s %6s %8s %9s %5s %6s %10s %10s %10s %9s  %s\n", "work",
               "adpt", "interval", "compute s", "slowdown", "w/o full", "cpu x", "sys s", "minflt",
               "fulls", "incrs", "frozen avg", "frozen max", "full froz", "MB/incr", "result");
   for (const std::string& w : split(workloads, ',')) {
@@ -235,63 +252,83 @@ int main(int argc, char** argv) {
     for (const auto& iv : split(intervals, ','))
       for (const auto& m : split(modes, ',')) plan.push_back({std::atof(iv.c_str()), m});
     Run base;
-    for (const auto& [interval, mode] : plan) {
-      ::setenv("LIBCKPT_ADAPTIVE_TRACKING", mode == "off" ? "off" : "on", 1);
-      Run r = run(args, out, interval, dir, tracker, full_every);
-      r.workload = w;
-      r.mode = mode;
-      if (interval == 0) base = r;
-      const bool same = r.result == base.result && !r.result.empty();
-      if (!same || r.exit_code != 0 || !r.error.empty()) bad = true;
-      const double slow = base.compute > 0 ? (r.compute / base.compute - 1) * 100 : 0;
-      // The same without the full checkpoint's freeze: what the incrementals
-      // and the tracking cost (the full is paid once per chain, not per interval).
-      // CPU time (user + system) against the uninterrupted run's: what the
-      // tracking costs the program itself, whatever else the host runs.
-      const double cpu =
-          base.utime + base.stime > 0 ? (r.utime + r.stime) / (base.utime + base.stime) : 0;
-      const double slow_incr =
-          base.compute > 0 ? ((r.compute - r.frozen_full) / base.compute - 1) * 100 : 0;
-      std::printf(
-          "%-7s %-4s %8.0f %9.2f %7.1f%% %8.1f%% %6.2f %8.2f %9ld %5d %6d %9.3fs %9.3fs %9.3fs "
-          "%9.1f  %s\n",
-          w.c_str(), mode.c_str(), interval, r.compute, slow, slow_incr, cpu, r.stime, r.minflt,
-          r.fulls, r.incrementals, r.incrementals ? r.frozen_sum / r.incrementals : 0.0,
-          r.frozen_max, r.frozen_full,
-          r.incrementals ? double(r.bytes_sum) / r.incrementals / 1e6 : 0.0,
-          !r.error.empty()   ? ("checkpoint failed: " + r.error).c_str()
-          : r.exit_code != 0 ? ("exit " + std::to_string(r.exit_code)).c_str()
-          : same             ? "same"
-                             : "DIFFERENT");
-      std::fflush(stdout);
-      if (json) {
-        nlohmann::json j{
-            {"workload", w},
-            {"adaptive", mode},
-            {"interval_s", interval},
-            {"compute_s", r.compute},
-            {"slowdown_pct", slow},
-            {"slowdown_without_full_pct", slow_incr},
-            {"cpu_ratio", cpu},
-            {"wall_s", r.wall},
-            {"user_s", r.utime},
-            {"sys_s", r.stime},
-            {"minflt", r.minflt},
-            {"fulls", r.fulls},
-            {"incrementals", r.incrementals},
-            {"frozen_full_s", r.frozen_full},
-            {"frozen_avg_s", r.incrementals ? r.frozen_sum / r.incrementals : 0.0},
-            {"frozen_max_s", r.frozen_max},
-            {"bytes_per_incremental", r.incrementals ? r.bytes_sum / r.incrementals : 0},
-            {"same_result", same},
-            {"exit", r.exit_code},
-            {"error", r.error}};
-        std::printf("%s\n", j.dump().c_str());
+    for (int rep = 0; rep < reps; ++rep)
+      for (const auto& [interval, mode] : plan) {
+        ::setenv("LIBCKPT_ADAPTIVE_TRACKING", mode == "off" ? "off" : "on", 1);
+        Run r = run(args, out, interval, dir, tracker, full_every);
+        r.workload = w;
+        r.mode = mode;
+        if (interval == 0) base = r;
+        const bool same = r.result == base.result && !r.result.empty();
+        if (!same || r.exit_code != 0 || !r.error.empty()) bad = true;
+        const double slow = base.compute > 0 ? (r.compute / base.compute - 1) * 100 : 0;
+        // The same without the full checkpoint's freeze: what the incrementals
+        // and the tracking cost (the full is paid once per chain, not per interval).
+        // CPU time (user + system) against the uninterrupted run's: what the
+        // tracking costs the program itself, whatever else the host runs.
+        const double cpu =
+            base.utime + base.stime > 0 ? (r.utime + r.stime) / (base.utime + base.stime) : 0;
+        const double slow_incr =
+            base.compute > 0 ? ((r.compute - r.frozen_full) / base.compute - 1) * 100 : 0;
+        if (interval > 0) slowdowns[{w, interval, mode}].push_back({slow, slow_incr});
+        std::printf(
+            "%-7s %-4s %8.0f %9.2f %7.1f%% %8.1f%% %6.2f %8.2f %9ld %5d %6d %9.3fs %9.3fs %9.3fs "
+            "%9.1f  %s\n",
+            w.c_str(), mode.c_str(), interval, r.compute, slow, slow_incr, cpu, r.stime, r.minflt,
+            r.fulls, r.incrementals, r.incrementals ? r.frozen_sum / r.incrementals : 0.0,
+            r.frozen_max, r.frozen_full,
+            r.incrementals ? double(r.bytes_sum) / r.incrementals / 1e6 : 0.0,
+            !r.error.empty()   ? ("checkpoint failed: " + r.error).c_str()
+            : r.exit_code != 0 ? ("exit " + std::to_string(r.exit_code)).c_str()
+            : same             ? "same"
+                               : "DIFFERENT");
         std::fflush(stdout);
+        if (json) {
+          nlohmann::json j{
+              {"workload", w},
+              {"adaptive", mode},
+              {"interval_s", interval},
+              {"compute_s", r.compute},
+              {"slowdown_pct", slow},
+              {"slowdown_without_full_pct", slow_incr},
+              {"cpu_ratio", cpu},
+              {"wall_s", r.wall},
+              {"user_s", r.utime},
+              {"sys_s", r.stime},
+              {"minflt", r.minflt},
+              {"fulls", r.fulls},
+              {"incrementals", r.incrementals},
+              {"frozen_full_s", r.frozen_full},
+              {"frozen_avg_s", r.incrementals ? r.frozen_sum / r.incrementals : 0.0},
+              {"frozen_max_s", r.frozen_max},
+              {"bytes_per_incremental", r.incrementals ? r.bytes_sum / r.incrementals : 0},
+              {"same_result", same},
+              {"exit", r.exit_code},
+              {"error", r.error}};
+          std::printf("%s\n", j.dump().c_str());
+          std::fflush(stdout);
+        }
+        runs.push_back(r);
       }
-      runs.push_back(r);
-    }
     ::unlink(out.c_str());
+  }
+  if (reps > 1) {
+    std::printf("\nmedians of %d reps (each against its own uninterrupted run):\n", reps);
+    std::printf("%-7s %-4s %8s %9s %9s  %s\n", "work", "adpt", "interval", "slowdown", "w/o full",
+                "every rep's slowdown");
+    for (auto& [key, v] : slowdowns) {
+      std::vector<double> a, b;
+      std::string all;
+      for (auto [x, y] : v) {
+        a.push_back(x);
+        b.push_back(y);
+        char one[32];
+        std::snprintf(one, sizeof one, "%s%.1f%%", all.empty() ? "" : " ", x);
+        all += one;
+      }
+      std::printf("%-7s %-4s %8.0f %8.1f%% %8.1f%%  %s\n", std::get<0>(key).c_str(),
+                  std::get<2>(key).c_str(), std::get<1>(key), median(a), median(b), all.c_str());
+    }
   }
   return bad ? 1 : 0;
 }

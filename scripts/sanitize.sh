@@ -36,8 +36,11 @@ if [[ $PHASE == all || $PHASE == build ]]; then
   command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   # -O1 with line tables only, as libFuzzer's docs suggest: 10-20 % less compile
   # time per file than RelWithDebInfo (-O2 -g); this build is CI's largest item.
+  # A unity build (16 sources per compiler run; the unit tests stay one per
+  # file): 644 s of one core instead of about 1,000 (2026-11-27).
   cmake -S . -B build-san -DCMAKE_BUILD_TYPE=None -DCMAKE_C_FLAGS="-O1 -gline-tables-only" \
     -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCKPT_SANITIZE=ON -DCKPT_FUZZ=ON \
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
     -DFUZZ_SECONDS="${FUZZ_SECONDS:-10}" "${launcher[@]}" >/dev/null
   cmake --build build-san -j "${SANITIZE_JOBS:-$(nproc)}" --target unit_tests fuzz_targets cr_full cr_incr cr_restart cr_check cr_compact \
     cr_info cr_migrate cr_recv >/dev/null

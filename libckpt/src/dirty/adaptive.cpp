@@ -13,8 +13,6 @@ namespace ckpt::dirty {
 
 namespace {
 
-constexpr uint64_t kPage = 4096;
-
 // Pages of `w` (sorted, from index *i on) inside [start, end); advances *i
 // past ranges that end before `end`.
 uint64_t pages_within(const std::vector<mem::Range>& w, size_t* i, uint64_t start, uint64_t end) {

@@ -15,8 +15,6 @@ namespace ckpt::dirty {
 
 namespace {
 
-constexpr uint64_t kPage = image::kPageSize;
-
 // Opens the device and checks the interface version; `max_range` gets the
 // largest range one COLLECT takes.
 Result<UniqueFd> open_device(uint64_t* max_range = nullptr) {

@@ -39,7 +39,6 @@ using mem::Range;
 
 namespace {
 
-constexpr uint64_t kPage = image::kPageSize;
 constexpr uint64_t kFeatures = kabi::kUffdFeatureWpAsync | kabi::kUffdFeatureWpUnpopulated;
 
 // One PAGEMAP_SCAN selection. `protect`: write-protect what matched

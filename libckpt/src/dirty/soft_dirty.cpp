@@ -15,7 +15,6 @@ namespace ckpt::dirty {
 
 namespace {
 
-constexpr uint64_t kPage = image::kPageSize;
 constexpr size_t kBatch = 64 * 1024;  // pagemap entries per read (256 MiB of memory)
 
 Status clear_refs(pid_t pid) {

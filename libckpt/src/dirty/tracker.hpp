@@ -30,6 +30,8 @@
 
 namespace ckpt::dirty {
 
+constexpr uint64_t kPage = image::kPageSize;
+
 struct DirtySet {
   std::vector<mem::Range> written;  // pages written since the last arm/collect
   std::vector<mem::Range> unknown;  // ranges the backend cannot vouch for: all dirty

@@ -25,18 +25,7 @@ namespace ckpt::dump {
 
 using image::VmaRecord;
 
-namespace {
-
-int64_t mtime_ns(const struct stat& st) {
-  return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 namespace {
 bool is_shared_anon_mapping(const proc::MapEntry& m) {
@@ -44,7 +33,7 @@ bool is_shared_anon_mapping(const proc::MapEntry& m) {
   return m.inode != 0 && m.shared && m.path.rfind("/dev/zero", 0) == 0;
 }
 bool is_deleted_shared_mapping(const proc::MapEntry& m) {
-  return m.inode != 0 && m.shared && ends_with(m.path, " (deleted)") && m.path[0] == '/' &&
+  return m.inode != 0 && m.shared && m.path.ends_with(" (deleted)") && m.path[0] == '/' &&
          m.path.rfind("/memfd:", 0) != 0;
 }
 }  // namespace
@@ -110,7 +99,7 @@ Result<std::vector<VmaRecord>> collect_vmas(pid_t pid, const std::vector<proc::M
       v.file_size = uint64_t(st.st_size);
       v.mtime_ns = int64_t(((st.st_mode & 07777) | (uint64_t(st.st_uid) << 32)));
     } else if (m.inode != 0) {
-      if (ends_with(m.path, " (deleted)"))
+      if (m.path.ends_with(" (deleted)"))
         return make_error(ENOTSUP, where + ": mapped file was deleted: not supported yet");
       if (m.path.empty() || m.path[0] != '/')
         return make_error(ENOTSUP, where + ": unsupported mapping");
@@ -154,7 +143,7 @@ Status collect_mm(pid_t pid, const std::vector<VmaRecord>& vmas, image::MmRecord
   out->auxv.resize(auxv.size() / 8);
   std::memcpy(out->auxv.data(), auxv.data(), out->auxv.size() * 8);
   CKPT_ASSIGN(out->exe_path, read_link(proc_path(pid, "exe")));
-  if (ends_with(out->exe_path, " (deleted)"))
+  if (out->exe_path.ends_with(" (deleted)"))
     return make_error(ENOTSUP,
                       "executable " + out->exe_path + ": deleted since start: not supported");
   return {};

@@ -49,19 +49,6 @@ struct RawFd {
   struct stat st {};
 };
 
-int64_t mtime_ns(const struct stat& st) {
-  return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-}
-
-bool starts_with(const std::string& s, const char* p) {
-  return s.rfind(p, 0) == 0;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // The value after "KEY" at the start of a line of an fdinfo text (nullptr if absent).
 const char* field(const std::string& info, const char* key) {
   size_t klen = std::strlen(key);
@@ -417,10 +404,10 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
     f.mtime_ns = mtime_ns(r.st);
     const std::string what = "fd " + std::to_string(r.fd) + ": " + f.path;
 
-    const bool is_pipe = S_ISFIFO(r.st.st_mode) && starts_with(f.path, "pipe:");
+    const bool is_pipe = S_ISFIFO(r.st.st_mode) && f.path.starts_with("pipe:");
     const bool is_tty =
-        S_ISCHR(r.st.st_mode) && (starts_with(f.path, "/dev/pts/") ||
-                                  starts_with(f.path, "/dev/tty") || f.path == "/dev/console");
+        S_ISCHR(r.st.st_mode) && (f.path.starts_with("/dev/pts/") ||
+                                  f.path.starts_with("/dev/tty") || f.path == "/dev/console");
     // A pty whose master a member holds, or a pipe to another member: the
     // job's own, restored with it, even on fds 0-2.
     const int pts = is_tty ? tty::pts_index(f.path) : -1;
@@ -461,10 +448,10 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
     const auto file_key = std::make_pair(uint64_t(r.st.st_dev), uint64_t(r.st.st_ino));
     const bool first_open = first_of_file.emplace(file_key, r.fd).second;
     if (S_ISREG(r.st.st_mode) && r.st.st_nlink == 0) {
-      if (ends_with(f.path, " (deleted)")) f.path.resize(f.path.size() - 10);
+      if (f.path.ends_with(" (deleted)")) f.path.resize(f.path.size() - 10);
       if (f.path.empty() || f.path[0] != '/')
         return make_error(ENOTSUP, what + ": deleted file outside the file system tree");
-      f.kind = starts_with(f.path, "/memfd:") ? FileKind::kMemfd : FileKind::kDeleted;
+      f.kind = f.path.starts_with("/memfd:") ? FileKind::kMemfd : FileKind::kDeleted;
       // Several opens of one deleted file: the first carries its content.
       if (first_open) {
         CKPT_TRY(collect_deleted(link, r, what, &f));
@@ -474,7 +461,7 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
         f.params = deleted_params[file_key];
       }
     } else if (S_ISREG(r.st.st_mode) || S_ISDIR(r.st.st_mode)) {
-      if (ends_with(f.path, " (deleted)"))  // a directory, or a file with another link left
+      if (f.path.ends_with(" (deleted)"))  // a directory, or a file with another link left
         return make_error(ENOTSUP,
                           what + ": unlinked while open (" +
                               (S_ISDIR(r.st.st_mode) ? "a directory" : "still linked elsewhere") +
@@ -496,7 +483,7 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
                 f.path == "/dev/random" || f.path == "/dev/full")) {
       f.kind = FileKind::kCharDevice;
     } else if (S_ISFIFO(r.st.st_mode)) {
-      if (!is_pipe && (f.path.empty() || f.path[0] != '/' || ends_with(f.path, " (deleted)")))
+      if (!is_pipe && (f.path.empty() || f.path[0] != '/' || f.path.ends_with(" (deleted)")))
         return make_error(ENOTSUP, what + ": FIFO without a path: not supported");
       if (flags & O_DIRECT)
         return make_error(ENOTSUP, what + ": packet-mode pipe (O_DIRECT) not supported yet");
@@ -545,7 +532,7 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
                                        describe_socket(pid, r.st.st_ino) + ": not supported yet");
       }
     } else {
-      if (starts_with(f.path, "anon_inode:"))  // inotify, pidfd, io_uring, perf_event...
+      if (f.path.starts_with("anon_inode:"))  // inotify, pidfd, io_uring, perf_event...
         return make_error(ENOTSUP, what + ": not supported yet");
       const char* kind = is_tty                  ? "terminal"
                          : S_ISCHR(r.st.st_mode) ? "character device"

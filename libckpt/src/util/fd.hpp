@@ -1,6 +1,7 @@
 // Owning file descriptor and small I/O helpers that retry on EINTR and short transfers.
 #pragma once
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ckpt/result.hpp>
@@ -33,6 +34,11 @@ class UniqueFd {
  private:
   int fd_ = -1;
 };
+
+// A stat's modification time in nanoseconds.
+inline int64_t mtime_ns(const struct stat& st) {
+  return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
 
 // The target of the symbolic link `path` (/proc links among them).
 Result<std::string> read_link(const std::string& path);
