@@ -27,8 +27,9 @@ uint64_t default_capture_budget();
 
 // How much buffer memory to fault in before the freeze of `pid`: what its
 // final copy likely needs, capped by its resident size. For an incremental
-// whose parent was one too, the bytes the parent copied (`last_incremental`,
-// its non-zero runs uncompressed; 0 otherwise): a program that rewrites hundreds of MB per interval
+// whose parent was one too, a quarter more than the bytes the parent copied
+// (`last_incremental`, its non-zero runs uncompressed; 0 otherwise) plus
+// 16 MiB: a program that rewrites hundreds of MB per interval
 // would otherwise fault the buffers in while it is frozen, when the page
 // cache is throttled and the writer cannot recycle them (mg at 1 s: copy
 // 290 MB in 0.26-0.64 s instead of 0.04-0.07 s). Else 16 MiB for an
