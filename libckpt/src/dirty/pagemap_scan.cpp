@@ -61,6 +61,9 @@ constexpr Query kPopulated{0, 0, kabi::kPageIsPresent | kabi::kPageIsSwapped, fa
 // Pages in memory: how dense a block is (a protected empty entry, a PTE
 // marker, counts as swapped: a re-armed sparse range would look full).
 constexpr Query kPresent{0, kabi::kPageIsPresent, 0, false};
+// Populated pages that read as written, left as they are (an estimate of
+// what the next collect reports).
+constexpr Query kWrittenPresent{0, kabi::kPageIsWritten | kabi::kPageIsPresent, 0, false};
 // The same, leaving them unprotected (blocks kept hot: dirty/adaptive).
 constexpr Query kWrittenKeep{0, kabi::kPageIsWritten, 0, false};
 // File VMAs: written page-cache pages ...
@@ -613,6 +616,22 @@ void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageH
     verified_bytes_ += b.len;
     verified_[b.addr] = std::move(changed);
   }
+}
+
+uint64_t PagemapScanTracker::written_estimate(pid_t pid, const TrackerState& state) {
+  if (state.target_fd < 0 || !available().ok()) return 0;
+  auto pm = open_pagemap(pid);
+  auto maps = proc::read_maps(pid);
+  if (!pm.ok() || !maps.ok()) return 0;
+  Scanner sc(pm->get(), regions_);
+  uint64_t bytes = 0;
+  std::vector<Range> written;
+  for (const proc::MapEntry& m : *maps) {
+    written.clear();
+    if (!private_anon(m) || sc.scan(m.start, m.end, kWrittenPresent, &written) != 0) continue;
+    for (const Range& r : written) bytes += r.len;
+  }
+  return bytes;
 }
 
 Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRecord>& vmas,

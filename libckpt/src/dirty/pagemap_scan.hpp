@@ -99,6 +99,9 @@ class PagemapScanTracker : public Tracker {
   // compares them with the parent's (the full's) hashes.
   void before_freeze(pid_t pid, const std::vector<image::PageHash>& parent_hashes,
                      const TrackerState& state) override;
+  // Populated pages of its private anonymous memory that read as written (a
+  // scan that protects nothing).
+  uint64_t written_estimate(pid_t pid, const TrackerState& state) override;
   // Closes the target's userfaultfd (an injected close): the kernel then
   // drops the registrations and the write protection with it.
   Result<bool> release(pid_t pid, const TrackerState& state) override;

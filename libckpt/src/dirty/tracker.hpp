@@ -92,6 +92,15 @@ class Tracker {
     (void)parent_hashes;
     (void)state;
   }
+  // While the process runs: about how many bytes of its memory read as
+  // written now, a hint for how much the next collect reports (the copy's
+  // buffers are faulted in before the freeze). Changes nothing. Default: 0,
+  // unknown.
+  virtual uint64_t written_estimate(pid_t pid, const TrackerState& state) {
+    (void)pid;
+    (void)state;
+    return 0;
+  }
   // Pages written since the last arm/collect within `vmas` (the current
   // layout), then re-arms. `prev` is the layout of the previous generation.
   virtual Result<DirtySet> collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,

@@ -29,15 +29,14 @@ uint64_t default_capture_budget() {
   return std::max<uint64_t>(kMin, (avail_kb << 10) / 2);
 }
 
-uint64_t capture_prefault_bytes(pid_t pid, bool incremental, uint64_t last_incremental) {
+uint64_t capture_prefault_bytes(pid_t pid, uint64_t expected) {
   if (const char* e = std::getenv("LIBCKPT_CAPTURE_PREFAULT_MIB"))
     return std::strtoull(e, nullptr, 10) << 20;
-  // A quarter more than the parent copied, and 16 MiB: the next dirty set of
-  // a program that rewrites its memory is about as large, seldom the same
-  // (a copy that fits in faulted-in buffers also holds the writer: read()).
-  const uint64_t cap = std::max<uint64_t>(
-      last_incremental ? last_incremental + last_incremental / 4 + (16ull << 20) : 0,
-      (incremental ? 16ull : 64ull) << 20);
+  // A quarter more, and 16 MiB: the next dirty set of a program that
+  // rewrites its memory is about as large, seldom the same (a copy that fits
+  // in faulted-in buffers also holds the writer: read()).
+  const uint64_t cap =
+      expected == kWholeProcess ? expected : expected + expected / 4 + (16ull << 20);
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/statm", int(pid));
   unsigned long size = 0, resident = 0;
@@ -246,11 +245,7 @@ Status Capture::read(pid_t pid, const MemoryPlan& plan, PageSink sink, ProgressF
   if (!missed && !hold_forced_ && fits_touched(batches.size())) {
     std::lock_guard<std::mutex> l(m_);
     if (!resumed_) held_ = writer_idle = true;
-      fprintf(stderr, "writer idle %d batches %zu touched %lu\n", int(writer_idle), batches.size(),
-              (unsigned long)touched_slots_);
   }
-    fprintf(stderr, "read: batches %zu touched %lu idle %d\n", batches.size(),
-            (unsigned long)touched_slots_, int(writer_idle));
   std::unique_ptr<SecondReader> second;
   if (!missed && batches.size() > 1 && second_reader_wanted(cpus_, writer_idle))
     second = std::make_unique<SecondReader>(pid);

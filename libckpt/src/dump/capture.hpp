@@ -25,18 +25,21 @@ namespace ckpt::dump {
 // at least the 8 MiB a streaming copy uses anyway.
 uint64_t default_capture_budget();
 
-// How much buffer memory to fault in before the freeze of `pid`: what its
-// final copy likely needs, capped by its resident size. For an incremental
-// whose parent was one too, a quarter more than the bytes the parent copied
-// (`last_incremental`, its non-zero runs uncompressed; 0 otherwise) plus
-// 16 MiB: a program that rewrites hundreds of MB per interval
-// would otherwise fault the buffers in while it is frozen, when the page
-// cache is throttled and the writer cannot recycle them (mg at 1 s: copy
-// 290 MB in 0.26-0.64 s instead of 0.04-0.07 s). Else 16 MiB for an
-// incremental, 64 MiB for a full. LIBCKPT_CAPTURE_PREFAULT_MIB overrides, 0
-// turns it off. Memory a small checkpoint touches in vain is bounded by these
-// caps; a larger one would touch it anyway.
-uint64_t capture_prefault_bytes(pid_t pid, bool incremental, uint64_t last_incremental);
+// How much buffer memory to fault in before the freeze of `pid`, while it
+// still runs: a quarter more than `expected` plus 16 MiB (16 MiB when it is
+// 0, unknown), capped by the process's resident size; all of that resident
+// size for kWholeProcess (a full). For an incremental, `expected` is what
+// the parent incremental copied (its non-zero runs uncompressed) or what the
+// tracker finds written just before the freeze
+// (dirty::Tracker::written_estimate), the larger. The first touch of fresh
+// memory is what the copy costs most on a VM, and buffers faulted in for
+// the whole copy also let it run with the writer held and two readers
+// (Capture::read): a full of mg (445 MB) froze 0.10-0.12 s instead of
+// 0.49-0.57 s, an incremental of it after a full 65 ms instead of 0.3-0.6 s
+// (docs/performance.md). LIBCKPT_CAPTURE_PREFAULT_MIB overrides, 0 turns
+// it off.
+constexpr uint64_t kWholeProcess = ~uint64_t(0);
+uint64_t capture_prefault_bytes(pid_t pid, uint64_t expected);
 
 class Capture {
  public:

@@ -46,10 +46,11 @@ dirty::TrackerState tracker_state(const MemberSpec& spec) {
   return s;
 }
 
-std::shared_ptr<dirty::Tracker> prepare_tracker(const MemberSpec& spec) {
+std::shared_ptr<dirty::Tracker> prepare_tracker(const MemberSpec& spec, uint64_t* written) {
   std::shared_ptr<dirty::Tracker> t = dirty::make_tracker(spec.tracker);
   if (t && spec.prev && spec.prev_hashes)
     t->before_freeze(spec.pid, *spec.prev_hashes, tracker_state(spec));
+  if (t && written) *written = t->written_estimate(spec.pid, tracker_state(spec));
   return t;
 }
 

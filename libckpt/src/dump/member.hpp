@@ -62,8 +62,10 @@ struct MemberSpec {
 // full, at the hint's).
 dirty::TrackerState tracker_state(const MemberSpec& spec);
 // Before an incremental's freeze, while `spec.pid` runs: the chain's tracker
-// after its before_freeze(), for MemberSpec::ready_tracker.
-std::shared_ptr<dirty::Tracker> prepare_tracker(const MemberSpec& spec);
+// after its before_freeze(), for MemberSpec::ready_tracker; with `written`,
+// also its estimate of the bytes the collect will report (0: unknown).
+std::shared_ptr<dirty::Tracker> prepare_tracker(const MemberSpec& spec,
+                                                uint64_t* written = nullptr);
 
 class MemberDump {
  public:

@@ -190,24 +190,39 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   // the job still runs: see capture_prefault_bytes.
   dump::Capture capture(opts.capture_bytes >= 0 ? uint64_t(opts.capture_bytes)
                                                 : dump::default_capture_budget());
-  // What the parent incremental copied: its non-zero runs, uncompressed.
-  uint64_t last_incremental = 0;
+  // What the final copy is expected to take: what the parent incremental
+  // copied (its non-zero runs, uncompressed) or what reads as written below.
+  uint64_t expected = 0;
   if (prev && prev->root()->meta().parent_generation != 0)
     for (const auto& [pid, r] : prev->members)
       for (const image::PageRun& run : r->runs())
-        if (!run.zero()) last_incremental += run.bytes();
-  capture.prefault(dump::capture_prefault_bytes(opts.pid, prev != nullptr, last_incremental));
+        if (!run.zero()) expected += run.bytes();
 
   std::unique_ptr<job::FrozenJob> frozen;
   double t_frozen = 0;
   std::map<pid_t, std::unique_ptr<dump::Precopy>> precopies;
   if (prev) {
-    // While the job runs: what keeps the (first) collect small (dirty::Tracker::before_freeze).
+    // While the job runs: what keeps the (first) collect small
+    // (dirty::Tracker::before_freeze), and what reads as written already: a
+    // frozen copy's buffers for it are faulted in now (the first incremental
+    // after a full has no parent incremental to go by). A live one's final
+    // copy is only what the last round leaves.
     PhaseTrace pv("before freeze");
-    for (const auto& member : prev->members)
-      ready[member.first] = dump::prepare_tracker(member_spec_running(member.first));
+    uint64_t written = 0;
+    for (const auto& member : prev->members) {
+      uint64_t w = 0;
+      ready[member.first] =
+          dump::prepare_tracker(member_spec_running(member.first), opts.live ? nullptr : &w);
+      written += w;
+    }
+    expected = std::max(expected, written);
     pv.mark("trackers");
   }
+  // A full copies the whole process, and so does every generation of the
+  // hash tracker (it compares after the copy); a live one copies only what
+  // its last round leaves, and its rounds fault buffers in as they go.
+  if ((!prev || !find_tracker(tracker)->kernel) && !opts.live) expected = dump::kWholeProcess;
+  capture.prefault(dump::capture_prefault_bytes(opts.pid, expected));
   if (opts.live && !find_tracker(tracker)->kernel) {
     stats.live_stop = "the hash tracker cannot pre-copy: pages copied into memory while frozen";
   } else if (opts.live) {
