@@ -537,6 +537,23 @@ TEST_F(PagemapScan, ExactAcrossRoundsAndToolRuns) {
   }
 }
 
+// The estimate a capture prefaults its buffers by: what reads as written
+// now, counted while the process runs, and nothing protected by counting.
+TEST_F(PagemapScan, WrittenEstimateCountsAndChangesNothing) {
+  PagemapScanTracker t;
+  arm(target_->pid(), t);
+  collect(target_->pid(), t);  // whatever the target wrote since the arm
+  std::mt19937 rng(5);
+  auto truth = random_pages(rng, 300);
+  write_pages(truth);
+  const uint64_t est = t.written_estimate(target_->pid(), state_);
+  // The region's 300 pages, and a few the target wrote serving the command.
+  EXPECT_GE(est, 300 * kPage);
+  EXPECT_LE(est, (300 + 64) * kPage);
+  PagemapScanTracker fresh;
+  expect_exact(collect(target_->pid(), fresh), truth, {region()});
+}
+
 TEST_F(PagemapScan, TrackerFdIsCloseOnExecAndAvoidsTakenNumbers) {
   target_->run(Cmd{kDupNull, 0, uint64_t(kTrackerFd)});
   PagemapScanTracker t;
