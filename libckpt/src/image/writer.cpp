@@ -250,63 +250,85 @@ Status SnapshotWriter::drop_pages(const std::vector<MemRange>& ranges, bool keep
     if (!keep && at < b) out.push_back({at, b});
     return out;
   };
-  int fl = ::fcntl(pages_fd_.get(), F_GETFL);
-  if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
+  // Only the index changes here: a live checkpoint calls this frozen, and
+  // reading back and hashing what the cuts leave (most of the process when
+  // a few scattered pages cut every run) waits for commit (settle_cuts).
+  cuts_.resize(runs_.size());
   std::vector<PageRun> runs;
-  std::vector<uint8_t> buf, plain;
-  const std::string path = tmp_dir_ + "/" + kPagesFile;
+  std::vector<Cut> cuts;
   pages_ = zero_pages_ = 0;
-  for (const PageRun& r : runs_) {
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    const PageRun& r = runs_[i];
     std::vector<MemRange> keep_parts = kept(r.vaddr, r.vaddr + r.bytes());
     const bool whole = keep_parts.size() == 1 && keep_parts[0].start == r.vaddr &&
                        keep_parts[0].end == r.vaddr + r.bytes();
-    if (r.compressed() && !whole) {
-      // A frame cannot be cut: the parts kept are appended plain, and the
-      // frame's place becomes a hole that commit's compaction closes.
-      if (keep_parts.empty()) continue;
-      buf.resize(r.stored_bytes());
-      plain.resize(r.bytes());
-      CKPT_TRY(read_exact(pages_fd_.get(), buf.data(), buf.size(),
-                          off_t(kPagesHeaderSize + r.content_offset), path));
-      if (std::string why = decompress_run(buf.data(), buf.size(), plain.data(), plain.size());
-          !why.empty())
-        return make_error(EIO, path + ": a run written by this tool does not decompress: " + why);
-      for (const MemRange& k : keep_parts) {
-        PageRun p = r;
-        p.flags = 0;
-        p.vaddr = k.start;
-        p.npages = uint32_t((k.end - k.start) / kPageSize);
-        p.content_offset = content_bytes_;
-        const uint8_t* src = plain.data() + (k.start - r.vaddr);
-        p.content_hash = xxh3(src, p.bytes());
-        CKPT_TRY(write_all(pages_fd_.get(), src, p.bytes(), path,
-                           off_t(kPagesHeaderSize + content_bytes_)));
-        content_bytes_ += p.bytes();
-        pages_ += p.npages;
-        runs.push_back(p);
-      }
-      if (::lseek(pages_fd_.get(), off_t(kPagesHeaderSize + content_bytes_), SEEK_SET) < 0)
-        return sys_error("seeking in " + path);
-      continue;
-    }
     for (const MemRange& k : keep_parts) {
       PageRun p = r;
+      Cut c = cuts_[i];
       p.vaddr = k.start;
       p.npages = uint32_t((k.end - k.start) / kPageSize);
-      if (!r.zero() && p.npages != r.npages) {
-        p.content_offset = r.content_offset + (k.start - r.vaddr);
-        buf.resize(p.bytes());
-        CKPT_TRY(read_exact(pages_fd_.get(), buf.data(), buf.size(),
-                            off_t(kPagesHeaderSize + p.content_offset),
-                            tmp_dir_ + "/" + kPagesFile));
-        p.content_hash = xxh3(buf.data(), buf.size());
+      if (!whole && !r.zero()) {
+        c.cut = true;
+        if (r.compressed()) {
+          c.frame = r;  // a frame cannot be cut: its pages become plain at commit
+          p.flags = 0;
+        } else if (c.frame.npages == 0) {
+          p.content_offset = r.content_offset + (k.start - r.vaddr);
+        }
       }
       pages_ += p.npages;
       if (p.zero()) zero_pages_ += p.npages;
       runs.push_back(p);
+      cuts.push_back(c);
     }
   }
   runs_ = std::move(runs);
+  cuts_ = std::move(cuts);
+  return {};
+}
+
+Status SnapshotWriter::settle_cuts() {
+  if (std::none_of(cuts_.begin(), cuts_.end(), [](const Cut& c) { return c.cut; })) return {};
+  const std::string path = tmp_dir_ + "/" + kPagesFile;
+  int fl = ::fcntl(pages_fd_.get(), F_GETFL);
+  if (fl >= 0 && (fl & O_DIRECT)) ::fcntl(pages_fd_.get(), F_SETFL, fl & ~O_DIRECT);
+  std::vector<uint8_t> buf, plain;
+  PageRun decoded;  // the frame `plain` holds
+  bool appended = false;
+  for (size_t i = 0; i < cuts_.size(); ++i) {  // runs added after the last drop follow
+    if (!cuts_[i].cut) continue;
+    PageRun& p = runs_[i];
+    const PageRun& f = cuts_[i].frame;
+    if (f.npages == 0) {  // a part of a plain run: its own hash
+      buf.resize(p.bytes());
+      CKPT_TRY(read_exact(pages_fd_.get(), buf.data(), buf.size(),
+                          off_t(kPagesHeaderSize + p.content_offset), path));
+      p.content_hash = xxh3(buf.data(), buf.size());
+      continue;
+    }
+    // A part of a frame: decompressed and appended plain; the frame's place
+    // becomes a hole that commit's compaction closes.
+    if (decoded.npages == 0 || decoded.content_offset != f.content_offset) {
+      buf.resize(f.stored_bytes());
+      plain.resize(f.bytes());
+      CKPT_TRY(read_exact(pages_fd_.get(), buf.data(), buf.size(),
+                          off_t(kPagesHeaderSize + f.content_offset), path));
+      if (std::string why = decompress_run(buf.data(), buf.size(), plain.data(), plain.size());
+          !why.empty())
+        return make_error(EIO, path + ": a run written by this tool does not decompress: " + why);
+      decoded = f;
+    }
+    const uint8_t* src = plain.data() + (p.vaddr - f.vaddr);
+    p.content_hash = xxh3(src, p.bytes());
+    p.content_offset = content_bytes_;
+    CKPT_TRY(
+        write_all(pages_fd_.get(), src, p.bytes(), path, off_t(kPagesHeaderSize + content_bytes_)));
+    content_bytes_ += p.bytes();
+    appended = true;
+  }
+  cuts_.clear();
+  if (appended && ::lseek(pages_fd_.get(), off_t(kPagesHeaderSize + content_bytes_), SEEK_SET) < 0)
+    return sys_error("seeking in " + path);
   return {};
 }
 
@@ -417,7 +439,9 @@ Status SnapshotWriter::compact_content() {
 Status SnapshotWriter::commit(const ImageMeta& meta) {
   if (meta.generation != generation_ || meta.chain_id != chain_id_)
     return make_error(EINVAL, "metadata does not belong to this generation");
-  // A live checkpoint dropped pages: the content left must fill pages.img.
+  // A live checkpoint dropped pages: the runs it cut get their hashes, and
+  // the content left must fill pages.img.
+  if (!stream_) CKPT_TRY(settle_cuts());
   if (!stream_) CKPT_TRY(fill_holes());
 
   FileHeader h;

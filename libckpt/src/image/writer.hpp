@@ -61,9 +61,10 @@ class SnapshotWriter {
   // end)), or with `keep` every page outside them. Their content stays in
   // pages.img until commit, which moves the content past the end of what is
   // left into the holes (as many bytes as were dropped) and truncates the
-  // file; a run cut in two gets each part's hash from the file (a cut
-  // compressed run: its kept parts are decompressed and appended plain, and
-  // commit slides all content down instead). Directory writers only.
+  // file. Only the index changes here: a run cut in two gets each part's
+  // hash from the file at commit (a cut compressed run: its kept parts are
+  // decompressed and appended plain then, and commit slides all content
+  // down instead). Directory writers only.
   Status drop_pages(const std::vector<MemRange>& ranges, bool keep);
   // A table of every page's hash, stored in addr.img (for the hash tracker).
   void set_page_hashes(std::vector<PageHash> hashes) { page_hashes_ = std::move(hashes); }
@@ -92,6 +93,7 @@ class SnapshotWriter {
  private:
   SnapshotWriter() = default;
   Status flush_iov();
+  Status settle_cuts();
   Status fill_holes();
   Status compact_content();
   void discard();
@@ -102,6 +104,14 @@ class SnapshotWriter {
   UniqueFd pages_fd_;
   std::unique_ptr<GenerationStream> stream_;
   std::vector<PageRun> runs_;
+  // Per run (empty until a drop): cut by drop_pages, its hash still to make
+  // from the file at commit; `frame` the compressed run it is part of
+  // (npages 0: a part of a plain run, content in place).
+  struct Cut {
+    bool cut = false;
+    PageRun frame;
+  };
+  std::vector<Cut> cuts_;
   std::vector<PageHash> page_hashes_;
   std::vector<iovec> iov_;
   std::vector<uint64_t> iov_hash_, iov_vaddr_;  // stream writers: each iovec's run hash, address
