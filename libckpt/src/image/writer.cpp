@@ -233,33 +233,37 @@ Status SnapshotWriter::add_pages(uint64_t vaddr, const uint8_t* data, size_t npa
 Status SnapshotWriter::drop_pages(const std::vector<MemRange>& ranges, bool keep) {
   if (stream_) return make_error(ENOTSUP, "a stream cannot take pages back");
   // The parts of [a, b) to keep: outside `ranges` (or inside, with `keep`).
-  auto kept = [&](uint64_t a, uint64_t b) {
-    std::vector<MemRange> out;
+  auto kept = [&](uint64_t a, uint64_t b, std::vector<MemRange>* out) {
+    out->clear();
     uint64_t at = a;
     auto lo = std::lower_bound(ranges.begin(), ranges.end(), a,
                                [](const MemRange& r, uint64_t v) { return r.end <= v; });
     for (auto it = lo; it != ranges.end() && it->start < b; ++it) {
       uint64_t s = std::max(it->start, a), e = std::min(it->end, b);
       if (keep) {
-        out.push_back({s, e});
+        out->push_back({s, e});
       } else {
-        if (s > at) out.push_back({at, s});
+        if (s > at) out->push_back({at, s});
         at = e;
       }
     }
-    if (!keep && at < b) out.push_back({at, b});
-    return out;
+    if (!keep && at < b) out->push_back({at, b});
   };
   // Only the index changes here: a live checkpoint calls this frozen, and
   // reading back and hashing what the cuts leave (most of the process when
   // a few scattered pages cut every run) waits for commit (settle_cuts).
+  // The new index goes into vectors kept from the last call: fresh memory
+  // of that size is what costs time in a freeze on a VM.
   cuts_.resize(runs_.size());
-  std::vector<PageRun> runs;
-  std::vector<Cut> cuts;
+  std::vector<PageRun>& runs = spare_runs_;
+  std::vector<Cut>& cuts = spare_cuts_;
+  runs.clear();
+  cuts.clear();
+  std::vector<MemRange> keep_parts;
   pages_ = zero_pages_ = 0;
   for (size_t i = 0; i < runs_.size(); ++i) {
     const PageRun& r = runs_[i];
-    std::vector<MemRange> keep_parts = kept(r.vaddr, r.vaddr + r.bytes());
+    kept(r.vaddr, r.vaddr + r.bytes(), &keep_parts);
     const bool whole = keep_parts.size() == 1 && keep_parts[0].start == r.vaddr &&
                        keep_parts[0].end == r.vaddr + r.bytes();
     for (const MemRange& k : keep_parts) {
@@ -282,8 +286,8 @@ Status SnapshotWriter::drop_pages(const std::vector<MemRange>& ranges, bool keep
       cuts.push_back(c);
     }
   }
-  runs_ = std::move(runs);
-  cuts_ = std::move(cuts);
+  runs_.swap(runs);
+  cuts_.swap(cuts);
   return {};
 }
 

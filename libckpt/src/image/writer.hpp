@@ -112,6 +112,8 @@ class SnapshotWriter {
     PageRun frame;
   };
   std::vector<Cut> cuts_;
+  std::vector<PageRun> spare_runs_;  // drop_pages builds the next index here
+  std::vector<Cut> spare_cuts_;
   std::vector<PageHash> page_hashes_;
   std::vector<iovec> iov_;
   std::vector<uint64_t> iov_hash_, iov_vaddr_;  // stream writers: each iovec's run hash, address
