@@ -96,6 +96,16 @@ note() {
   echo "HARMED: $*" >&2
 }
 sigblk() { awk '/^SigBlk:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+# Whether $1 has a SIGKILL pending: a sender killed past COMMIT had set
+# PTRACE_O_EXITKILL, so its death sent one, which the source acts on only
+# once it is scheduled (on a loaded machine, a while later): it is dying.
+kill_pending() {
+  local m
+  for m in $(awk '/^(SigPnd|ShdPnd):/ { print $2 }' "/proc/$1/status" 2>/dev/null); do
+    (((16#$m >> 8) & 1)) && return 0
+  done
+  return 1
+}
 
 # Starts a target (PID, T_DIR, T_BLK, T_ID); cr_pause: and its checkpoint.
 # A moved one is paced and held (1000 steps of 10 ms at most, then it
@@ -295,7 +305,12 @@ trial() {
     { wait "$tool"; } 2>/dev/null || rc=$?
   fi
   [[ $MODE != cr_recv* ]] && ((rc == 137)) && kills=$((kills + 1))
-  local what="$MODE killed at $how $arg" st
+  local what="$MODE killed at $how $arg" st i
+  for ((i = 0; i < 400; i++)); do # a dying source is not a running one
+    kill_pending "$PID" || break
+    sleep 0.05
+  done
+  ((i == 0)) || [[ -z ${MOVE_KILL_VERBOSE:-} ]] || echo "target $targets: $what: the source had a SIGKILL pending for $((i * 50)) ms" >&2
   st=$(proc_state "$PID")
   # (A source that ends by itself right now has no mask to read: ended.)
   [[ -n $(sigblk "$PID") ]] || st=-
@@ -324,6 +339,14 @@ trial() {
   # The source ended.
   { wait_exit "$HOLDER" 5; } 2>/dev/null
   local src=$EXIT_STATUS
+  # Killed with its sender past COMMIT: the receiver restores the copy,
+  # which may not exist yet (30 s at most).
+  if [[ $MODE != cr_pause ]] && ((src == 137 && ${#cps[@]} == 0)); then
+    for ((i = 0; i < 300 && ${#cps[@]} == 0; i++)); do
+      sleep 0.1
+      mapfile -t cps < <(settled_copies)
+    done
+  fi
   if [[ $MODE == cr_pause ]]; then
     if ((src == 0)); then # its run was over
       check_done 0 "ended during $what"
