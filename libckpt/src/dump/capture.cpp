@@ -36,7 +36,7 @@ uint64_t capture_prefault_bytes(pid_t pid, uint64_t expected) {
   // rewrites its memory is about as large, seldom the same (a copy that fits
   // in faulted-in buffers also holds the writer: read()).
   const uint64_t cap =
-      expected == kWholeProcess ? expected : expected + expected / 4 + (16ull << 20);
+      expected == kFullCopy ? (64ull << 20) : expected + expected / 4 + (16ull << 20);
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/statm", int(pid));
   unsigned long size = 0, resident = 0;

@@ -27,18 +27,20 @@ uint64_t default_capture_budget();
 
 // How much buffer memory to fault in before the freeze of `pid`, while it
 // still runs: a quarter more than `expected` plus 16 MiB (16 MiB when it is
-// 0, unknown), capped by the process's resident size; all of that resident
-// size for kWholeProcess (a full). For an incremental, `expected` is what
-// the parent incremental copied (its non-zero runs uncompressed) or what the
-// tracker finds written just before the freeze
+// 0, unknown), capped by the process's resident size; 64 MiB for kFullCopy
+// (a full, a hash-tracker generation). For an incremental, `expected` is
+// what the parent incremental copied (its non-zero runs uncompressed) or
+// what the tracker finds written just before the freeze
 // (dirty::Tracker::written_estimate), the larger. The first touch of fresh
 // memory is what the copy costs most on a VM, and buffers faulted in for
 // the whole copy also let it run with the writer held and two readers
-// (Capture::read): a full of mg (445 MB) froze 0.10-0.12 s instead of
-// 0.49-0.57 s, an incremental of it after a full 65 ms instead of 0.3-0.6 s
-// (docs/performance.md). LIBCKPT_CAPTURE_PREFAULT_MIB overrides, 0 turns
-// it off.
-constexpr uint64_t kWholeProcess = ~uint64_t(0);
+// (Capture::read): an incremental of mg (320 MB) after a full copied in
+// 65 ms instead of 0.3-0.6 s. A full is not worth it: faulting in the whole
+// process made mg's (445 MB) freeze 0.12-0.16 s instead of 0.17-0.26 s but
+// the checkpoint 1.0-1.3 s instead of 0.3-0.55 s (docs/performance.md); a
+// full's buffers are recycled by the writer as the copy goes.
+// LIBCKPT_CAPTURE_PREFAULT_MIB overrides, 0 turns it off.
+constexpr uint64_t kFullCopy = ~uint64_t(0);
 uint64_t capture_prefault_bytes(pid_t pid, uint64_t expected);
 
 class Capture {

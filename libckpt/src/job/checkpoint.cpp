@@ -219,9 +219,10 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     pv.mark("trackers");
   }
   // A full copies the whole process, and so does every generation of the
-  // hash tracker (it compares after the copy); a live one copies only what
-  // its last round leaves, and its rounds fault buffers in as they go.
-  if ((!prev || !find_tracker(tracker)->kernel) && !opts.live) expected = dump::kWholeProcess;
+  // hash tracker (it compares after the copy): the writer recycles their
+  // buffers (dump::kFullCopy). A live one copies only what its last round
+  // leaves, and its rounds fault buffers in as they go.
+  if ((!prev || !find_tracker(tracker)->kernel) && !opts.live) expected = dump::kFullCopy;
   capture.prefault(dump::capture_prefault_bytes(opts.pid, expected));
   if (opts.live && !find_tracker(tracker)->kernel) {
     stats.live_stop = "the hash tracker cannot pre-copy: pages copied into memory while frozen";
