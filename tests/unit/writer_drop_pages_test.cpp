@@ -103,6 +103,23 @@ std::map<uint64_t, std::vector<uint8_t>> read_pages(const SnapshotReader& r) {
   return out;
 }
 
+// The committed generation 1 in `dir` verifies and holds pages [0, n) at
+// kBase, each filled by fill_compressible with `version(page)`.
+template <typename VersionOf>
+void expect_pages(const std::string& dir, uint64_t n, VersionOf version) {
+  auto r = SnapshotReader::open(generation_dir(dir, 1));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  Status v = (*r)->verify_all();
+  EXPECT_TRUE(v.ok()) << v.error().message;
+  auto pages = read_pages(**r);
+  ASSERT_EQ(pages.size(), n);
+  AlignedBytes want(kPageSize);
+  for (uint64_t pg = 0; pg < n; ++pg) {
+    fill_compressible(want.data(), pg, version(pg));
+    EXPECT_EQ(std::memcmp(pages[pg].data(), want.data(), kPageSize), 0) << "page " << pg;
+  }
+}
+
 // --compress with --live: a frame that a later round cuts keeps its other
 // pages (appended plain), a frame kept whole stays compressed, and commit
 // closes the holes by sliding content down; every page reads back as its
@@ -138,18 +155,10 @@ TEST(WriterDropPages, CompressedRunsCutByALaterRound) {
   ASSERT_TRUE((*w)->add_pages(kBase + 20 * kPageSize, r2.data(), 4).ok());
   EXPECT_EQ((*w)->pages(), 40u);
   ASSERT_TRUE((*w)->commit(ckpt::testing::make_meta(1, chain)).ok());
-
+  expect_pages(tmp.path(), 40,
+               [](uint64_t pg) { return pg == 3 || (pg >= 20 && pg < 24) ? 2 : 1; });
   auto r = SnapshotReader::open(generation_dir(tmp.path(), 1));
   ASSERT_TRUE(r.ok()) << r.error().message;
-  Status v = (*r)->verify_all();
-  EXPECT_TRUE(v.ok()) << v.error().message;
-  auto pages = read_pages(**r);
-  ASSERT_EQ(pages.size(), 40u);
-  AlignedBytes want(kPageSize);
-  for (uint64_t pg = 0; pg < 40; ++pg) {
-    fill_compressible(want.data(), pg, pg == 3 || (pg >= 20 && pg < 24) ? 2 : 1);
-    EXPECT_EQ(std::memcmp(pages[pg].data(), want.data(), kPageSize), 0) << "page " << pg;
-  }
   // Pages 20..23 came as a new frame; 0..2, 4..15, 16..19, 24..31 and 32..39
   // are plain parts of cut frames.
   size_t compressed = 0;
@@ -189,18 +198,7 @@ TEST(WriterDropPages, PartsCutAgainByLaterRounds) {
     ASSERT_TRUE(st.ok()) << st.error().message;
     EXPECT_EQ((*w)->pages(), 28u);
     ASSERT_TRUE((*w)->commit(ckpt::testing::make_meta(1, chain)).ok());
-
-    auto r = SnapshotReader::open(generation_dir(tmp.path(), 1));
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    Status v = (*r)->verify_all();
-    EXPECT_TRUE(v.ok()) << v.error().message;
-    auto pages = read_pages(**r);
-    ASSERT_EQ(pages.size(), 28u);
-    AlignedBytes want(kPageSize);
-    for (uint64_t pg = 0; pg < 28; ++pg) {
-      fill_compressible(want.data(), pg, version[pg]);
-      EXPECT_EQ(std::memcmp(pages[pg].data(), want.data(), kPageSize), 0) << "page " << pg;
-    }
+    expect_pages(tmp.path(), 28, [&](uint64_t pg) { return version[pg]; });
   }
 }
 

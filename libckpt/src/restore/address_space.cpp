@@ -335,56 +335,89 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     return {};
   });
 
-  Status st;
-  std::vector<iovec> local, remote;
-  uint64_t total = 0, done = 0;
+  uint64_t total = 0;
   for (const image::PlanSlice& sl : slices)
     if (!sl.zero()) total += uint64_t(sl.npages) * kPageSize;
-  size_t vi = 0;
-  for (size_t b = 0; b < batches.size() && st.ok(); ++b) {
-    st = verifier.wait(b);
-    if (!st.ok()) break;
-    local.clear();
-    remote.clear();
-    ssize_t want = 0;
-    for (size_t i = batches[b].first; i < batches[b].last; ++i) {
-      const image::PlanSlice& sl = slices[i];
-      const uint64_t len = uint64_t(sl.npages) * kPageSize;
-      while (vmas[vi].end <= sl.vaddr) ++vi;
-      const uint8_t* src;
-      if (sl.zero()) {
-        stats->pages_zero += sl.npages;
-        if (!vmas[vi].is_file()) continue;
-        src = zero_bytes();
-      } else {
-        src = content(sl);
-        stats->bytes_read += len;
-        done += len;
+  // One writer's part: batches first, first + step, ... Its own VMA cursor
+  // and counts; the pages are the new process's, faulted in by the write.
+  struct Part {
+    Status st;
+    MemoryStats counts;
+    uint64_t done = 0;  // content bytes copied
+  };
+  auto write_part = [&](size_t first, size_t step, Part* part, bool report) {
+    std::vector<iovec> local, remote;
+    size_t vi = 0;
+    for (size_t b = first; b < batches.size(); b += step) {
+      if (Status st = verifier.wait(b); !st.ok()) {
+        part->st = st;
+        return;
       }
-      stats->pages_written += sl.npages;
-      local.push_back(iovec{const_cast<uint8_t*>(src), len});
-      remote.push_back(iovec{reinterpret_cast<void*>(sl.vaddr), len});
-      want += ssize_t(len);
-    }
-    if (local.empty()) {
+      local.clear();
+      remote.clear();
+      ssize_t want = 0;
+      for (size_t i = batches[b].first; i < batches[b].last; ++i) {
+        const image::PlanSlice& sl = slices[i];
+        const uint64_t len = uint64_t(sl.npages) * kPageSize;
+        while (vmas[vi].end <= sl.vaddr) ++vi;
+        const uint8_t* src;
+        if (sl.zero()) {
+          part->counts.pages_zero += sl.npages;
+          if (!vmas[vi].is_file()) continue;
+          src = zero_bytes();
+        } else {
+          src = content(sl);
+          part->counts.bytes_read += len;
+          part->done += len;
+        }
+        part->counts.pages_written += sl.npages;
+        local.push_back(iovec{const_cast<uint8_t*>(src), len});
+        remote.push_back(iovec{reinterpret_cast<void*>(sl.vaddr), len});
+        want += ssize_t(len);
+      }
+      if (!local.empty()) {
+        ssize_t n =
+            ::process_vm_writev(pid_, local.data(), local.size(), remote.data(), remote.size(), 0);
+        if (n != want) {
+          part->st = n < 0 ? sys_error("writing memory into the new process")
+                           : make_error(EFAULT, "short write into the new process");
+          verifier.written(b);  // lets the workers see the end
+          return;
+        }
+        if (report && progress) progress(std::min(total, part->done * step), total);  // about
+      }
+      for (size_t i = batches[b].first; i < batches[b].last && !last_use.empty(); ++i) {
+        auto it = last_use.find(slices[i].run);
+        if (it != last_use.end() && it->second == b)
+          chain_->links[slices[i].link]->drop_content(*slices[i].run);
+      }
       verifier.written(b);
-      continue;
     }
-    ssize_t n =
-        ::process_vm_writev(pid_, local.data(), local.size(), remote.data(), remote.size(), 0);
-    if (n != want)
-      st = n < 0 ? sys_error("writing memory into the new process")
-                 : make_error(EFAULT, "short write into the new process");
-    else if (progress)
-      progress(done, total);
-    for (size_t i = batches[b].first; i < batches[b].last && !last_use.empty(); ++i) {
-      auto it = last_use.find(slices[i].run);
-      if (it != last_use.end() && it->second == b)
-        chain_->links[slices[i].link]->drop_content(*slices[i].run);
-    }
-    verifier.written(b);
+  };
+  // A second writer takes every other batch when there is a CPU for it and
+  // no compressed content (whose decoded copy is freed after its last batch,
+  // which a writer running behind could still be reading): faulting in the
+  // new process's memory is most of a restore on a VM (clearing fresh pages),
+  // and faults in different places of one process proceed in parallel.
+  const bool two = last_use.empty() && batches.size() > 1 &&
+                   std::thread::hardware_concurrency() >= 2 &&
+                   !(std::getenv("LIBCKPT_RESTORE_WRITERS") &&
+                     std::atoi(std::getenv("LIBCKPT_RESTORE_WRITERS")) == 1);
+  Part parts[2];
+  if (two) {
+    std::thread second([&] { write_part(1, 2, &parts[1], false); });
+    write_part(0, 2, &parts[0], true);
+    second.join();
+  } else {
+    write_part(0, 1, &parts[0], true);
   }
-  return st;
+  for (const Part& p : parts) {
+    stats->pages_zero += p.counts.pages_zero;
+    stats->bytes_read += p.counts.bytes_read;
+    stats->pages_written += p.counts.pages_written;
+  }
+  if (progress && parts[0].st.ok() && parts[1].st.ok()) progress(total, total);
+  return parts[0].st.ok() ? parts[1].st : parts[0].st;
 }
 
 Status AddressSpaceBuilder::restore_protections() {

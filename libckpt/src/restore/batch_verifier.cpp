@@ -1,5 +1,7 @@
 #include "restore/batch_verifier.hpp"
 
+#include <algorithm>
+
 namespace ckpt::restore {
 
 BatchVerifier::BatchVerifier(size_t batches, unsigned threads, size_t ahead, CheckFn check)
@@ -49,7 +51,7 @@ Status BatchVerifier::wait(size_t b) {
 void BatchVerifier::written(size_t b) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    written_ = b + 1;
+    written_ = std::max(written_, b + 1);  // two writers finish out of order
   }
   cv_.notify_all();
 }

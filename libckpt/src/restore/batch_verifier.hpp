@@ -29,7 +29,8 @@ class BatchVerifier {
 
   // Waits until batch b is verified; the first failure otherwise.
   Status wait(size_t b);
-  // The writer is done with batches [0, b]: the workers may go further.
+  // A writer is done with batch b (and, with one writer, every batch
+  // before it): the workers may go further.
   void written(size_t b);
 
  private:
