@@ -25,8 +25,6 @@ namespace ckpt::dump {
 
 using image::VmaRecord;
 
-namespace {}  // namespace
-
 namespace {
 bool is_shared_anon_mapping(const proc::MapEntry& m) {
   // MAP_SHARED|MAP_ANONYMOUS shows as "/dev/zero (deleted)".

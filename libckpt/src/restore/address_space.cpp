@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -345,12 +346,14 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     MemoryStats counts;
     uint64_t done = 0;  // content bytes copied
   };
+  std::atomic<bool> failed{false};  // one writer's failure ends the other's part
   auto write_part = [&](size_t first, size_t step, Part* part, bool report) {
     std::vector<iovec> local, remote;
     size_t vi = 0;
-    for (size_t b = first; b < batches.size(); b += step) {
+    for (size_t b = first; b < batches.size() && !failed; b += step) {
       if (Status st = verifier.wait(b); !st.ok()) {
         part->st = st;
+        failed = true;
         return;
       }
       local.clear();
@@ -381,7 +384,8 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
         if (n != want) {
           part->st = n < 0 ? sys_error("writing memory into the new process")
                            : make_error(EFAULT, "short write into the new process");
-          verifier.written(b);  // lets the workers see the end
+          failed = true;
+          verifier.written(b);  // the window moves on for a writer waiting on a check
           return;
         }
         if (report && progress) progress(std::min(total, part->done * step), total);  // about

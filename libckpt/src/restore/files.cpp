@@ -18,6 +18,7 @@
 #include <cstring>
 #include <map>
 
+#include "util/fd.hpp"
 #include "util/text.hpp"
 
 #ifndef TFD_IOC_SET_TICKS  // linux/timerfd.h, which clashes with glibc's sys/timerfd.h
@@ -30,10 +31,6 @@ using image::FileKind;
 using image::FileRecord;
 
 namespace {
-
-int64_t mtime_ns(const struct stat& st) {
-  return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-}
 
 std::string fd_name(int fd) {
   return "fd " + std::to_string(fd);
