@@ -70,8 +70,11 @@ start() {
     shift
   done
   shift
-  (close_fds && exec "${wrap[@]}" "$PROG" "$RDIR/ready" "$@" </dev/null >"$WORK/prog.out" \
-    2>"$WORK/prog.err") &
+  # Its working directory is $WORK, open to the test user wherever the
+  # checkout lies (a clone in a mktemp -d directory is closed to others,
+  # and a restore as root then refuses to open it for the process).
+  (close_fds && cd "$WORK" && exec "${wrap[@]}" "$PROG" "$RDIR/ready" "$@" </dev/null \
+    >"$WORK/prog.out" 2>"$WORK/prog.err") &
   TPID=$!
   OWN_PIDS+=("$TPID")
   wait_file "$RDIR/ready" "$TPID" 30 || fail "identity did not become ready: $(first_line "$WORK/prog.err")"
