@@ -27,6 +27,8 @@
 #   cr_recv-frozen    the same with a frozen migration: the receiver is killed
 #                     while it builds the process from the layout and writes
 #                     its memory as it arrives (metadata first)
+# The receiver's steps include its detaches (CKPT_STEP_DETACH): killed right
+# after the last one, the copy runs and only its handler can say RUNNING.
 # A moved target cannot end by itself while the test looks at it (on a slow
 # or loaded machine too): it keeps working while its pace file exists and
 # does not end while its hold file exists (E2E_PACE_FILE, E2E_HOLD_FILE);
@@ -270,6 +272,7 @@ trial() {
   tries=$((tries + 1))
   tool_cmd
   [[ $how == step ]] && env=(LD_PRELOAD="$PRELOAD" CKPT_KILL_AT_STEP="$arg")
+  [[ $how == step && $MODE == cr_recv* ]] && env+=(CKPT_STEP_DETACH=1)
   if [[ $MODE == cr_recv* ]]; then
     start_receiver --once "${env[@]}" || {
       release
@@ -444,7 +447,7 @@ start_target || exit 1
 tool_cmd
 t0=$EPOCHREALTIME
 if [[ $MODE == cr_recv* ]]; then
-  start_receiver --once LD_PRELOAD="$PRELOAD" CKPT_STEP_COUNT_FILE="$WORK/steps" || exit 1
+  start_receiver --once LD_PRELOAD="$PRELOAD" CKPT_STEP_COUNT_FILE="$WORK/steps" CKPT_STEP_DETACH=1 || exit 1
   "${CMD[@]}" </dev/null >/dev/null 2>"$WORK/tool.err" || {
     echo "FAIL move_kill $MODE: a normal migration failed: $(first_line "$WORK/tool.err")"
     exit 1

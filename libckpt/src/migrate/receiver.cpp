@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <tuple>
 
 #include "image/chain.hpp"
 #include "image/format.hpp"
@@ -36,6 +37,7 @@
 #include "image/store.hpp"
 #include "job/generation.hpp"
 #include "migrate/gate.hpp"
+#include "migrate/handover.hpp"
 #include "migrate/job_stream.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sandbox.hpp"
@@ -55,24 +57,59 @@ using namespace migrate;
 //     'G'/'J' u64 generation (committed in staging), 'L' u64 generation (its layout arrived,
 //     metadata first), 'R' u64 generation + n x (u64 vaddr, u64 bytes, u64 offset) (runs
 //     landed in its pages.img)
-//   monitor -> handler: 'P' i32 pid (running: the monitor sent RUNNING), 'E' message
-Status ctl_send(int fd, char kind, const void* data, size_t len) {
+//   monitor -> handler: 'H' i32 pid + the leader's /proc status (SCM_RIGHTS: the process is
+//     ready and held, about to be let go), 'P' i32 pid (it runs), 'E' message
+// `pass_fd`, when >= 0, goes along (SCM_RIGHTS).
+Status ctl_send(int fd, char kind, const void* data, size_t len, int pass_fd = -1) {
   std::vector<uint8_t> m(1 + len);
   m[0] = uint8_t(kind);
   if (len) std::memcpy(m.data() + 1, data, len);
-  if (::send(fd, m.data(), m.size(), MSG_NOSIGNAL) != ssize_t(m.size()))
+  iovec iov{m.data(), m.size()};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  if (pass_fd >= 0) {
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof cbuf;
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  }
+  if (::sendmsg(fd, &mh, MSG_NOSIGNAL) != ssize_t(m.size()))
     return sys_error("talking to the receiver's parent");
   return {};
 }
 
-// Returns the message ('\0' kind on EOF).
-std::pair<char, std::string> ctl_recv(int fd) {
+// Returns the message ('\0' kind on EOF); a descriptor that came with it
+// goes to `*got` (closed when not asked for).
+std::pair<char, std::string> ctl_recv(int fd, UniqueFd* got = nullptr) {
   char buf[32 << 10];  // an 'R' message holds at most kReportRuns runs
+  iovec iov{buf, sizeof buf};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
   ssize_t n;
-  do n = ::recv(fd, buf, sizeof buf, 0);
+  do n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int passed;
+    std::memcpy(&passed, CMSG_DATA(c), sizeof passed);
+    UniqueFd owned(passed);
+    if (got) *got = std::move(owned);
+  }
   if (n <= 0) return {'\0', {}};
   return {buf[0], std::string(buf + 1, size_t(n - 1))};
+}
+
+void put_pid(uint8_t (&b)[4], pid_t pid) {
+  for (int i = 0; i < 4; ++i) b[i] = uint8_t(uint32_t(pid) >> (8 * i));
 }
 
 // Runs per 'R' message, and bytes landed before one is sent.
@@ -190,15 +227,34 @@ class Session {
     put_u64(ok, first_gen_);
     CKPT_TRY(w_.send(kAuthOk, ok.data(), ok.size()));
     CKPT_ASSIGN(uint64_t gen, receive());
+    // From here on this handler outlives the monitor: should the monitor die
+    // while it lets the process go, only this handler can tell the sender
+    // whether the process runs (the handover: docs/security.md).
+    if (::prctl(PR_SET_PDEATHSIG, 0) != 0) return sys_error("PR_SET_PDEATHSIG");
     CKPT_TRY(ctl_send(ctl_, 'C', &gen, sizeof gen));
-    auto [kind, msg] = ctl_recv(ctl_);
-    if (kind != 'P') {
-      std::string why = kind == 'E' ? msg : "the receiver's parent went away";
+    UniqueFd held;  // the leader's status, once the monitor holds it ready
+    pid_t pid = 0;
+    auto [kind, msg] = ctl_recv(ctl_, &held);
+    if (kind == 'H' && msg.size() == 4) {
+      pid = pid_t(get_u32(reinterpret_cast<const uint8_t*>(msg.data())));
+      std::tie(kind, msg) = ctl_recv(ctl_);
+    }
+    if (kind == 'P' && msg.size() == 4)
+      pid = pid_t(get_u32(reinterpret_cast<const uint8_t*>(msg.data())));
+    // The monitor died after 'H': the kernel says whether it let the process go.
+    const bool orphaned = kind == '\0' && pid > 0 && held.valid();
+    const bool runs = kind == 'P' || (orphaned && held_process_runs(held.get(), 30));
+    if (!runs) {
+      std::string why = kind == 'E' ? msg
+                        : orphaned  ? "the receiver died before the process ran"
+                                    : "the receiver's parent went away";
       std::string m = "restore failed: " + why;
       (void)w_.send(kError, m.data(), m.size());
       return make_error(EIO, "restore failed: " + why);
     }
-    // RUNNING went out from the parent, right before it let the process go.
+    uint8_t b[4];
+    put_pid(b, pid);
+    CKPT_TRY(w_.send(kRunning, b, sizeof b));
     // The sender ends its copy now and says so; a missing DONE is only reported.
     auto done = r_.next();
     if (!done.ok() || done->type != kDone)
@@ -656,20 +712,20 @@ Result<ReceivedProcess> Receiver::serve_one() {
   uint64_t final_gen;
   std::memcpy(&final_gen, kind_msg.data(), 8);
   const double tr = now_seconds();
-  // RUNNING (the sender then ends its source) goes out when the process is
-  // ready to run and still held, right before it is let go: if this process
-  // dies first, the copy dies with it (PTRACE_O_EXITKILL) and the sender,
-  // without RUNNING, releases its source. Sent after the release, as it once
-  // was, a death in between left the copy running and the sender releasing
-  // its source: two copies. Now a death can fall only between this send and
-  // the few detaches after it, and then no copy runs rather than two.
-  // Best effort: a sender that is gone killed its source with it (past
-  // COMMIT), so the copy runs whether or not this arrives.
-  bool announced = false;
+  // The handover (docs/security.md, "A receiver killed after COMMIT"). With
+  // the process ready and still held, the handler gets its leader's status
+  // ('H'); the process is let go; the handler hears so ('P') and sends
+  // RUNNING, on which the sender ends its source. A monitor that dies on the
+  // way leaves the handler to read the outcome from the kernel: the process
+  // died with its tracer (the handler sends ERROR: the sender releases its
+  // source) or it was let go (the handler sends RUNNING). One copy either way.
+  bool handed = false;
   auto announce = [&](pid_t pid) {
-    uint8_t b[4] = {uint8_t(pid), uint8_t(pid >> 8), uint8_t(pid >> 16), uint8_t(pid >> 24)};
-    (void)acks.send(kRunning, b, sizeof b);
-    announced = true;
+    auto status = open_held_status(pid);
+    uint8_t b[4];
+    put_pid(b, pid);
+    handed = true;
+    (void)ctl_send(ctl.get(), 'H', b, sizeof b, status.ok() ? status->get() : -1);
   };
   Result<RestoreStats> restored = make_error(EINVAL, "not restored");
   if (warm_ok && warm.last() == final_gen) {
@@ -681,7 +737,7 @@ Result<ReceivedProcess> Receiver::serve_one() {
                    restored.ok() ? "" : restored.error().message.c_str());
     if (!restored.ok()) warm.abort();
   }
-  if (!restored.ok() && !announced) {
+  if (!restored.ok() && !handed) {
     out.build = "cold";
     RestoreOptions ro;
     ro.dir = staging;
@@ -697,12 +753,14 @@ Result<ReceivedProcess> Receiver::serve_one() {
   out.restore_seconds = now_seconds() - tr;
   out.pid = restored->pid;
   out.generations = restored->generations_read;
-  int32_t pid32 = restored->pid;
-  uint8_t pidb[4] = {uint8_t(pid32), uint8_t(pid32 >> 8), uint8_t(pid32 >> 16),
-                     uint8_t(pid32 >> 24)};
+  uint8_t pidb[4];
+  put_pid(pidb, restored->pid);
   (void)ctl_send(ctl.get(), 'P', pidb, 4);
   out.seconds = now_seconds() - t0;
   auto [k2, m2] = ctl_recv(ctl.get());
+  // A handler that died may not have said RUNNING: say it (twice is harmless,
+  // the sender reads the first).
+  if (k2 == '\0') (void)acks.send(kRunning, pidb, sizeof pidb);
   if (k2 != 'D') {
     std::string why = k2 == 'E' ? m2 : reap();
     if (k2 == 'E') reap();

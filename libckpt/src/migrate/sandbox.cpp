@@ -16,7 +16,8 @@ namespace ckpt::migrate {
 
 namespace {
 
-Status load_allowlist(std::initializer_list<const char*> allowed) {
+// `clear_pdeathsig`: also prctl(PR_SET_PDEATHSIG, 0), and no other prctl.
+Status load_allowlist(std::initializer_list<const char*> allowed, bool clear_pdeathsig = false) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
   if (!ctx) return make_error(ENOMEM, "seccomp_init failed");
   int rc = 0;
@@ -25,6 +26,9 @@ Status load_allowlist(std::initializer_list<const char*> allowed) {
     if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
     if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0)) != 0) break;
   }
+  if (rc == 0 && clear_pdeathsig)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 2,
+                          SCMP_A0(SCMP_CMP_EQ, PR_SET_PDEATHSIG), SCMP_A1(SCMP_CMP_EQ, 0));
   if (rc == 0) rc = seccomp_load(ctx);
   seccomp_release(ctx);
   if (rc != 0) return sys_error("installing the seccomp allowlist", -rc);
@@ -64,19 +68,24 @@ Status apply_receiver_sandbox(const std::string& staging) {
   CKPT_TRY(drop_capabilities());
   // Found by running the handler under strace -f through successful and
   // failing sessions (docs/migration.md lists what each group is for).
-  return load_allowlist({// the connection (frames in and out) and the channel to the parent
-                         "read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg", "close",
-                         // content from the socket into pages.img through a pipe
-                         "pipe2", "splice", "fcntl",
-                         // writing the received generations into the staging directory and
-                         // opening them again (SnapshotReader): mkdir, files, rename into place
-                         "openat", "mkdir", "rename", "lseek", "writev", "pwrite64", "pwritev",
-                         "ftruncate", "pread64", "fstat", "newfstatat",
-                         // memory: malloc, the receive buffer, the reader's mapping of pages.img
-                         "brk", "mmap", "munmap", "mremap", "madvise",
-                         // the C library: locks, clocks without a vdso, signals, exit
-                         "futex", "getrandom", "clock_gettime", "rt_sigreturn", "restart_syscall",
-                         "exit", "exit_group"});
+  return load_allowlist(
+      {// the connection (frames in and out) and the channel to the parent
+       "read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg", "close",
+       // content from the socket into pages.img through a pipe
+       "pipe2", "splice", "fcntl",
+       // writing the received generations into the staging directory and
+       // opening them again (SnapshotReader): mkdir, files, rename into place
+       "openat", "mkdir", "rename", "lseek", "writev", "pwrite64", "pwritev", "ftruncate",
+       "pread64", "fstat", "newfstatat",
+       // memory: malloc, the receive buffer, the reader's mapping of pages.img
+       "brk", "mmap", "munmap", "mremap", "madvise",
+       // the C library: locks, clocks without a vdso, signals, exit
+       "futex", "getrandom", "clock_gettime", "rt_sigreturn", "restart_syscall", "exit",
+       "exit_group",
+       // the handover: the leader's status passed by the monitor, re-read
+       // until its dying tracer let it go (migrate/handover)
+       "poll", "ppoll"},
+      /*clear_pdeathsig=*/true);
 }
 
 Status apply_gate_sandbox() {

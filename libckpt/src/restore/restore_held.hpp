@@ -17,10 +17,9 @@ namespace ckpt::restore {
 using ReadyHook = std::function<Status(pid_t root)>;
 
 // Called with the root's PID when every member is about to run: registers
-// and signal masks loaded, only the detaches left. It cannot stop the
-// release (its result is ignored): what it says goes out before the
-// process runs, so a caller that dies in between leaves no process (they
-// die with their tracer) rather than one nobody knows of.
+// and signal masks loaded, only the detaches left (the leader's last). It
+// cannot stop the release: it is where a caller hands what it needs to
+// learn the outcome to someone who outlives it (cr_recv: migrate/handover).
 using ReleaseHook = std::function<void(pid_t root)>;
 
 Result<RestoreStats> restore_held(const RestoreOptions& opts, const ReadyHook& ready,

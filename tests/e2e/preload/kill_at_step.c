@@ -4,6 +4,8 @@
 // itself right after its Nth step, so the target is left in exactly the
 // state that step produced. CKPT_STEP_COUNT_FILE=PATH receives the number
 // of steps taken when the tool exits normally (how many there are to try).
+// CKPT_STEP_DETACH=1 counts PTRACE_DETACH as a step too: a receiver letting
+// its restored process go, killed between its detaches and what follows.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <signal.h>
@@ -24,6 +26,7 @@ static void after_step(void) {
 }
 
 static int changes_target(long req) {
+  if (req == PTRACE_DETACH) return getenv("CKPT_STEP_DETACH") != NULL;
   switch (req) {
     case PTRACE_SETREGS:
     case PTRACE_SETREGSET:

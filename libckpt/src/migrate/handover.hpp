@@ -1,0 +1,36 @@
+// The handover of a restored process at the end of a migration: how the
+// connection handler, when the monitor that held the process dies, learns
+// from the kernel whether that process runs, so that it tells the sender
+// the truth (docs/security.md, "A receiver killed after COMMIT").
+#pragma once
+
+#include <sys/types.h>
+
+#include <ckpt/result.hpp>
+
+#include "util/fd.hpp"
+
+namespace ckpt::migrate {
+
+// What /proc/PID/status says of a held process's leader.
+struct HeldState {
+  bool exiting = false;       // State Z or X
+  bool traced = false;        // TracerPid is not 0
+  bool kill_pending = false;  // SIGKILL in SigPnd or ShdPnd
+};
+bool parse_held_state(const char* status, HeldState* out);
+
+// The leader's status, opened by the monitor while it still holds the
+// process: the sandboxed handler can read it (no open of its own).
+Result<UniqueFd> open_held_status(pid_t pid);
+
+// Once the monitor is dead: whether the process it held runs. A tracer's
+// death first closes its descriptors (the handler sees that) and only then
+// lets its tracees go, sending SIGKILL to those set to die with it. So this
+// waits until the leader has no tracer, then answers: it runs if it still
+// exists, is not exiting and has no SIGKILL pending. The leader is released
+// last, so a free leader means every thread was. Still traced after
+// `timeout_seconds`: it dies with its tracer (false).
+bool held_process_runs(int status_fd, double timeout_seconds);
+
+}  // namespace ckpt::migrate
