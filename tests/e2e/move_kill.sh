@@ -27,8 +27,9 @@
 #   cr_recv-frozen    the same with a frozen migration: the receiver is killed
 #                     while it builds the process from the layout and writes
 #                     its memory as it arrives (metadata first)
-# The receiver's steps include its detaches (CKPT_STEP_DETACH): killed right
-# after the last one, the copy runs and only its handler can say RUNNING.
+# The steps include PTRACE_SETOPTIONS and PTRACE_DETACH (CKPT_STEP_HANDOVER):
+# a sender killed right after setting EXITKILL leaves COMMIT to its witness;
+# a receiver killed right after its last detach leaves RUNNING to its handler.
 # A moved target cannot end by itself while the test looks at it (on a slow
 # or loaded machine too): it keeps working while its pace file exists and
 # does not end while its hold file exists (E2E_PACE_FILE, E2E_HOLD_FILE);
@@ -271,8 +272,7 @@ trial() {
   local how=$1 arg=$2 rc=0 env=() tool
   tries=$((tries + 1))
   tool_cmd
-  [[ $how == step ]] && env=(LD_PRELOAD="$PRELOAD" CKPT_KILL_AT_STEP="$arg")
-  [[ $how == step && $MODE == cr_recv* ]] && env+=(CKPT_STEP_DETACH=1)
+  [[ $how == step ]] && env=(LD_PRELOAD="$PRELOAD" CKPT_KILL_AT_STEP="$arg" CKPT_STEP_HANDOVER=1)
   if [[ $MODE == cr_recv* ]]; then
     start_receiver --once "${env[@]}" || {
       release
@@ -447,14 +447,14 @@ start_target || exit 1
 tool_cmd
 t0=$EPOCHREALTIME
 if [[ $MODE == cr_recv* ]]; then
-  start_receiver --once LD_PRELOAD="$PRELOAD" CKPT_STEP_COUNT_FILE="$WORK/steps" CKPT_STEP_DETACH=1 || exit 1
+  start_receiver --once LD_PRELOAD="$PRELOAD" CKPT_STEP_COUNT_FILE="$WORK/steps" CKPT_STEP_HANDOVER=1 || exit 1
   "${CMD[@]}" </dev/null >/dev/null 2>"$WORK/tool.err" || {
     echo "FAIL move_kill $MODE: a normal migration failed: $(first_line "$WORK/tool.err")"
     exit 1
   }
   duration=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.4f", b - a }')
 else
-  LD_PRELOAD=$PRELOAD CKPT_STEP_COUNT_FILE=$WORK/steps "${CMD[@]}" </dev/null >/dev/null 2>"$WORK/tool.err" || {
+  LD_PRELOAD=$PRELOAD CKPT_STEP_COUNT_FILE=$WORK/steps CKPT_STEP_HANDOVER=1 "${CMD[@]}" </dev/null >/dev/null 2>"$WORK/tool.err" || {
     echo "FAIL move_kill $MODE: a normal run failed: $(first_line "$WORK/tool.err")"
     exit 1
   }

@@ -10,29 +10,45 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <string>
+
 namespace ckpt::migrate {
 namespace {
 
+// A /proc/PID/stat line with `flags` (its name holds a space and a parenthesis).
+std::string stat_line(unsigned long flags) {
+  return "123 (a b) c) S 1 123 123 0 -1 " + std::to_string(flags) + " 0 0 0 0";
+}
+
 TEST(Handover, ParsesTheStatusFields) {
   HeldState s;
+  const std::string quiet = stat_line(0x400100);  // PF_RANDOMIZE-like bits only
   ASSERT_TRUE(parse_held_state(
       "Name:\tx\nState:\tt (tracing stop)\nTracerPid:\t41\nSigPnd:\t0000000000000000\n"
       "ShdPnd:\t0000000000000000\n",
-      &s));
+      quiet.c_str(), &s));
   EXPECT_TRUE(s.traced);
   EXPECT_FALSE(s.exiting);
   EXPECT_FALSE(s.kill_pending);
   ASSERT_TRUE(parse_held_state(
       "State:\tR (running)\nTracerPid:\t0\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000100\n",
-      &s));
+      quiet.c_str(), &s));
   EXPECT_FALSE(s.traced);
   EXPECT_TRUE(s.kill_pending);  // bit 8: SIGKILL
-  ASSERT_TRUE(parse_held_state("State:\tZ (zombie)\nTracerPid:\t0\n", &s));
+  ASSERT_TRUE(parse_held_state("State:\tZ (zombie)\nTracerPid:\t0\n", quiet.c_str(), &s));
   EXPECT_TRUE(s.exiting);
-  ASSERT_TRUE(
-      parse_held_state("State:\tS (sleeping)\nTracerPid:\t0\nSigPnd:\t0000000000000200\n", &s));
+  ASSERT_TRUE(parse_held_state("State:\tS (sleeping)\nTracerPid:\t0\nSigPnd:\t0000000000000200\n",
+                               quiet.c_str(), &s));
   EXPECT_FALSE(s.kill_pending);  // bit 9 is SIGUSR1
-  EXPECT_FALSE(parse_held_state("Name:\tx\n", &s));
+  EXPECT_FALSE(s.exiting);
+  // Its SIGKILL already taken, on its way out: running by its state alone.
+  const std::string signaled = stat_line(0x400500), exiting_flag = stat_line(0x400104);
+  ASSERT_TRUE(parse_held_state("State:\tR (running)\nTracerPid:\t0\n", signaled.c_str(), &s));
+  EXPECT_TRUE(s.exiting);
+  ASSERT_TRUE(parse_held_state("State:\tR (running)\nTracerPid:\t0\n", exiting_flag.c_str(), &s));
+  EXPECT_TRUE(s.exiting);
+  EXPECT_FALSE(parse_held_state("Name:\tx\n", quiet.c_str(), &s));
+  EXPECT_FALSE(parse_held_state("State:\tR\nTracerPid:\t0\n", "123 (x", &s));
 }
 
 // A target that sleeps, and a tracer that seizes it with EXITKILL, stops
@@ -88,30 +104,30 @@ class HandoverProcess : public ::testing::Test {
 TEST_F(HandoverProcess, AProcessHeldWhenItsTracerDiedIsLost) {
   Held h;
   ASSERT_NO_FATAL_FAILURE(h.start(false));
-  auto fd = open_held_status(h.target);
-  ASSERT_TRUE(fd.ok()) << fd.error().message;
+  auto held = open_held(h.target);
+  ASSERT_TRUE(held.ok()) << held.error().message;
   ASSERT_EQ(::kill(h.tracer, SIGKILL), 0);
   // Asked at once, as the handler does when its control socket closes: the
   // tracer may not have let go yet.
-  EXPECT_FALSE(held_process_runs(fd->get(), 10));
+  EXPECT_FALSE(held_process_runs(*held, 10));
 }
 
 TEST_F(HandoverProcess, AProcessLetGoBeforeItsTracerDiedRuns) {
   Held h;
   ASSERT_NO_FATAL_FAILURE(h.start(true));
-  auto fd = open_held_status(h.target);
-  ASSERT_TRUE(fd.ok()) << fd.error().message;
+  auto held = open_held(h.target);
+  ASSERT_TRUE(held.ok()) << held.error().message;
   ASSERT_EQ(::kill(h.tracer, SIGKILL), 0);
-  EXPECT_TRUE(held_process_runs(fd->get(), 10));
+  EXPECT_TRUE(held_process_runs(*held, 10));
   EXPECT_EQ(::kill(h.target, 0), 0);  // and it does
 }
 
 TEST_F(HandoverProcess, AProcessStillHeldIsNotRunning) {
   Held h;
   ASSERT_NO_FATAL_FAILURE(h.start(false));
-  auto fd = open_held_status(h.target);
-  ASSERT_TRUE(fd.ok()) << fd.error().message;
-  EXPECT_FALSE(held_process_runs(fd->get(), 0.2));  // the tracer lives: it never lets go
+  auto held = open_held(h.target);
+  ASSERT_TRUE(held.ok()) << held.error().message;
+  EXPECT_FALSE(held_process_runs(*held, 0.2));  // the tracer lives: it never lets go
 }
 
 }  // namespace

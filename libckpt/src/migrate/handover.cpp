@@ -35,39 +35,77 @@ bool sigkill_in(const char* mask) {
   return (m >> 8) & 1;
 }
 
+// The flags field of /proc/PID/stat (the 9th; the name before it, in
+// parentheses, may hold spaces and parentheses), or -1.
+long long stat_flags(const char* stat) {
+  const char* p = std::strrchr(stat, ')');
+  if (!p) return -1;
+  ++p;
+  for (int i = 0; i < 7; ++i) {  // state ppid pgrp session tty_nr tpgid flags
+    while (*p == ' ') ++p;
+    if (!*p) return -1;
+    if (i == 6) return std::strtoll(p, nullptr, 10);
+    while (*p && *p != ' ') ++p;
+  }
+  return -1;
+}
+
+constexpr long long kPfExiting = 0x4, kPfSignaled = 0x400;  // include/linux/sched.h
+
+// Reads a whole small /proc file from its start; false when the process is gone.
+bool reread(int fd, char* buf, size_t cap) {
+  const ssize_t n = ::pread(fd, buf, cap - 1, 0);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  return true;
+}
+
+enum class Look { kTraced, kRuns, kLost };
+
+Look look(const HeldProcess& held) {
+  char status[4096], stat[1024];
+  // Status first: a SIGKILL gone from its pending set shows in stat's flags
+  // by the time stat is read.
+  if (!reread(held.status.get(), status, sizeof status) ||
+      !reread(held.stat.get(), stat, sizeof stat))
+    return Look::kLost;  // gone (ESRCH): it died with its tracer
+  HeldState s;
+  if (!parse_held_state(status, stat, &s) || s.exiting || s.kill_pending) return Look::kLost;
+  return s.traced ? Look::kTraced : Look::kRuns;
+}
+
 }  // namespace
 
-bool parse_held_state(const char* status, HeldState* out) {
+bool parse_held_state(const char* status, const char* stat, HeldState* out) {
   const char* state = field(status, "State");
   const char* tracer = field(status, "TracerPid");
-  if (!state || !tracer) return false;
-  out->exiting = *state == 'Z' || *state == 'X';
+  const long long flags = stat_flags(stat);
+  if (!state || !tracer || flags < 0) return false;
+  out->exiting = *state == 'Z' || *state == 'X' || (flags & (kPfExiting | kPfSignaled));
   out->traced = std::strtol(tracer, nullptr, 10) != 0;
   out->kill_pending = sigkill_in(field(status, "SigPnd")) || sigkill_in(field(status, "ShdPnd"));
   return true;
 }
 
-Result<UniqueFd> open_held_status(pid_t pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/status";
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return sys_error("opening " + path);
-  return fd;
+Result<HeldProcess> open_held(pid_t pid) {
+  HeldProcess h;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/";
+  h.status.reset(::open((dir + "status").c_str(), O_RDONLY | O_CLOEXEC));
+  h.stat.reset(::open((dir + "stat").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!h.status.valid() || !h.stat.valid()) return sys_error("opening " + dir + "status and stat");
+  return h;
 }
 
-bool held_process_runs(int status_fd, double timeout_seconds) {
+bool held_process_runs(const HeldProcess& held, double timeout_seconds) {
   const double deadline = now_seconds() + timeout_seconds;
-  for (;;) {
-    char buf[4096];
-    const ssize_t n = ::pread(status_fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return false;  // gone (ESRCH): it died with its tracer
-    buf[n] = '\0';
-    HeldState s;
-    if (!parse_held_state(buf, &s)) return false;
-    if (s.exiting || s.kill_pending) return false;
-    if (!s.traced) return true;
+  Look l;
+  while ((l = look(held)) == Look::kTraced) {
     if (now_seconds() > deadline) return false;
     ::poll(nullptr, 0, 1);  // the dying tracer lets it go within moments
   }
+  if (l == Look::kLost) return false;
+  ::poll(nullptr, 0, 20);
+  return look(held) == Look::kRuns;
 }
 
 }  // namespace ckpt::migrate

@@ -20,6 +20,7 @@
 #include "migrate/protocol.hpp"
 #include "migrate/sender_link.hpp"
 #include "migrate/staging.hpp"
+#include "migrate/witness.hpp"
 #include "proc/freeze.hpp"
 #include "util/clock.hpp"
 
@@ -72,6 +73,7 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHoo
   FrameWriter& w = link->w;
   FrameReader& r = link->r;
   const uint64_t first_gen = link->first_gen;
+  CKPT_ASSIGN(auto witness, CommitWitness::start(link->fd.get()));
 
   const char* tmp = std::getenv("TMPDIR");
   const std::string base = tmp && *tmp ? tmp : "/tmp";
@@ -125,27 +127,34 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHoo
         CKPT_TRY(wait_applied(r, g));
         CKPT_TRY(hooks.before_commit(gen_dir));
       }
-      // The members' threads are listed before COMMIT (they are frozen:
-      // they stay), so that only PTRACE_SETOPTIONS lies between COMMIT and
-      // EXITKILL, as in cr_migrate (migrate/sender.cpp).
+      // From EXITKILL on, the members die with this process; COMMIT comes
+      // after it, and a death in between is the witness's to finish, as in
+      // cr_migrate (migrate/witness.hpp). A refusal still releases them:
+      // the witness is disarmed first, and the detach clears EXITKILL.
       std::vector<std::vector<pid_t>> members;  // each member's threads
+      std::vector<pid_t> leaders;
       if (auto jm = job::read_job_or_root(gen_dir); jm.ok())
         for (const image::JobMember& m : jm->members)
           if (!m.zombie())
-            if (auto t = proc::task_ids(m.pid); t.ok()) members.push_back(std::move(*t));
+            if (auto t = proc::task_ids(m.pid); t.ok()) {
+              members.push_back(std::move(*t));
+              leaders.push_back(m.pid);
+            }
       std::vector<uint8_t> p;
       put_u64(p, g);
-      Status committed = w.send(kCommit, p.data(), p.size());
-      // The destination may start the job from now on: if this process dies
-      // before it kills the source, the source's members die too instead of
-      // running twice (a refusal still releases them: the detach clears it).
-      if (committed.ok())
-        for (const std::vector<pid_t>& tids : members) (void)proc::die_with_tracer(tids);
+      CKPT_TRY(witness->arm(g, leaders));
+      Status committed;
+      for (size_t i = 0; i < members.size() && committed.ok(); ++i)
+        committed = proc::die_with_tracer(members[i]);
+      if (committed.ok()) committed = w.send(kCommit, p.data(), p.size());
+      if (committed.ok()) witness->committed();
       Result<pid_t> running = committed.ok() ? wait_running(r) : Result<pid_t>(committed.error());
       if (!running.ok()) {
+        witness->disarm();
         if (hooks.commit_failed) hooks.commit_failed(running.error());
         return running.error();
       }
+      witness->running_there();
       stats.remote_pid = *running;
       t_running = now_seconds();
       return {};

@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <initializer_list>
 #include <tuple>
 
 #include "image/chain.hpp"
@@ -57,10 +58,11 @@ using namespace migrate;
 //     'G'/'J' u64 generation (committed in staging), 'L' u64 generation (its layout arrived,
 //     metadata first), 'R' u64 generation + n x (u64 vaddr, u64 bytes, u64 offset) (runs
 //     landed in its pages.img)
-//   monitor -> handler: 'H' i32 pid + the leader's /proc status (SCM_RIGHTS: the process is
-//     ready and held, about to be let go), 'P' i32 pid (it runs), 'E' message
-// `pass_fd`, when >= 0, goes along (SCM_RIGHTS).
-Status ctl_send(int fd, char kind, const void* data, size_t len, int pass_fd = -1) {
+//   monitor -> handler: 'H' i32 pid + the leader's /proc status and stat (SCM_RIGHTS: the
+//     process is ready and held, about to be let go), 'P' i32 pid (it runs), 'E' message
+// Descriptors in `pass` (two at most) go along (SCM_RIGHTS).
+Status ctl_send(int fd, char kind, const void* data, size_t len,
+                std::initializer_list<int> pass = {}) {
   std::vector<uint8_t> m(1 + len);
   m[0] = uint8_t(kind);
   if (len) std::memcpy(m.data() + 1, data, len);
@@ -68,30 +70,30 @@ Status ctl_send(int fd, char kind, const void* data, size_t len, int pass_fd = -
   msghdr mh{};
   mh.msg_iov = &iov;
   mh.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  if (pass_fd >= 0) {
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))] = {};
+  if (pass.size() > 0 && pass.size() <= 2) {
     mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof cbuf;
+    mh.msg_controllen = CMSG_SPACE(pass.size() * sizeof(int));
     cmsghdr* c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    c->cmsg_len = CMSG_LEN(pass.size() * sizeof(int));
+    std::memcpy(CMSG_DATA(c), pass.begin(), pass.size() * sizeof(int));
   }
   if (::sendmsg(fd, &mh, MSG_NOSIGNAL) != ssize_t(m.size()))
     return sys_error("talking to the receiver's parent");
   return {};
 }
 
-// Returns the message ('\0' kind on EOF); a descriptor that came with it
-// goes to `*got` (closed when not asked for).
-std::pair<char, std::string> ctl_recv(int fd, UniqueFd* got = nullptr) {
+// Returns the message ('\0' kind on EOF); descriptors that came with it go
+// to `*got` (closed when not asked for).
+std::pair<char, std::string> ctl_recv(int fd, std::vector<UniqueFd>* got = nullptr) {
   char buf[32 << 10];  // an 'R' message holds at most kReportRuns runs
   iovec iov{buf, sizeof buf};
   msghdr mh{};
   mh.msg_iov = &iov;
   mh.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))] = {};
   mh.msg_control = cbuf;
   mh.msg_controllen = sizeof cbuf;
   ssize_t n;
@@ -99,10 +101,13 @@ std::pair<char, std::string> ctl_recv(int fd, UniqueFd* got = nullptr) {
   while (n < 0 && errno == EINTR);
   for (cmsghdr* c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    int passed;
-    std::memcpy(&passed, CMSG_DATA(c), sizeof passed);
-    UniqueFd owned(passed);
-    if (got) *got = std::move(owned);
+    const size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k; ++i) {
+      int passed;
+      std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+      UniqueFd owned(passed);
+      if (got) got->push_back(std::move(owned));
+    }
   }
   if (n <= 0) return {'\0', {}};
   return {buf[0], std::string(buf + 1, size_t(n - 1))};
@@ -232,9 +237,14 @@ class Session {
     // whether the process runs (the handover: docs/security.md).
     if (::prctl(PR_SET_PDEATHSIG, 0) != 0) return sys_error("PR_SET_PDEATHSIG");
     CKPT_TRY(ctl_send(ctl_, 'C', &gen, sizeof gen));
-    UniqueFd held;  // the leader's status, once the monitor holds it ready
+    std::vector<UniqueFd> fds;  // the leader's status and stat, once the monitor holds it ready
     pid_t pid = 0;
-    auto [kind, msg] = ctl_recv(ctl_, &held);
+    auto [kind, msg] = ctl_recv(ctl_, &fds);
+    HeldProcess held;
+    if (fds.size() == 2) {
+      held.status = std::move(fds[0]);
+      held.stat = std::move(fds[1]);
+    }
     if (kind == 'H' && msg.size() == 4) {
       pid = pid_t(get_u32(reinterpret_cast<const uint8_t*>(msg.data())));
       std::tie(kind, msg) = ctl_recv(ctl_);
@@ -242,8 +252,8 @@ class Session {
     if (kind == 'P' && msg.size() == 4)
       pid = pid_t(get_u32(reinterpret_cast<const uint8_t*>(msg.data())));
     // The monitor died after 'H': the kernel says whether it let the process go.
-    const bool orphaned = kind == '\0' && pid > 0 && held.valid();
-    const bool runs = kind == 'P' || (orphaned && held_process_runs(held.get(), 30));
+    const bool orphaned = kind == '\0' && pid > 0 && held.status.valid();
+    const bool runs = kind == 'P' || (orphaned && held_process_runs(held, 30));
     if (!runs) {
       std::string why = kind == 'E' ? msg
                         : orphaned  ? "the receiver died before the process ran"
@@ -255,8 +265,12 @@ class Session {
     uint8_t b[4];
     put_pid(b, pid);
     CKPT_TRY(w_.send(kRunning, b, sizeof b));
-    // The sender ends its copy now and says so; a missing DONE is only reported.
+    // The sender ends its copy now and says so; a missing DONE is only
+    // reported. COMMIT again first: from a killed sender's witness, which
+    // could not know whether the sender's had gone out (migrate/witness.hpp).
     auto done = r_.next();
+    while (done.ok() && done->type == kCommit && done->len == 8 && get_u64(done->data) == gen)
+      done = r_.next();
     if (!done.ok() || done->type != kDone)
       return make_error(
           EIO,
@@ -721,11 +735,14 @@ Result<ReceivedProcess> Receiver::serve_one() {
   // source) or it was let go (the handler sends RUNNING). One copy either way.
   bool handed = false;
   auto announce = [&](pid_t pid) {
-    auto status = open_held_status(pid);
+    auto held = open_held(pid);
     uint8_t b[4];
     put_pid(b, pid);
     handed = true;
-    (void)ctl_send(ctl.get(), 'H', b, sizeof b, status.ok() ? status->get() : -1);
+    if (held.ok())
+      (void)ctl_send(ctl.get(), 'H', b, sizeof b, {held->status.get(), held->stat.get()});
+    else
+      (void)ctl_send(ctl.get(), 'H', b, sizeof b);
   };
   Result<RestoreStats> restored = make_error(EINVAL, "not restored");
   if (warm_ok && warm.last() == final_gen) {

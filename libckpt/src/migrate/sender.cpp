@@ -15,6 +15,7 @@
 #include "image/format.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sender_link.hpp"
+#include "migrate/witness.hpp"
 #include "proc/freeze.hpp"
 #include "util/clock.hpp"
 
@@ -149,6 +150,7 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
   FrameWriter& w = link->w;
   FrameReader& r = link->r;
   const uint64_t first_gen = link->first_gen;
+  CKPT_ASSIGN(auto witness, CommitWitness::start(link->fd.get()));
 
   CheckpointOptions co;
   co.pid = opts.pid;
@@ -214,24 +216,30 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
       t_sent = now_seconds();
       std::vector<uint8_t> p;
       put_u64(p, spec.generation);
-      // Its threads are listed first (it is frozen: they stay), so that
-      // between COMMIT and EXITKILL only the PTRACE_SETOPTIONS calls remain
-      // (reading /proc there, on a loaded machine, left the source running
-      // beside its copy in 1 of 200 random kills).
+      // From EXITKILL on, the source dies with this process; COMMIT comes
+      // after it, and a death in between is the witness's to finish
+      // (migrate/witness.hpp). A refusal by the receiver still releases the
+      // source: the witness is disarmed first, and the detach clears EXITKILL.
       CKPT_ASSIGN(std::vector<pid_t> tids, proc::task_ids(opts.pid));
-      CKPT_TRY(w.send(kCommit, p.data(), p.size()));
-      // The destination may start the process from now on: if this tool
-      // dies before it kills the source, the source dies too instead of
-      // running twice (a refusal by the receiver still releases it: the
-      // detach clears this). Best effort: failing here changes nothing else.
-      (void)proc::die_with_tracer(tids);
-      Frame f;
-      do {  // acknowledgments of earlier generations may come first
-        CKPT_ASSIGN(f, r.next());
-        if (f.type == kApplied && f.len == 8) applied = std::max(applied, get_u64(f.data));
-      } while (f.type == kApplied);
-      if (f.type != kRunning || f.len != 4) return unexpected_frame(f, kRunning, "receiver");
-      stats.remote_pid = pid_t(get_u32(f.data));
+      CKPT_TRY(witness->arm(spec.generation, {opts.pid}));
+      Result<pid_t> running = [&]() -> Result<pid_t> {
+        CKPT_TRY(proc::die_with_tracer(tids));
+        CKPT_TRY(w.send(kCommit, p.data(), p.size()));
+        witness->committed();
+        Frame f;
+        do {  // acknowledgments of earlier generations may come first
+          CKPT_ASSIGN(f, r.next());
+          if (f.type == kApplied && f.len == 8) applied = std::max(applied, get_u64(f.data));
+        } while (f.type == kApplied);
+        if (f.type != kRunning || f.len != 4) return unexpected_frame(f, kRunning, "receiver");
+        return pid_t(get_u32(f.data));
+      }();
+      if (!running.ok()) {
+        witness->disarm();
+        return running.error();
+      }
+      witness->running_there();
+      stats.remote_pid = *running;
       t_running = now_seconds();
       return {};
     };

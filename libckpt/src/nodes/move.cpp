@@ -133,6 +133,7 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
   // connection, the other node's retransmissions must not meet a reset.
   std::vector<sockets::Connection> locked;
   bool committed = false;
+  uint64_t committed_gen = 0;
   Frame f = first;
   for (;;) {
     switch (f.type) {
@@ -160,6 +161,8 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
         break;
       }
       case migrate::kCommit: {
+        // Again, the same: from a killed sender's witness (migrate/witness.hpp).
+        if (committed && f.len == 8 && migrate::get_u64(f.data) == committed_gen) break;
         if (f.len != 8 || committed) return refuse(make_error(EPROTO, "unexpected COMMIT"));
         RestoreOptions o;
         o.dir = staging;
@@ -177,6 +180,7 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
         });
         if (!res.ok()) return refuse(res.error().context("restoring the part"));
         committed = true;
+        committed_gen = o.generation;
         std::fprintf(stderr, "cr_noded: part restored in %.3f s, root PID %d (%llu processes)\n",
                      res->seconds, res->pid, static_cast<unsigned long long>(res->processes));
         // The address came with the part: the neighbours learn its new

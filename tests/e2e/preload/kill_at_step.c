@@ -4,8 +4,10 @@
 // itself right after its Nth step, so the target is left in exactly the
 // state that step produced. CKPT_STEP_COUNT_FILE=PATH receives the number
 // of steps taken when the tool exits normally (how many there are to try).
-// CKPT_STEP_DETACH=1 counts PTRACE_DETACH as a step too: a receiver letting
-// its restored process go, killed between its detaches and what follows.
+// CKPT_STEP_HANDOVER=1 counts PTRACE_SETOPTIONS and PTRACE_DETACH as steps
+// too: a tool killed right after setting EXITKILL (the sender's COMMIT
+// comes next) or after letting a restored process go (the receiver's
+// RUNNING comes next).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <signal.h>
@@ -26,7 +28,7 @@ static void after_step(void) {
 }
 
 static int changes_target(long req) {
-  if (req == PTRACE_DETACH) return getenv("CKPT_STEP_DETACH") != NULL;
+  if (req == PTRACE_DETACH || req == PTRACE_SETOPTIONS) return getenv("CKPT_STEP_HANDOVER") != NULL;
   switch (req) {
     case PTRACE_SETREGS:
     case PTRACE_SETREGSET:
