@@ -154,7 +154,6 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHoo
         if (hooks.commit_failed) hooks.commit_failed(running.error());
         return running.error();
       }
-      witness->running_there();
       stats.remote_pid = *running;
       t_running = now_seconds();
       return {};

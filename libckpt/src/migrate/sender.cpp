@@ -238,7 +238,6 @@ Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
         witness->disarm();
         return running.error();
       }
-      witness->running_there();
       stats.remote_pid = *running;
       t_running = now_seconds();
       return {};

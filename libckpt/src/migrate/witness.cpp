@@ -1,5 +1,7 @@
 #include "migrate/witness.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -12,21 +14,20 @@
 
 #include "migrate/gate.hpp"
 #include "migrate/protocol.hpp"
+#include "util/clock.hpp"
 
 namespace ckpt::migrate {
 
 namespace {
 
 // Messages from the sender (SOCK_SEQPACKET): 'A' u64 generation + n x i32
-// leader PIDs (armed), 'D' (disarmed), 'R' (RUNNING came), 'Q' (go: the
-// sender lives on).
+// leader PIDs (armed), 'D' (disarmed), 'Q' (go: the sender lives on).
 
 [[noreturn]] void witness_main(int ctl, int conn, const std::atomic<uint32_t>* flag) {
   // Terminal and hang-up signals reach the whole process group: the
   // witness outlives them, since what they kill is what it is here for.
   for (int sig : {SIGINT, SIGQUIT, SIGHUP, SIGTERM, SIGPIPE}) ::signal(sig, SIG_IGN);
   uint64_t generation = 0;
-  bool running_there = false;
   std::vector<UniqueFd> sources;  // pidfds, opened while the sender holds them frozen
   for (;;) {
     uint8_t buf[4096];
@@ -37,8 +38,6 @@ namespace {
     if (buf[0] == 'D') {
       generation = 0;
       sources.clear();
-    } else if (buf[0] == 'R') {
-      running_there = true;
     } else if (buf[0] == 'A' && n >= 9 && (n - 9) % 4 == 0) {
       generation = get_u64(buf + 1);
       sources.clear();
@@ -49,23 +48,26 @@ namespace {
   if (!generation) ::_exit(0);  // not armed: COMMIT was never sent
   for (const UniqueFd& s : sources)
     if (s.valid()) (void)::syscall(SYS_pidfd_send_signal, s.get(), SIGKILL, nullptr, 0);
+  // COMMIT if it did not go out, then DONE at once: the sources are gone,
+  // which is all DONE says. Not after RUNNING: the dead sender may have read
+  // that frame already (it wakes to its SIGKILL with the frame in hand).
   FrameWriter w(conn);
-  if (!running_there) {
-    if (!flag->load(std::memory_order_acquire)) {
-      uint8_t p[8];
-      for (int i = 0; i < 8; ++i) p[i] = uint8_t(generation >> (8 * i));
-      if (!w.send(kCommit, p, sizeof p).ok()) ::_exit(1);
-    }
-    // Read up to RUNNING, so that the receiver's session ends as after any
-    // migration (closing with its frames unread would reset it).
-    FrameReader r(conn);
-    for (;;) {
-      auto f = r.next();
-      if (!f.ok() || f->type == kError) ::_exit(1);
-      if (f->type == kRunning) break;
-    }
+  uint8_t p[8];
+  for (int i = 0; i < 8; ++i) p[i] = uint8_t(generation >> (8 * i));
+  if (!flag->load(std::memory_order_acquire) && !w.send(kCommit, p, sizeof p).ok()) ::_exit(1);
+  if (!w.send(kDone, nullptr, 0).ok()) ::_exit(1);
+  // Then wait (bounded) for the receiver to close its end, reading what it
+  // sends: closing with its frames unread would reset the connection.
+  ::shutdown(conn, SHUT_WR);
+  const double deadline = now_seconds() + 60;
+  for (char sink[4096]; now_seconds() < deadline;) {
+    pollfd pfd{conn, POLLIN, 0};
+    if (::poll(&pfd, 1, 1000) < 0 && errno != EINTR) break;
+    if (!pfd.revents) continue;
+    const ssize_t n = ::recv(conn, sink, sizeof sink, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;
   }
-  ::_exit(w.send(kDone, nullptr, 0).ok() ? 0 : 1);
+  ::_exit(0);
 }
 
 }  // namespace
@@ -83,6 +85,10 @@ Result<std::unique_ptr<CommitWitness>> CommitWitness::start(int conn) {
   cw->pid_ = ::fork();
   if (cw->pid_ < 0) return sys_error("fork");
   if (cw->pid_ == 0) {
+    // Nothing to say, and a caller reading the tool's output must see it
+    // end with the tool.
+    if (int null = ::open("/dev/null", O_RDWR | O_CLOEXEC); null >= 0)
+      for (int fd = 0; fd < 3; ++fd) ::dup2(null, fd);
     close_fds_except(theirs.get(), conn);
     witness_main(theirs.get(), conn, cw->flag_);
   }

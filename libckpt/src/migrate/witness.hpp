@@ -7,8 +7,8 @@
 // dead and the receiver without COMMIT: no copy. The witness, holding a copy
 // of the connection, sees the sender die while armed, makes sure the
 // sources are dead (SIGKILL through pidfds: they are dying already unless
-// the sender died before its first PTRACE_SETOPTIONS) and sends COMMIT
-// unless the sender's went out. An unarmed witness only goes, and the
+// the sender died before its first PTRACE_SETOPTIONS), sends COMMIT unless
+// the sender's went out, and DONE. An unarmed witness only goes, and the
 // receiver, seeing the connection end, restores nothing. One copy either way.
 #pragma once
 
@@ -34,8 +34,6 @@ class CommitWitness {
   Status arm(uint64_t generation, const std::vector<pid_t>& leaders);
   // COMMIT went out: a witness must not send it again.
   void committed() { flag_->store(1, std::memory_order_release); }
-  // The receiver said RUNNING: a witness only ends the sources and says DONE.
-  void running_there() { say('R'); }
   // The commit failed and the sources are about to be released: nothing to
   // finish any more.
   void disarm() { say('D'); }
