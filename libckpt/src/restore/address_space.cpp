@@ -22,6 +22,7 @@
 #include "mem/range.hpp"
 #include "proc/maps.hpp"
 #include "restore/batch_verifier.hpp"
+#include "restore/uffd_fill.hpp"
 #include "util/hash.hpp"
 #include "util/text.hpp"
 #include "util/zeros.hpp"
@@ -347,6 +348,10 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     uint64_t done = 0;  // content bytes copied
   };
   std::atomic<bool> failed{false};  // one writer's failure ends the other's part
+  // Anonymous memory without huge pages is filled by UFFDIO_COPY (no zeroing first).
+  const UffdFill fill(
+      pid_, [&](long nr, uint64_t a1) { return rs_.call(nr, a1); },
+      UffdFill::eligible(vmas, UffdFill::thp_mode()));
   auto write_part = [&](size_t first, size_t step, Part* part, bool report) {
     std::vector<iovec> local, remote;
     size_t vi = 0;
@@ -374,6 +379,15 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
           part->done += len;
         }
         part->counts.pages_written += sl.npages;
+        if (!sl.zero() && fill.active() && fill.covers(sl.vaddr, len)) {
+          if (Status st = fill.copy(sl.vaddr, src, len); !st.ok()) {
+            part->st = st;
+            failed = true;
+            verifier.written(b);
+            return;
+          }
+          continue;
+        }
         local.push_back(iovec{const_cast<uint8_t*>(src), len});
         remote.push_back(iovec{reinterpret_cast<void*>(sl.vaddr), len});
         want += ssize_t(len);

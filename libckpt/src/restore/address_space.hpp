@@ -6,7 +6,8 @@
 //      kernel's vdso/vvar, which are moved to their checkpointed addresses;
 //   3. set the mm fields and executable (PR_SET_MM_MAP);
 //   4. map every VMA of the image (files re-mapped from their paths);
-//   5. write page content straight from the images (process_vm_writev),
+//   5. write page content straight from the images (UFFDIO_COPY into
+//      anonymous memory without huge pages: restore/uffd_fill; else process_vm_writev),
 //      each page once, from the newest generation that has it (the plan),
 //      checking each run's checksum first; then restore protections.
 // The trampoline stays until the caller's last call unmaps it.
