@@ -169,10 +169,12 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
         o.generation = migrate::get_u64(f.data);
         // The locks stay on failure: the address may be here until cr_job
         // moves it back, and the other node must not see a reset meanwhile.
-        // RUNNING goes out right before the part is let go, as in cr_recv
-        // (migrate/receiver.cpp): a session that dies in between leaves no
-        // copy (its members die with their tracer), never two. Best effort:
-        // a sender that is gone took its source with it.
+        // RUNNING goes out right before the part is let go: a session that
+        // dies in between leaves no copy (its members die with their
+        // tracer), never two. cr_recv closes that window with a second
+        // process (migrate/handover.hpp); this session is one process, and
+        // the window stays (docs/security.md). Best effort: a sender that is
+        // gone took its source with it.
         auto res = restore::restore_held(o, nullptr, [&](pid_t root) {
           std::vector<uint8_t> p;
           migrate::put_u32(p, uint32_t(root));
