@@ -172,8 +172,12 @@ case $MODE in
     # A process of ours takes a child member's PID (ns_last_pid; retried, as
     # other processes may take PIDs meanwhile).
     VICTIM=$(echo $MEMBERS | awk '{ print $NF }')
+    # The killed member's PID is free only once it is reaped (a loaded
+    # machine's reaper may take a while); then other forks race ours (CI
+    # builds alongside): many tries.
+    for ((i = 0; i < 500 && $(proc_state "$VICTIM") != -; i++)); do sleep 0.02; done
     HOLDER=0
-    for ((i = 0; i < 50 && HOLDER != VICTIM; i++)); do
+    for ((i = 0; i < 500 && HOLDER != VICTIM; i++)); do
       ((HOLDER == 0)) || { kill -9 "$HOLDER"; wait "$HOLDER" 2>/dev/null || true; }
       echo "$((VICTIM - 1))" >/proc/sys/kernel/ns_last_pid
       hold </dev/null &

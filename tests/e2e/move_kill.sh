@@ -367,7 +367,11 @@ trial() {
     HOLDER=$!
     OWN_PIDS+=("$HOLDER")
     local i
-    for ((i = 0; i < 400; i++)); do
+    # Up to 60 s: on a loaded machine the dead process's PID may be freed
+    # late (cr_restart waits up to 5 s for a zombie holding it). A CI run
+    # (2026-11-28, load from the guest and sanitizer build) found no process
+    # after 8 s and no message from cr_restart; the failure says more now.
+    for ((i = 0; i < 3000; i++)); do
       st=$(proc_state "$PID")
       [[ $st == [RSD] && $(tracer_of "$PID") == 0 &&
         $(readlink "/proc/$PID/exe") == */heap_pattern ]] && break
@@ -375,7 +379,12 @@ trial() {
       sleep 0.02
     done
     if [[ $st != [RSD] || $(tracer_of "$PID") != 0 ]]; then
-      note "target $targets: cr_restart after $what did not bring it back: $(first_line "$WORK/restart.err")"
+      local how="still running"
+      if [[ $(proc_state "$HOLDER") == [Z-] ]]; then
+        wait "$HOLDER" 2>/dev/null
+        how="ended with status $?"
+      fi
+      note "target $targets: cr_restart after $what did not bring it back (cr_restart $how, the process $st): $(first_line "$WORK/restart.err")"
       return 1
     fi
     outcome[died-restarted]=$((${outcome[died-restarted]:-0} + 1))
