@@ -24,6 +24,7 @@
 #include "dirty/ledger.hpp"
 #include "mem/madvise.hpp"
 #include "mem/reader.hpp"
+#include "proc/fd_links.hpp"
 #include "proc/inject.hpp"
 #include "proc/maps.hpp"
 #include "proc/regs.hpp"
@@ -227,15 +228,6 @@ bool is_unset_uffd(pid_t pid, int fd) {
   return at != std::string::npos &&
          std::sscanf(info->c_str() + at, "API: %" SCNx64 ":%" SCNx64, &api, &features) == 2 &&
          features == 0;
-}
-
-// A copy of the target's `fd` in this process.
-Result<UniqueFd> grab_target_fd(pid_t pid, int fd) {
-  UniqueFd pidfd(int(::syscall(SYS_pidfd_open, pid, 0)));
-  if (!pidfd.valid()) return sys_error("pidfd_open " + std::to_string(pid));
-  UniqueFd copy(int(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
-  if (!copy.valid()) return sys_error("pidfd_getfd of the target's fd " + std::to_string(fd));
-  return copy;
 }
 
 // kTrackerFd if free in the target, else the next free number below its
@@ -456,7 +448,7 @@ Status PagemapScanTracker::arm_fresh(pid_t pid, const std::vector<VmaRecord>& vm
     CKPT_ASSIGN(number, choose_target_fd(pid));
   }
   CKPT_ASSIGN(int fd, create_target_uffd(pid, number));
-  auto uffd = grab_target_fd(pid, fd);
+  auto uffd = proc::take_fd(pid, fd);
   Status st = uffd.ok() ? Status{} : Status{uffd.error()};
   if (st.ok()) {
     // Once per userfaultfd: a second UFFDIO_API fails with EINVAL.
@@ -509,7 +501,7 @@ Status PagemapScanTracker::arm_tracking(pid_t pid, const std::vector<VmaRecord>&
   if (state->target_fd >= 0 && check_target_uffd(pid, state->target_fd).ok()) {
     // Already tracking (a new full checkpoint of a tracked process): keep the
     // userfaultfd, whose UFFDIO_API is done, and restart from this instant.
-    CKPT_ASSIGN(UniqueFd uffd, grab_target_fd(pid, state->target_fd));
+    CKPT_ASSIGN(UniqueFd uffd, proc::take_fd(pid, state->target_fd));
     bool foreign = false;
     CKPT_TRY(track(pid, uffd.get(), vmas, true, *state, &foreign));
     if (!foreign) return {};
@@ -676,7 +668,7 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
   verified_for_.reset();
   CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state, verified));
   if (!untrusted.empty()) return history_lost(untrusted);
-  CKPT_ASSIGN(UniqueFd uffd, grab_target_fd(pid, state->target_fd));
+  CKPT_ASSIGN(UniqueFd uffd, proc::take_fd(pid, state->target_fd));
   CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));
   Scanner sc(pm.get(), regions_, opts_.huge.keep_huge);

@@ -7,32 +7,18 @@
 #include <cstring>
 #include <string>
 
+#include "proc/status.hpp"
 #include "util/clock.hpp"
 
 namespace ckpt::migrate {
 
 namespace {
 
-// The value after "Key:" on its line, or nullptr.
-const char* field(const char* status, const char* key) {
-  const size_t n = std::strlen(key);
-  for (const char* p = status; p && *p;) {
-    if (std::strncmp(p, key, n) == 0 && p[n] == ':') {
-      p += n + 1;
-      while (*p == ' ' || *p == '\t') ++p;
-      return p;
-    }
-    p = std::strchr(p, '\n');
-    if (p) ++p;
-  }
-  return nullptr;
-}
-
-bool sigkill_in(const char* mask) {
-  if (!mask) return false;
+bool sigkill_in(const std::string& status, const char* key) {
+  std::string mask;
+  if (!proc::status_field(status, key, &mask)) return false;
   // The mask is hexadecimal, signal N at bit N-1: SIGKILL (9) is bit 8.
-  const unsigned long long m = std::strtoull(mask, nullptr, 16);
-  return (m >> 8) & 1;
+  return (std::strtoull(mask.c_str(), nullptr, 16) >> 8) & 1;
 }
 
 // The flags field of /proc/PID/stat (the 9th; the name before it, in
@@ -76,14 +62,18 @@ Look look(const HeldProcess& held) {
 
 }  // namespace
 
-bool parse_held_state(const char* status, const char* stat, HeldState* out) {
-  const char* state = field(status, "State");
-  const char* tracer = field(status, "TracerPid");
+bool parse_held_state(const char* status_text, const char* stat, HeldState* out) {
+  const std::string status(status_text);
+  std::string state, tracer;
   const long long flags = stat_flags(stat);
-  if (!state || !tracer || flags < 0) return false;
-  out->exiting = *state == 'Z' || *state == 'X' || (flags & (kPfExiting | kPfSignaled));
-  out->traced = std::strtol(tracer, nullptr, 10) != 0;
-  out->kill_pending = sigkill_in(field(status, "SigPnd")) || sigkill_in(field(status, "ShdPnd"));
+  if (!proc::status_field(status, "State", &state) ||
+      !proc::status_field(status, "TracerPid", &tracer) || flags < 0)
+    return false;
+  const size_t at = state.find_first_not_of(" \t");
+  const char letter = at == std::string::npos ? '\0' : state[at];
+  out->exiting = letter == 'Z' || letter == 'X' || (flags & (kPfExiting | kPfSignaled));
+  out->traced = std::strtol(tracer.c_str(), nullptr, 10) != 0;
+  out->kill_pending = sigkill_in(status, "SigPnd") || sigkill_in(status, "ShdPnd");
   return true;
 }
 

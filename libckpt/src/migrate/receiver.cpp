@@ -113,10 +113,6 @@ std::pair<char, std::string> ctl_recv(int fd, std::vector<UniqueFd>* got = nullp
   return {buf[0], std::string(buf + 1, size_t(n - 1))};
 }
 
-void put_pid(uint8_t (&b)[4], pid_t pid) {
-  for (int i = 0; i < 4; ++i) b[i] = uint8_t(uint32_t(pid) >> (8 * i));
-}
-
 // Runs per 'R' message, and bytes landed before one is sent.
 constexpr size_t kReportRuns = 1024;
 constexpr uint64_t kReportBytes = 4 << 20;
@@ -262,9 +258,9 @@ class Session {
       (void)w_.send(kError, m.data(), m.size());
       return make_error(EIO, "restore failed: " + why);
     }
-    uint8_t b[4];
-    put_pid(b, pid);
-    CKPT_TRY(w_.send(kRunning, b, sizeof b));
+    std::vector<uint8_t> b;
+    put_u32(b, uint32_t(pid));
+    CKPT_TRY(w_.send(kRunning, b.data(), b.size()));
     // The sender ends its copy now and says so; a missing DONE is only
     // reported. COMMIT again first: from a killed sender's witness, which
     // could not know whether the sender's had gone out (migrate/witness.hpp).
@@ -736,13 +732,13 @@ Result<ReceivedProcess> Receiver::serve_one() {
   bool handed = false;
   auto announce = [&](pid_t pid) {
     auto held = open_held(pid);
-    uint8_t b[4];
-    put_pid(b, pid);
+    std::vector<uint8_t> b;
+    put_u32(b, uint32_t(pid));
     handed = true;
     if (held.ok())
-      (void)ctl_send(ctl.get(), 'H', b, sizeof b, {held->status.get(), held->stat.get()});
+      (void)ctl_send(ctl.get(), 'H', b.data(), b.size(), {held->status.get(), held->stat.get()});
     else
-      (void)ctl_send(ctl.get(), 'H', b, sizeof b);
+      (void)ctl_send(ctl.get(), 'H', b.data(), b.size());
   };
   Result<RestoreStats> restored = make_error(EINVAL, "not restored");
   if (warm_ok && warm.last() == final_gen) {
@@ -770,14 +766,14 @@ Result<ReceivedProcess> Receiver::serve_one() {
   out.restore_seconds = now_seconds() - tr;
   out.pid = restored->pid;
   out.generations = restored->generations_read;
-  uint8_t pidb[4];
-  put_pid(pidb, restored->pid);
-  (void)ctl_send(ctl.get(), 'P', pidb, 4);
+  std::vector<uint8_t> pidb;
+  put_u32(pidb, uint32_t(restored->pid));
+  (void)ctl_send(ctl.get(), 'P', pidb.data(), pidb.size());
   out.seconds = now_seconds() - t0;
   auto [k2, m2] = ctl_recv(ctl.get());
   // A handler that died may not have said RUNNING: say it (twice is harmless,
   // the sender reads the first).
-  if (k2 == '\0') (void)acks.send(kRunning, pidb, sizeof pidb);
+  if (k2 == '\0') (void)acks.send(kRunning, pidb.data(), pidb.size());
   if (k2 != 'D') {
     std::string why = k2 == 'E' ? m2 : reap();
     if (k2 == 'E') reap();

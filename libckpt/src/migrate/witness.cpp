@@ -52,9 +52,10 @@ namespace {
   // which is all DONE says. Not after RUNNING: the dead sender may have read
   // that frame already (it wakes to its SIGKILL with the frame in hand).
   FrameWriter w(conn);
-  uint8_t p[8];
-  for (int i = 0; i < 8; ++i) p[i] = uint8_t(generation >> (8 * i));
-  if (!flag->load(std::memory_order_acquire) && !w.send(kCommit, p, sizeof p).ok()) ::_exit(1);
+  std::vector<uint8_t> p;
+  put_u64(p, generation);
+  if (!flag->load(std::memory_order_acquire) && !w.send(kCommit, p.data(), p.size()).ok())
+    ::_exit(1);
   if (!w.send(kDone, nullptr, 0).ok()) ::_exit(1);
   // Then wait (bounded) for the receiver to close its end, reading what it
   // sends: closing with its frames unread would reset the connection.

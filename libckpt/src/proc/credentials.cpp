@@ -10,6 +10,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "proc/status.hpp"
 #include "util/fd.hpp"
 #include "util/text.hpp"
 
@@ -25,23 +26,9 @@ namespace {
 #endif
 constexpr size_t kAffinityBytes = 1024;  // 8192 CPUs
 
-// The text after "\nKey:" up to the end of its line; false if absent.
-bool field(const std::string& status, const char* key, std::string* out) {
-  std::string k = std::string("\n") + key + ":";
-  size_t at = status.find(k);
-  if (at == std::string::npos) {
-    if (status.rfind(k.substr(1), 0) != 0) return false;
-    at = 0;
-    k = k.substr(1);
-  }
-  size_t from = at + k.size(), to = status.find('\n', from);
-  *out = status.substr(from, to == std::string::npos ? std::string::npos : to - from);
-  return true;
-}
-
 bool four_ids(const std::string& status, const char* key, std::array<uint32_t, 4>* ids) {
   std::string v;
-  if (!field(status, key, &v)) return false;
+  if (!status_field(status, key, &v)) return false;
   std::istringstream in(v);
   for (uint32_t& id : *ids)
     if (!(in >> id)) return false;
@@ -50,7 +37,7 @@ bool four_ids(const std::string& status, const char* key, std::array<uint32_t, 4
 
 bool hex_field(const std::string& status, const char* key, uint64_t* out) {
   std::string v;
-  if (!field(status, key, &v)) return false;
+  if (!status_field(status, key, &v)) return false;
   char* end;
   *out = std::strtoull(v.c_str(), &end, 16);
   return end != v.c_str();
@@ -99,18 +86,19 @@ Status refuse_memory_policy(pid_t pid, pid_t tid, bool first_only) {
 Status refuse_unrestored(const std::string& status, pid_t tid) {
   const std::string who = "thread " + std::to_string(tid) + ": ";
   std::string v;
-  if (field(status, "THP_enabled", &v) && std::atoi(v.c_str()) == 0)
+  if (status_field(status, "THP_enabled", &v) && std::atoi(v.c_str()) == 0)
     return make_error(ENOTSUP, who + "transparent huge pages disabled by prctl: not supported");
-  if (field(status, "Speculation_Store_Bypass", &v) && v.find("thread") != std::string::npos)
+  if (status_field(status, "Speculation_Store_Bypass", &v) && v.find("thread") != std::string::npos)
     return make_error(ENOTSUP,
                       who + "speculation control (store bypass) set by prctl: not supported");
-  if (field(status, "SpeculationIndirectBranch", &v) &&
+  if (status_field(status, "SpeculationIndirectBranch", &v) &&
       v.find("conditional") != std::string::npos && v.find("enabled") == std::string::npos)
     return make_error(ENOTSUP,
                       who + "speculation control (indirect branch) set by prctl: not supported");
-  if (field(status, "x86_Thread_features", &v) && v.find_first_not_of(" \t") != std::string::npos)
+  if (status_field(status, "x86_Thread_features", &v) &&
+      v.find_first_not_of(" \t") != std::string::npos)
     return make_error(ENOTSUP, who + "x86 thread features (shadow stack):" + v + ": not supported");
-  if (field(status, "untag_mask", &v) && std::strtoull(v.c_str(), nullptr, 16) != ~0ull)
+  if (status_field(status, "untag_mask", &v) && std::strtoull(v.c_str(), nullptr, 16) != ~0ull)
     return make_error(ENOTSUP, who + "linear address masking: not supported");
   return {};
 }
@@ -160,7 +148,7 @@ Status parse_status_credentials(const std::string& status, image::TaskCredential
   if (!four_ids(status, "Uid", &c->uid) || !four_ids(status, "Gid", &c->gid))
     return make_error(EIO, "status: no Uid/Gid lines");
   std::string groups;
-  if (!field(status, "Groups", &groups)) return make_error(EIO, "status: no Groups line");
+  if (!status_field(status, "Groups", &groups)) return make_error(EIO, "status: no Groups line");
   std::istringstream in(groups);
   c->groups.clear();
   for (uint32_t g; in >> g;) c->groups.push_back(g);
@@ -173,7 +161,7 @@ Status parse_status_credentials(const std::string& status, image::TaskCredential
   if (!hex_field(status, "CapAmb", &c->cap_ambient)) c->cap_ambient = 0;
   std::string nnp;
   c->flags &= ~uint32_t(image::kCredNoNewPrivs);
-  if (field(status, "NoNewPrivs", &nnp) && std::atoi(nnp.c_str()) == 1)
+  if (status_field(status, "NoNewPrivs", &nnp) && std::atoi(nnp.c_str()) == 1)
     c->flags |= image::kCredNoNewPrivs;
   return {};
 }

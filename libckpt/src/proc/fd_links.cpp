@@ -1,6 +1,7 @@
 #include "proc/fd_links.hpp"
 
 #include <dirent.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -22,6 +23,14 @@ std::vector<FdLink> fd_links(pid_t pid) {
   }
   ::closedir(d);
   return out;
+}
+
+Result<UniqueFd> take_fd(pid_t pid, int fd) {
+  UniqueFd pidfd(int(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd.valid()) return sys_error("pidfd_open " + std::to_string(pid));
+  UniqueFd copy(int(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
+  if (!copy.valid()) return sys_error("pidfd_getfd of the target's fd " + std::to_string(fd));
+  return copy;
 }
 
 }  // namespace ckpt::proc

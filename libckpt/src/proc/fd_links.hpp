@@ -3,8 +3,11 @@
 
 #include <sys/types.h>
 
+#include <ckpt/result.hpp>
 #include <string>
 #include <vector>
+
+#include "util/fd.hpp"
 
 namespace ckpt::proc {
 
@@ -15,5 +18,8 @@ struct FdLink {
 
 // Empty when the process is gone or unreadable; fds closed meanwhile are skipped.
 std::vector<FdLink> fd_links(pid_t pid);
+
+// A copy of process `pid`'s descriptor `fd` in this process (pidfd_getfd).
+Result<UniqueFd> take_fd(pid_t pid, int fd);
 
 }  // namespace ckpt::proc

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "dirty/kernel_abi.hpp"
+#include "proc/fd_links.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::restore {
@@ -54,10 +55,10 @@ UffdFill::UffdFill(pid_t pid, const CallFn& call, const std::vector<mem::Range>&
   auto made = call(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | kabi::kUffdUserModeOnly);
   if (!made.ok() || *made < 0) return;
   const int target_fd = int(*made);
-  UniqueFd pidfd(int(::syscall(SYS_pidfd_open, pid, 0)));
-  UniqueFd fd(pidfd.valid() ? int(::syscall(SYS_pidfd_getfd, pidfd.get(), target_fd, 0)) : -1);
+  auto taken = proc::take_fd(pid, target_fd);
   (void)call(SYS_close, uint64_t(target_fd));
-  if (!fd.valid()) return;
+  if (!taken.ok()) return;
+  UniqueFd fd = std::move(*taken);
   uffdio_api api{};
   api.api = UFFD_API;
   if (::ioctl(fd.get(), UFFDIO_API, &api) != 0) return;

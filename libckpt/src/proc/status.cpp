@@ -1,0 +1,18 @@
+#include "proc/status.hpp"
+
+namespace ckpt::proc {
+
+bool status_field(const std::string& status, const char* key, std::string* out) {
+  std::string k = std::string("\n") + key + ":";
+  size_t at = status.find(k);
+  if (at == std::string::npos) {
+    if (status.rfind(k.substr(1), 0) != 0) return false;
+    at = 0;
+    k = k.substr(1);
+  }
+  size_t from = at + k.size(), to = status.find('\n', from);
+  *out = status.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  return true;
+}
+
+}  // namespace ckpt::proc

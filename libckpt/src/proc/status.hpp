@@ -1,0 +1,12 @@
+// Fields of /proc/PID/status ("Key:\tvalue" lines).
+#pragma once
+
+#include <string>
+
+namespace ckpt::proc {
+
+// The text after "Key:" on its line, up to the end of the line; false if
+// there is no such line.
+bool status_field(const std::string& status, const char* key, std::string* out);
+
+}  // namespace ckpt::proc
