@@ -366,25 +366,35 @@ trial() {
       >/dev/null 2>"$WORK/restart.err") &
     HOLDER=$!
     OWN_PIDS+=("$HOLDER")
-    local i
+    local i tr=- why=timeout t_r=$SECONDS
     # Up to 60 s: on a loaded machine the dead process's PID may be freed
-    # late (cr_restart waits up to 5 s for a zombie holding it). A CI run
-    # (2026-11-28, load from the guest and sanitizer build) found no process
-    # after 8 s and no message from cr_restart; the failure says more now.
+    # late (cr_restart waits up to 5 s for a zombie holding it).
     for ((i = 0; i < 3000; i++)); do
       st=$(proc_state "$PID")
-      [[ $st == [RSD] && $(tracer_of "$PID") == 0 &&
-        $(readlink "/proc/$PID/exe") == */heap_pattern ]] && break
-      [[ -e /proc/$HOLDER && $(proc_state "$HOLDER") != Z ]] || break
+      tr=$(tracer_of "$PID")
+      [[ $st == [RSD] && $tr == 0 && $(readlink "/proc/$PID/exe") == */heap_pattern ]] && {
+        why=up
+        break
+      }
+      [[ -e /proc/$HOLDER && $(proc_state "$HOLDER") != Z ]] || {
+        why=ended
+        break
+      }
       sleep 0.02
     done
-    if [[ $st != [RSD] || $(tracer_of "$PID") != 0 ]]; then
+    if [[ $why != up ]]; then
       local how="still running"
       if [[ $(proc_state "$HOLDER") == [Z-] ]]; then
         wait "$HOLDER" 2>/dev/null
         how="ended with status $?"
       fi
-      note "target $targets: cr_restart after $what did not bring it back (cr_restart $how, the process $st): $(first_line "$WORK/restart.err")"
+      # Where each side waits (CI failures of 2026-11-28 left the process
+      # sleeping, traced or not, with cr_restart running).
+      local where
+      where="tracer $tr, exe $(readlink "/proc/$PID/exe" 2>/dev/null), wchan $(cat "/proc/$PID/wchan" 2>/dev/null)"
+      where+=", threads $(ls "/proc/$PID/task" 2>/dev/null | wc -l), after $((SECONDS - t_r)) s ($why)"
+      where+=", stack $(head -n 3 "/proc/$PID/stack" 2>/dev/null | tr '\n' ' ')"
+      note "target $targets: cr_restart after $what did not bring it back (cr_restart $how, the process $st; $where): $(first_line "$WORK/restart.err")"
       return 1
     fi
     outcome[died-restarted]=$((${outcome[died-restarted]:-0} + 1))
