@@ -24,6 +24,7 @@
 #include "restore/spawn.hpp"
 #include "restore/syscall_restart.hpp"
 #include "restore/tasks.hpp"
+#include "restore/uffd_fill.hpp"
 #include "util/fd.hpp"
 #include "util/hash.hpp"
 #include "util/text.hpp"
@@ -48,6 +49,9 @@ struct WarmRestore::Early {
   user_regs_struct base{};
   std::unique_ptr<proc::RemoteSyscall> rs;
   std::unique_ptr<restore::AddressSpaceBuilder> builder;
+  // Anonymous memory is filled with UFFDIO_COPY (no zeroed page first)
+  // until the finish closes it; everything else with process_vm_writev.
+  std::unique_ptr<restore::UffdFill> fill;
   std::vector<image::PageRun> written;  // as the committed addr.img must list them
   uint64_t content_end = 0;             // content bytes written so far
 };
@@ -86,7 +90,12 @@ Status WarmRestore::begin_layout(uint64_t gen, const std::string& tmp_dir) {
                                                 reinterpret_cast<uint64_t>(ckpt_inject_insn));
   e->builder = std::make_unique<restore::AddressSpaceBuilder>(pid_, e->layout, *e->rs);
   early_ = std::move(e);
-  return early_->builder->build_layout();
+  CKPT_TRY(early_->builder->build_layout());
+  Early& b = *early_;
+  b.fill = std::make_unique<restore::UffdFill>(
+      pid_, [&b](long nr, uint64_t a1) { return b.rs->call(nr, a1); },
+      restore::UffdFill::eligible(b.layout.vmas, restore::UffdFill::thp_mode()));
+  return {};
 }
 
 Status WarmRestore::write_landed(const std::vector<LandedRun>& runs) {
@@ -119,9 +128,13 @@ Status WarmRestore::write_landed(const std::vector<LandedRun>& runs) {
     pr.content_offset = r.offset;
     pr.content_hash = xxh3(src, r.bytes);
     e.written.push_back(pr);
-    local.push_back({const_cast<uint8_t*>(src), r.bytes});
-    remote.push_back({reinterpret_cast<void*>(r.vaddr), r.bytes});
-    if (local.size() == 1024 || i + 1 == runs.size()) {
+    if (e.fill->active() && e.fill->covers(r.vaddr, r.bytes)) {
+      st = e.fill->copy(r.vaddr, src, r.bytes);
+    } else {
+      local.push_back({const_cast<uint8_t*>(src), r.bytes});
+      remote.push_back({reinterpret_cast<void*>(r.vaddr), r.bytes});
+    }
+    if (!local.empty() && (local.size() == 1024 || i + 1 == runs.size())) {
       ssize_t want = 0;
       for (const iovec& x : local) want += ssize_t(x.iov_len);
       ssize_t n =
@@ -180,6 +193,7 @@ Status WarmRestore::finish_early(uint64_t gen) {
   }
   if (k != e.written.size())
     return make_error(EBADMSG, "generation " + std::to_string(gen) + ": more content than runs");
+  e.fill.reset();  // the pages not filled fault in zeroed from here on
   // Zero pages of private file mappings hide the file's bytes (anonymous
   // memory starts zeroed).
   for (const image::PageRun* r : zero_in_files) {
