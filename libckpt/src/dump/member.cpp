@@ -204,8 +204,7 @@ Status MemberDump::write(image::SnapshotWriter& writer, const ProgressFn& progre
   return {};
 }
 
-Status MemberDump::capture(Capture& capture, image::SnapshotWriter& writer, ProgressFn progress,
-                           uint64_t progress_base, uint64_t progress_total) {
+Result<PageSink> MemberDump::capture_sink(image::SnapshotWriter& writer) {
   if (spec_.precopy) {
     // Pre-copied pages written since, and any outside today's memory (the
     // process unmapped it), leave the generation before the final copy.
@@ -216,8 +215,7 @@ Status MemberDump::capture(Capture& capture, image::SnapshotWriter& writer, Prog
         kept.push_back({v.start, v.end});
     CKPT_TRY(writer.drop_pages(kept, true));
   }
-  return capture.read(pid(), plan, sink(writer), std::move(progress), progress_base,
-                      progress_total);
+  return sink(writer);
 }
 
 Status MemberDump::captured(bool arm_after) {

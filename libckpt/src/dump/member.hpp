@@ -77,12 +77,13 @@ class MemberDump {
   // tracking once its memory is read (an incremental's collect re-armed).
   Status write(image::SnapshotWriter& writer, const ProgressFn& progress, bool arm_after);
 
-  // The same in three steps, for a job that is released as soon as every
-  // member's pages are copied into the tool's buffers: capture (frozen),
-  // captured (frozen: arms a full's tracking), finish_write (after
-  // capture.finish(), the target may run).
-  Status capture(Capture& capture, image::SnapshotWriter& writer, ProgressFn progress,
-                 uint64_t progress_base, uint64_t progress_total);
+  // The same in steps, for a job that is released as soon as every
+  // member's pages are copied into the tool's buffers, all frozen:
+  // capture_sink (where the pages go), then Capture::read of `plan` into
+  // it, which may run on another thread while captured (arms a full's
+  // tracking: ptrace, so on the tracer's thread) runs; finish_write after
+  // capture.finish() (the target may run).
+  Result<PageSink> capture_sink(image::SnapshotWriter& writer);
   Status captured(bool arm_after);
   void finish_write();
 

@@ -10,6 +10,7 @@
 #include <ckpt/ckpt.hpp>
 #include <ckpt/tracker.hpp>
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <set>
 #include <thread>
@@ -351,22 +352,48 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   // (dump/capture) and drained into its own files by a writer thread; the
   // job runs again once every page is copied, not once the page cache took
   // them. Progress over the whole job.
-  uint64_t total = 0, done = 0;
+  uint64_t total = 0;
   for (auto* d : live) total += d->plan.bytes();
   std::vector<image::SnapshotWriter*> writers;
+  std::vector<dump::PageSink> sinks;
   const double t_mem = now_seconds();
   for (auto* d : live) {
     CKPT_ASSIGN(image::SnapshotWriter * w, writer_for(d->pid()));
     writers.push_back(w);
-    Status s = d->capture(capture, *w, opts.progress, done, total);
-    if (!s.ok()) return job::name_member(s.error(), d->pid(), members.size());
-    done += d->plan.bytes();
+    auto sink = d->capture_sink(*w);
+    if (!sink.ok()) return job::name_member(sink.error(), d->pid(), members.size());
+    sinks.push_back(std::move(*sink));
   }
-  pt.mark("copy");
+  // The copy runs on a second thread while this one, the tracer, arms each
+  // full's tracking (write-protecting every page: as long as the copy of a
+  // 64 MiB process here). Both only while frozen: the copy reads pages, the
+  // arm marks them, neither changes what the other sees.
+  size_t failed_member = live.size();
+  auto copy = std::async(std::launch::async, [&]() -> Status {
+    uint64_t done = 0;
+    for (size_t k = 0; k < live.size(); ++k) {
+      Status s = capture.read(live[k]->pid(), live[k]->plan, std::move(sinks[k]), opts.progress,
+                              done, total);
+      if (!s.ok()) {
+        failed_member = k;
+        return s;
+      }
+      done += live[k]->plan.bytes();
+    }
+    return {};
+  });
+  Status armed;
+  pid_t arm_failed = 0;
   for (auto* d : live)
-    if (Status s = d->captured(!opts.kill_after); !s.ok())
-      return job::name_member(s.error(), d->pid(), members.size());
-  pt.mark("arm");
+    if (armed = d->captured(!opts.kill_after); !armed.ok()) {
+      arm_failed = d->pid();
+      break;
+    }
+  Status copied = copy.get();
+  if (!copied.ok())
+    return job::name_member(copied.error(), live[failed_member]->pid(), members.size());
+  if (!armed.ok()) return job::name_member(armed.error(), arm_failed, members.size());
+  pt.mark("copy+arm");
 
   if (hooks && hooks->captured) CKPT_TRY(hooks->captured());
   // Memory is copied: a running job cannot change the image any more, so it
