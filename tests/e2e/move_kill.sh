@@ -366,13 +366,13 @@ trial() {
       >/dev/null 2>"$WORK/restart.err") &
     HOLDER=$!
     OWN_PIDS+=("$HOLDER")
-    local i tr=- why=timeout t_r=$SECONDS
+    local i tracer=- why=timeout t_r=$SECONDS
     # Up to 60 s: on a loaded machine the dead process's PID may be freed
     # late (cr_restart waits up to 5 s for a zombie holding it).
     for ((i = 0; i < 3000; i++)); do
       st=$(proc_state "$PID")
-      tr=$(tracer_of "$PID")
-      [[ $st == [RSD] && $tr == 0 && $(readlink "/proc/$PID/exe") == */heap_pattern ]] && {
+      tracer=$(tracer_of "$PID")
+      [[ $st == [RSD] && $tracer == 0 && $(readlink "/proc/$PID/exe") == */heap_pattern ]] && {
         why=up
         break
       }
@@ -391,7 +391,9 @@ trial() {
       # Where each side waits (CI failures of 2026-11-28 left the process
       # sleeping, traced or not, with cr_restart running).
       local where
-      where="tracer $tr, exe $(readlink "/proc/$PID/exe" 2>/dev/null), wchan $(cat "/proc/$PID/wchan" 2>/dev/null)"
+      tracer=$(tracer_of "$PID")
+      where="tracer $tracer ($({ tr '\0' ' ' <"/proc/$tracer/cmdline"; } 2>/dev/null | cut -c1-80))"
+      where+=", exe $(readlink "/proc/$PID/exe" 2>/dev/null), wchan $(cat "/proc/$PID/wchan" 2>/dev/null)"
       where+=", threads $(ls "/proc/$PID/task" 2>/dev/null | wc -l), after $((SECONDS - t_r)) s ($why)"
       where+=", stack $(head -n 3 "/proc/$PID/stack" 2>/dev/null | tr '\n' ' ')"
       note "target $targets: cr_restart after $what did not bring it back (cr_restart $how, the process $st; $where): $(first_line "$WORK/restart.err")"
