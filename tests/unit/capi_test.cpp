@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -216,8 +217,12 @@ pid_t parent_of(pid_t pid) {
   return ppid;
 }
 
-// Progress reports per phase.
+// Progress reports per phase, and those made on another thread than the
+// caller's (ckpt.h: none).
+std::thread::id g_caller;
+std::atomic<int> g_off_thread{0};
 void on_progress(void* user, int phase, uint64_t done, uint64_t total) {
+  if (std::this_thread::get_id() != g_caller) ++g_off_thread;
   auto* calls = static_cast<int*>(user);
   ASSERT_TRUE(phase == CKPT_PHASE_CHECKPOINT || phase == CKPT_PHASE_RESTORE);
   EXPECT_LE(done, total);
@@ -230,6 +235,8 @@ TEST(CApi, CheckpointAndRestoreAttachedAndDetached) {
   const std::string dir = tmp.path() + "/ck";
   Ctx x;
   int calls[3] = {0, 0, 0};
+  g_caller = std::this_thread::get_id();
+  g_off_thread = 0;
   ASSERT_EQ(ckpt_set_progress(x.c, on_progress, calls), 0);
   pid_t pid = start_sleep();
   ASSERT_GT(pid, 0);
@@ -252,6 +259,7 @@ TEST(CApi, CheckpointAndRestoreAttachedAndDetached) {
   EXPECT_GT(st.bytes_written, 0u);
   EXPECT_GT(calls[CKPT_PHASE_CHECKPOINT], 0);
   EXPECT_EQ(calls[CKPT_PHASE_RESTORE], 0);
+  EXPECT_EQ(g_off_thread, 0) << "progress reported on a thread of the library's own";
 
   uint64_t gens[4];
   size_t n = 0;
@@ -277,6 +285,7 @@ TEST(CApi, CheckpointAndRestoreAttachedAndDetached) {
   EXPECT_EQ(rs.processes, 1u);
   EXPECT_EQ(parent_of(pid), getpid());
   EXPECT_GT(calls[CKPT_PHASE_RESTORE], 0);
+  EXPECT_EQ(g_off_thread, 0) << "restore progress reported on a thread of the library's own";
   kill(pid, SIGKILL);
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
 

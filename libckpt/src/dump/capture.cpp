@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -250,6 +251,7 @@ Status Capture::read(pid_t pid, const MemoryPlan& plan, PageSink sink, ProgressF
   if (!missed && batches.size() > 1 && second_reader_wanted(cpus_, writer_idle))
     second = std::make_unique<SecondReader>(pid);
   for (size_t k = 0; k < batches.size(); k += second ? 2 : 1) {
+    report();
     int i = take_buffer();
     if (i < 0) break;  // the writer failed: finish() reports it
     int j = -1;        // the second reader's buffer, for batch k + 1
@@ -320,8 +322,13 @@ void Capture::drain() {
       if (!st.ok()) break;
       p += r.len;
     }
-    if (st.ok() && !failed && *it.progress) (*it.progress)(it.progress_done, it.progress_total);
     std::lock_guard<std::mutex> l(m_);
+    if (st.ok() && !failed && *it.progress) {
+      progress_fn_ = it.progress;
+      progress_done_ = it.progress_done;
+      progress_total_ = it.progress_total;
+      progress_new_ = true;
+    }
     free_.push_back(it.buf);
     in_use_ -= kBatchBytes;
     if (!st.ok() && error_.ok()) error_ = st;
@@ -331,10 +338,33 @@ void Capture::drain() {
 
 Status Capture::finish() {
   resume();
-  std::unique_lock<std::mutex> l(m_);
-  cv_.wait(l, [&] { return queue_.empty() && in_use_ == 0; });
-  Status st = error_;
-  return st;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> l(m_);
+      if (cv_.wait_for(l, std::chrono::milliseconds(20),
+                       [&] { return queue_.empty() && in_use_ == 0; }))
+        break;
+    }
+    report();
+  }
+  report();
+  std::lock_guard<std::mutex> l(m_);
+  return error_;
+}
+
+void Capture::report() {
+  if (std::this_thread::get_id() != owner_) return;
+  const ProgressFn* fn;
+  uint64_t done, total;
+  {
+    std::lock_guard<std::mutex> l(m_);
+    if (!progress_new_) return;
+    progress_new_ = false;
+    fn = progress_fn_;
+    done = progress_done_;
+    total = progress_total_;
+  }
+  (*fn)(done, total);
 }
 
 }  // namespace ckpt::dump

@@ -75,6 +75,11 @@ class Capture {
   void prefault(uint64_t bytes);
   // Waits until every queued batch went through its sink: the first error.
   Status finish();
+  // Progress is reported on the thread that made this Capture (the API's
+  // caller: ckpt.h promises its callback runs there), not on the writer's:
+  // read() and finish() do it when called there, and a caller whose read()
+  // runs on another thread calls report() while it waits.
+  void report();
   // The largest amount of buffer memory in use at once.
   uint64_t peak_bytes() const { return peak_; }
 
@@ -105,6 +110,11 @@ class Capture {
   std::deque<Item> queue_;
   std::deque<PageSink> sinks_;  // stable addresses for queued items
   std::deque<ProgressFn> progresses_;
+  // The newest batch written: its progress, not reported yet.
+  const ProgressFn* progress_fn_ = nullptr;
+  uint64_t progress_done_ = 0, progress_total_ = 0;
+  bool progress_new_ = false;
+  std::thread::id owner_ = std::this_thread::get_id();
   bool closing_ = false, abandon_ = false, held_ = true, hold_forced_ = false, resumed_ = false;
   unsigned cpus_ = 1;
   uint64_t touched_slots_ = 0;  // buffers faulted in by prefault()

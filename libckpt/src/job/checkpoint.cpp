@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <ckpt/ckpt.hpp>
 #include <ckpt/tracker.hpp>
 #include <cstdlib>
@@ -389,6 +390,8 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       arm_failed = d->pid();
       break;
     }
+  while (copy.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
+    capture.report();  // on this thread, as ckpt.h promises
   Status copied = copy.get();
   if (!copied.ok())
     return job::name_member(copied.error(), live[failed_member]->pid(), members.size());
