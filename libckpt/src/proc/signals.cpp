@@ -5,20 +5,22 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
-#include <cstring>
+#include <cstdlib>
 #include <string>
 
 #include "proc/inject.hpp"
+#include "proc/status.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::proc {
 
 namespace {
 
+// A hexadecimal mask of /proc/PID/status ("SigBlk"); 0 where absent.
 uint64_t status_mask(const std::string& status, const char* key) {
-  size_t at = status.find(key);
-  if (at == std::string::npos) return 0;
-  return std::strtoull(status.c_str() + at + std::strlen(key), nullptr, 16);
+  std::string value;
+  if (!status_field(status, key, &value)) return 0;
+  return std::strtoull(value.c_str(), nullptr, 16);
 }
 
 }  // namespace
@@ -26,8 +28,8 @@ uint64_t status_mask(const std::string& status, const char* key) {
 Result<SignalMasks> read_signal_masks(pid_t pid, pid_t tid) {
   CKPT_ASSIGN(std::string st, read_file("/proc/" + std::to_string(pid) + "/task/" +
                                         std::to_string(tid) + "/status"));
-  return SignalMasks{status_mask(st, "SigBlk:"), status_mask(st, "SigIgn:"),
-                     status_mask(st, "SigCgt:")};
+  return SignalMasks{status_mask(st, "SigBlk"), status_mask(st, "SigIgn"),
+                     status_mask(st, "SigCgt")};
 }
 
 Result<std::vector<image::SignalAction>> dump_sigactions(pid_t tid, const SignalMasks& masks) {
