@@ -15,10 +15,9 @@ namespace ckpt::migrate {
 namespace {
 
 bool sigkill_in(const std::string& status, const char* key) {
-  std::string mask;
-  if (!proc::status_field(status, key, &mask)) return false;
-  // The mask is hexadecimal, signal N at bit N-1: SIGKILL (9) is bit 8.
-  return (std::strtoull(mask.c_str(), nullptr, 16) >> 8) & 1;
+  uint64_t mask = 0;
+  // Signal N is bit N-1: SIGKILL (9) is bit 8.
+  return proc::status_hex(status, key, &mask) && ((mask >> 8) & 1);
 }
 
 // The flags field of /proc/PID/stat (the 9th; the name before it, in

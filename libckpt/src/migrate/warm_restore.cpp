@@ -128,7 +128,7 @@ Status WarmRestore::write_landed(const std::vector<LandedRun>& runs) {
     pr.content_offset = r.offset;
     pr.content_hash = xxh3(src, r.bytes);
     e.written.push_back(pr);
-    if (e.fill->active() && e.fill->covers(r.vaddr, r.bytes)) {
+    if (e.fill && e.fill->covers(r.vaddr, r.bytes)) {
       st = e.fill->copy(r.vaddr, src, r.bytes);
     } else {
       local.push_back({const_cast<uint8_t*>(src), r.bytes});

@@ -35,14 +35,6 @@ bool four_ids(const std::string& status, const char* key, std::array<uint32_t, 4
   return true;
 }
 
-bool hex_field(const std::string& status, const char* key, uint64_t* out) {
-  std::string v;
-  if (!status_field(status, key, &v)) return false;
-  char* end;
-  *out = std::strtoull(v.c_str(), &end, 16);
-  return end != v.c_str();
-}
-
 // The first NUMA policy in a numa_maps text that is not "default", or "".
 std::string numa_policy(const std::string& text, std::string* where) {
   std::istringstream in(text);
@@ -152,13 +144,13 @@ Status parse_status_credentials(const std::string& status, image::TaskCredential
   std::istringstream in(groups);
   c->groups.clear();
   for (uint32_t g; in >> g;) c->groups.push_back(g);
-  if (!hex_field(status, "CapInh", &c->cap_inheritable) ||
-      !hex_field(status, "CapPrm", &c->cap_permitted) ||
-      !hex_field(status, "CapEff", &c->cap_effective) ||
-      !hex_field(status, "CapBnd", &c->cap_bounding))
+  if (!status_hex(status, "CapInh", &c->cap_inheritable) ||
+      !status_hex(status, "CapPrm", &c->cap_permitted) ||
+      !status_hex(status, "CapEff", &c->cap_effective) ||
+      !status_hex(status, "CapBnd", &c->cap_bounding))
     return make_error(EIO, "status: no capability lines");
   // CapAmb since Linux 4.3, NoNewPrivs since 4.10: absent means none.
-  if (!hex_field(status, "CapAmb", &c->cap_ambient)) c->cap_ambient = 0;
+  if (!status_hex(status, "CapAmb", &c->cap_ambient)) c->cap_ambient = 0;
   std::string nnp;
   c->flags &= ~uint32_t(image::kCredNoNewPrivs);
   if (status_field(status, "NoNewPrivs", &nnp) && std::atoi(nnp.c_str()) == 1)

@@ -5,7 +5,6 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "proc/inject.hpp"
@@ -16,11 +15,10 @@ namespace ckpt::proc {
 
 namespace {
 
-// A hexadecimal mask of /proc/PID/status ("SigBlk"); 0 where absent.
+// A signal mask of /proc/PID/status ("SigBlk"); 0 where absent.
 uint64_t status_mask(const std::string& status, const char* key) {
-  std::string value;
-  if (!status_field(status, key, &value)) return 0;
-  return std::strtoull(value.c_str(), nullptr, 16);
+  uint64_t mask = 0;
+  return status_hex(status, key, &mask) ? mask : 0;
 }
 
 }  // namespace

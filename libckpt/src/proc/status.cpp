@@ -1,5 +1,7 @@
 #include "proc/status.hpp"
 
+#include <cstdlib>
+
 namespace ckpt::proc {
 
 bool status_field(const std::string& status, const char* key, std::string* out) {
@@ -13,6 +15,14 @@ bool status_field(const std::string& status, const char* key, std::string* out) 
   size_t from = at + k.size(), to = status.find('\n', from);
   *out = status.substr(from, to == std::string::npos ? std::string::npos : to - from);
   return true;
+}
+
+bool status_hex(const std::string& status, const char* key, uint64_t* out) {
+  std::string v;
+  if (!status_field(status, key, &v)) return false;
+  char* end;
+  *out = std::strtoull(v.c_str(), &end, 16);
+  return end != v.c_str();
 }
 
 }  // namespace ckpt::proc

@@ -1,6 +1,7 @@
 // Fields of /proc/PID/status ("Key:\tvalue" lines).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace ckpt::proc {
@@ -8,5 +9,7 @@ namespace ckpt::proc {
 // The text after "Key:" on its line, up to the end of the line; false if
 // there is no such line.
 bool status_field(const std::string& status, const char* key, std::string* out);
+// A hexadecimal field ("SigBlk", "CapEff"); false if absent or not a number.
+bool status_hex(const std::string& status, const char* key, uint64_t* out);
 
 }  // namespace ckpt::proc

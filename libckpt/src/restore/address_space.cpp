@@ -379,7 +379,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
           part->done += len;
         }
         part->counts.pages_written += sl.npages;
-        if (!sl.zero() && fill.active() && fill.covers(sl.vaddr, len)) {
+        if (!sl.zero() && fill.covers(sl.vaddr, len)) {
           if (Status st = fill.copy(sl.vaddr, src, len); !st.ok()) {
             part->st = st;
             failed = true;

@@ -36,7 +36,8 @@ class UffdFill {
   // LIBCKPT_RESTORE_UFFD=0 (A/B runs): the caller writes as before.
   UffdFill(pid_t pid, const CallFn& call, const std::vector<mem::Range>& ranges);
   bool active() const { return fd_.valid(); }
-  // Whether [addr, addr + len) lies in one registered range.
+  // Whether [addr, addr + len) lies in one registered range (never when
+  // inactive: nothing is registered then).
   bool covers(uint64_t addr, uint64_t len) const;
   // Copies into a covered range. A page present already (nothing should be)
   // is written with process_vm_writev instead.

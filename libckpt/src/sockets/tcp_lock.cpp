@@ -8,13 +8,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "proc/fd_links.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::sockets {
@@ -162,11 +162,9 @@ void unlock_all(const std::vector<Connection>& conns) {
 }
 
 Status park_connection(pid_t pid, int fd) {
-  UniqueFd pidfd(int(::syscall(SYS_pidfd_open, pid, 0)));
-  if (!pidfd.valid()) return sys_error("PID " + std::to_string(pid) + ": pidfd_open");
-  UniqueFd sock(int(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
-  if (!sock.valid())
-    return sys_error("PID " + std::to_string(pid) + ": fd " + std::to_string(fd) + ": pidfd_getfd");
+  auto taken = proc::take_fd(pid, fd);
+  if (!taken.ok()) return taken.error().context("PID " + std::to_string(pid));
+  const UniqueFd sock = std::move(*taken);
   int on = 1;
   if (::setsockopt(sock.get(), IPPROTO_TCP, TCP_REPAIR, &on, sizeof on) != 0)
     return sys_error("PID " + std::to_string(pid) + ": fd " + std::to_string(fd) +
