@@ -33,6 +33,18 @@ proc_state() {
 
 # kill_all_gone PID...: SIGKILL to each, then wait (up to 10 s) until none is
 # left but zombies; returns 1 if some still run.
+# empty_dir DIR: deletes what DIR holds. Open MPI's daemons may still be
+# removing their session files when their job's launcher has returned: an
+# entry that vanishes meanwhile is not an error; a directory still not
+# empty after 10 s is.
+empty_dir() {
+  local deadline=$((SECONDS + 10))
+  until find "$1" -mindepth 1 -delete 2>/dev/null; do
+    ((SECONDS < deadline)) || { find "$1" -mindepth 1 -delete; return; }
+    sleep 0.1
+  done
+}
+
 kill_all_gone() {
   local p i alive=0
   for p in "$@"; do kill -9 "$p" 2>/dev/null || true; done

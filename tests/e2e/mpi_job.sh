@@ -83,7 +83,7 @@ remove_job_files() {
 # gone. Open MPI's is under the job's TMPDIR; hydra keeps none on disk.
 remove_session() {
   remove_job_files
-  find "${JOB_TMP:?}" -mindepth 1 -delete
+  empty_dir "${JOB_TMP:?}"
 }
 
 tool() {

@@ -135,7 +135,7 @@ grep -qx 'check: ok' "$WORK/ref.out" || fail "the uninterrupted run's self-check
 REF_TIME=$(elapsed "$START")
 grep -q "^$NET.2: .*/orted " "$WORK/agent.log" || fail "mpirun did not start orted on node B through the agent"
 rm -f "$WORK"/orted.*.pid
-find "$JOB_TMP" -mindepth 1 -delete
+empty_dir "$JOB_TMP"
 
 # The agents, one per node.
 head -c 32 /dev/urandom >"$WORK/token"
@@ -237,7 +237,7 @@ MEMBERS="$(tree_pids "$MPIRUN") $(tree_pids "$SHELL_B")"
 # shellcheck disable=SC2086 # a list of PIDs
 kill_all_gone $MEMBERS || fail "processes of the job did not go away"
 { wait "$MPIRUN"; } 2>/dev/null || true
-find "$JOB_TMP" -mindepth 1 -delete
+empty_dir "$JOB_TMP"
 rm -f "$PACE"
 if [[ $ACTION == replace ]]; then
   # Node B is gone; spare C takes over its address (a real takeover would
