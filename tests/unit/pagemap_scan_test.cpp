@@ -585,6 +585,54 @@ TEST_F(PagemapScan, ArmingAgainKeepsTheUserfaultfd) {
   expect_exact(collect(target_->pid(), t), truth, {region()});
 }
 
+// A live full's first round: install() takes the stop, arm() runs while the
+// process runs (dump/precopy). Writes after arm() returns are all reported,
+// whatever happened between the two: pages written, a range replaced under
+// the layout install() saw, a range unmapped and mapped again.
+TEST_F(PagemapScan, ArmWhileRunningAfterInstall) {
+  PagemapScanTracker t;
+  {
+    auto fp = proc::FrozenProcess::freeze(target_->pid());
+    ASSERT_TRUE(fp.ok()) << fp.error().message;
+    prev_ = layout(target_->pid());
+    auto installed = t.install(target_->pid(), &state_);
+    ASSERT_TRUE(installed.ok()) << installed.error().message;
+    EXPECT_TRUE(*installed);
+    EXPECT_EQ(state_.target_fd, kTrackerFd);
+    ASSERT_TRUE((*fp)->release().ok());
+  }
+  const uint64_t p = kPage;
+  write_pages({target_->page(1), target_->page(2)});
+  EXPECT_EQ(target_->run(Cmd{kFixedReplace, 0, target_->page(300), 32 * p}).result, 0);
+  EXPECT_EQ(target_->run(Cmd{kUnmapMap, 0, target_->page(400), 32 * p}).result, 0);
+  // Not frozen: the target waits for its next command, as a running
+  // program between two writes.
+  Status armed = t.arm(target_->pid(), prev_, &state_);
+  ASSERT_TRUE(armed.ok()) << armed.error().message;
+  std::set<uint64_t> after{target_->page(2), target_->page(9), target_->page(310),
+                           target_->page(420), target_->page(2000)};
+  write_pages(after);
+  DirtySet d = collect(target_->pid(), t);
+  EXPECT_FALSE(d.everything) << d.reason;
+  expect_covers(d, after);
+  // Away from the replaced ranges, exactly what was written after the arm.
+  expect_exact(d, {target_->page(2), target_->page(9), target_->page(2000)},
+               {{target_->page(0), 300 * p}, {target_->page(432), (kRegionPages - 432) * p}});
+  // The next interval is exact everywhere.
+  std::set<uint64_t> next{target_->page(3), target_->page(305), target_->page(425)};
+  write_pages(next);
+  expect_exact(collect(target_->pid(), t), next, {region()});
+
+  // A tracked process keeps its userfaultfd: arm() checks it frozen.
+  PagemapScanTracker again;
+  auto fp = proc::FrozenProcess::freeze(target_->pid());
+  ASSERT_TRUE(fp.ok()) << fp.error().message;
+  auto reinstalled = again.install(target_->pid(), &state_);
+  ASSERT_TRUE(reinstalled.ok()) << reinstalled.error().message;
+  EXPECT_FALSE(*reinstalled);
+  ASSERT_TRUE((*fp)->release().ok());
+}
+
 // More regions than the kernel's 512-entry bounce buffer, and scans that
 // fill the caller's buffer and must resume (the walk_end quirk).
 TEST_F(PagemapScan, ManyScatteredRegions) {

@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -331,7 +333,9 @@ PagemapScanTracker::PagemapScanTracker(Options opts) : opts_(opts) {
   regions_.resize(std::max<size_t>(opts_.scan_regions, 1));
 }
 
-FeatureCheck PagemapScanTracker::probe() {
+namespace {
+
+FeatureCheck self_test() {
   FeatureCheck c{"pagemap-scan", false, ""};
   UniqueFd pm(::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
   if (!pm.valid()) return c.detail = "cannot open /proc/self/pagemap", c;
@@ -388,6 +392,22 @@ FeatureCheck PagemapScanTracker::probe() {
   return c;
 }
 
+}  // namespace
+
+// The self-test faults in and zaps 4 MiB (1-20 ms here): once per process,
+// before the first freeze (job/checkpoint.cpp asks early). The kernel's
+// answer does not change while we run; a failure, which may be ours (no
+// memory, no descriptor left), is asked again.
+FeatureCheck PagemapScanTracker::probe() {
+  static std::mutex mu;
+  static std::optional<FeatureCheck> passed;
+  std::lock_guard<std::mutex> hold(mu);
+  if (passed) return *passed;
+  FeatureCheck c = self_test();
+  if (c.ok) passed = c;
+  return c;
+}
+
 Status PagemapScanTracker::available() {
   if (!probed_) probed_ = probe();
   if (!probed_->ok) return make_error(ENOTSUP, "pagemap-scan tracker: " + probed_->detail);
@@ -430,8 +450,11 @@ Status PagemapScanTracker::track(pid_t pid, int uffd, const std::vector<VmaRecor
     else if (e == 0)
       for (const Range& p : adaptive.arm_piece(r, state.full_hashes ? &populated : nullptr))
         if ((e = sc.protect(kind, p, nullptr)) != 0) break;
-    if (e == -EPERM) {
-      *foreign = true;  // registered through this fd, yet not in this process
+    // Registered through this fd, yet not in this process. A fresh fd is the
+    // process's own: its piece was replaced while the process ran (a live
+    // full's arm), and collect() finds the new VMA unregistered.
+    if (e == -EPERM && reused) {
+      *foreign = true;
       return {};
     }
   }
@@ -440,8 +463,7 @@ Status PagemapScanTracker::track(pid_t pid, int uffd, const std::vector<VmaRecor
   return {};
 }
 
-Status PagemapScanTracker::arm_fresh(pid_t pid, const std::vector<VmaRecord>& vmas,
-                                     TrackerState* state, int replace_fd) {
+Result<UniqueFd> PagemapScanTracker::install_fresh(pid_t pid, TrackerState* state, int replace_fd) {
   state->target_fd = -1;
   int number = replace_fd;
   if (number < 0) {
@@ -462,13 +484,35 @@ Status PagemapScanTracker::arm_fresh(pid_t pid, const std::vector<VmaRecord>& vm
   }
   if (!st.ok()) {
     close_target_fd(pid, fd);  // leave nothing half set up behind
-    return st;
+    return st.error();
   }
   state->target_fd = fd;
+  return std::move(*uffd);
+}
+
+Status PagemapScanTracker::track_fresh(pid_t pid, int uffd, const std::vector<VmaRecord>& vmas,
+                                       const TrackerState& state) {
   bool foreign = false;
-  CKPT_TRY(track(pid, uffd->get(), vmas, false, *state, &foreign));
+  CKPT_TRY(track(pid, uffd, vmas, false, state, &foreign));
   if (foreign) return make_error(EIO, "a fresh userfaultfd does not track the target's memory");
   return {};
+}
+
+Status PagemapScanTracker::arm_fresh(pid_t pid, const std::vector<VmaRecord>& vmas,
+                                     TrackerState* state, int replace_fd) {
+  CKPT_ASSIGN(UniqueFd uffd, install_fresh(pid, state, replace_fd));
+  return track_fresh(pid, uffd.get(), vmas, *state);
+}
+
+Result<bool> PagemapScanTracker::install(pid_t pid, TrackerState* state) {
+  installed_.reset();
+  CKPT_TRY(available());
+  if (state->target_fd >= 0 && check_target_uffd(pid, state->target_fd).ok()) return false;
+  const bool recorded_free =
+      state->target_fd >= 0 &&
+      ::access(proc_path(pid, "fd/" + std::to_string(state->target_fd)).c_str(), F_OK) != 0;
+  CKPT_ASSIGN(installed_, install_fresh(pid, state, recorded_free ? state->target_fd : -1));
+  return true;
 }
 
 // Tracking restarts for the generation in `state`; the ledger says so (when
@@ -490,7 +534,12 @@ Result<bool> PagemapScanTracker::release(pid_t pid, const TrackerState& state) {
 }
 
 Status PagemapScanTracker::arm(pid_t pid, const std::vector<VmaRecord>& vmas, TrackerState* state) {
-  CKPT_TRY(arm_tracking(pid, vmas, state));
+  if (installed_.valid()) {
+    const UniqueFd uffd = std::move(installed_);
+    CKPT_TRY(track_fresh(pid, uffd.get(), vmas, *state));
+  } else {
+    CKPT_TRY(arm_tracking(pid, vmas, state));
+  }
   record_arm(pid, *state);
   return {};
 }

@@ -61,6 +61,7 @@
 #include "dirty/kernel_abi.hpp"
 #include "dirty/layout.hpp"
 #include "dirty/tracker.hpp"
+#include "util/fd.hpp"
 
 namespace ckpt::dirty {
 
@@ -89,6 +90,10 @@ class PagemapScanTracker : public Tracker {
 
   TrackerKind kind() const override { return TrackerKind::pagemap_scan; }
   Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state) override;
+  // A fresh userfaultfd (not one kept from an earlier chain, which arm()
+  // must check frozen): registering and protecting, the arm's long part,
+  // then runs while the process runs.
+  Result<bool> install(pid_t pid, TrackerState* state) override;
   Result<DirtySet> collect(pid_t pid, const std::vector<image::VmaRecord>& vmas,
                            const std::vector<image::VmaRecord>& prev, TrackerState* state) override;
   bool wants_full_hashes() const override {
@@ -124,6 +129,12 @@ class PagemapScanTracker : public Tracker {
   Status arm_tracking(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state);
   Status arm_fresh(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state,
                    int replace_fd);
+  // Frozen: a new userfaultfd in the target at `replace_fd` (or a free
+  // number), UFFDIO_API done; state->target_fd names it.
+  Result<UniqueFd> install_fresh(pid_t pid, TrackerState* state, int replace_fd);
+  // Registers and protects through a fresh userfaultfd (install_fresh).
+  Status track_fresh(pid_t pid, int uffd, const std::vector<image::VmaRecord>& vmas,
+                     const TrackerState& state);
   // Registers and protects `vmas`; sets *foreign when the userfaultfd turns
   // out not to serve this process's memory (an fd inherited across fork).
   // `reused`: a userfaultfd kept from before, checked before registering.
@@ -134,6 +145,7 @@ class PagemapScanTracker : public Tracker {
 
   Options opts_;
   std::optional<FeatureCheck> probed_;
+  UniqueFd installed_;  // install()'s userfaultfd, for the next arm()
   // before_freeze()'s result, for the collect of the same parent.
   std::optional<TrackerState> verified_for_;
   VerifiedBlocks verified_;

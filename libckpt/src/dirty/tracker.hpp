@@ -79,6 +79,17 @@ class Tracker {
   const char* name() const { return info().name; }
   // Starts tracking every VMA in `vmas` (the layout just checkpointed).
   virtual Status arm(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state) = 0;
+  // Frozen, before an arm() that may then run while the process runs (the
+  // first round of a live full): sets up what needs the process stopped
+  // (pagemap-scan: the userfaultfd created inside it) and returns true; the
+  // next arm() of this object for `state` then tracks from the instant it
+  // returns, whatever the process did meanwhile. False (the default): arm()
+  // must run frozen.
+  virtual Result<bool> install(pid_t pid, TrackerState* state) {
+    (void)pid;
+    (void)state;
+    return false;
+  }
   // Whether a full checkpoint should record its pages' hashes for this
   // tracker's first collect (see before_freeze).
   virtual bool wants_full_hashes() const { return false; }

@@ -41,8 +41,11 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
       // From this instant every write is tracked; everything populated is copied.
       tstate.target_fd = spec.hint ? spec.hint->tracker_fd : -1;
       if (!spec.fp) return make_error(EINVAL, "internal error: arming needs the process frozen");
-      CKPT_TRY(tracker->arm(pid, vmas, &tstate));
-      pt.mark("arm");
+      // What needs the stop is set up now; the protection of every page, the
+      // long part, waits for the release when the tracker allows (copy()).
+      CKPT_ASSIGN(arm_at_copy_, tracker->install(pid, &tstate));
+      if (!arm_at_copy_) CKPT_TRY(tracker->arm(pid, vmas, &tstate));
+      pt.mark(arm_at_copy_ ? "install" : "arm");
       shared_saved_.clear();
       for (const image::VmaRecord& v : vmas)
         if (auto o = v.shared_object(); o && spec.saves_shared && spec.saves_shared(*o))
@@ -90,6 +93,15 @@ Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
 }
 
 Status Precopy::copy(image::SnapshotWriter& writer) {
+  if (arm_at_copy_) {
+    // Tracking starts here; the plan below reads which pages are populated
+    // after it, so a page populated or dropped meanwhile is in this round's
+    // copy or in the next collect.
+    arm_at_copy_ = false;
+    PhaseTrace pt("round (running)");
+    CKPT_TRY(tracker->arm(pid_, layout, &tstate));
+    pt.mark("arm");
+  }
   if (plan_at_copy_) {
     plan_at_copy_ = false;
     CKPT_ASSIGN(plan_, plan_memory(pid_, layout));

@@ -24,8 +24,9 @@ struct MemberSpec;
 class Precopy {
  public:
   // The first round of a full arms tracking for the generation being
-  // written (spec.generation), frozen (arming injects calls); copy() plans
-  // every populated page once the process runs again. Of an incremental,
+  // written (spec.generation): frozen, what needs the stop (injected calls);
+  // the rest of the arm, where the tracker allows, and the plan of every
+  // populated page in copy(), once the process runs again. Of an incremental,
   // it collects since spec.prev. Later rounds collect since the previous
   // round. A collect needs no freeze (spec.fp null, spec.pid): the tracker
   // reports and re-protects each page atomically, so a write racing with it
@@ -57,6 +58,9 @@ class Precopy {
   // release (a page populated or dropped after the arm is reported written
   // by the next collect). The shared anonymous objects this member saves.
   bool plan_at_copy_ = false;
+  // Round 1 of a full, with a tracker whose install() took the stop: arm()
+  // runs in copy(), once the process runs again.
+  bool arm_at_copy_ = false;
   std::vector<image::SharedObject> shared_saved_;
   int rounds_ = 0;
 };

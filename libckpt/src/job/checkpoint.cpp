@@ -120,6 +120,9 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
                                   std::to_string(image::kMaxCompressLevel));
   const image::ImageMeta* prev_root = prev ? &prev->root()->meta() : nullptr;
   CKPT_ASSIGN(std::string tracker, dump::chain_tracker(opts, prev_root));
+  // A tracker's self-test (pagemap-scan: milliseconds) runs now, not in the
+  // freeze where its first use would run it.
+  if (const TrackerInfo* t = find_tracker(tracker)) (void)dirty::probe_tracker(t->kind);
   std::array<uint8_t, 16> chain_id{};
   if (prev)
     chain_id = prev_root->chain_id;
