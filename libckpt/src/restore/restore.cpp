@@ -28,6 +28,7 @@
 #include "restore/syscall_restart.hpp"
 #include "restore/tasks.hpp"
 #include "util/clock.hpp"
+#include "util/phase_trace.hpp"
 
 namespace ckpt {
 
@@ -63,6 +64,7 @@ struct Rebuilt {
 
 Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& plan,
                const RebuildOptions& opts, pid_t join_pgid, RestoreStats* stats, Rebuilt* out) {
+  PhaseTrace pb("rebuild");
   CKPT_ASSIGN(user_regs_struct base, proc::get_regs(pid));
   out->rs = std::make_unique<proc::RemoteSyscall>(pid, base,
                                                   reinterpret_cast<uint64_t>(ckpt_inject_insn));
@@ -80,6 +82,7 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
   builder.map_shared_from(opts.shared_memory);
   restore::MemoryStats ms;
   CKPT_TRY(builder.build(opts.user.progress, &ms));
+  pb.mark("build");
   stats->pages_written += ms.pages_written;
   stats->pages_zero += ms.pages_zero;
   stats->bytes_read += ms.bytes_read;
@@ -100,6 +103,7 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
     CKPT_TRY(tracker->arm(pid, meta.vmas, &state));
     stats->tracking = state.target_fd == meta.tracker_fd ? "armed" : "armed at another fd";
   }
+  pb.mark("arm");
   out->tasks = std::make_unique<restore::TaskRestorer>(pid, meta, builder);
   restore::TaskRestorer& tasks = *out->tasks;
   CKPT_TRY(tasks.create_threads(rs));
@@ -114,6 +118,7 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
   CKPT_ASSIGN(long ret, rs.call_and_load(final_regs, SYS_munmap, builder.trampoline(),
                                          restore::AddressSpaceBuilder::kTrampolineLen));
   if (ret != 0) return sys_error("removing the restore trampoline", int(-ret));
+  pb.mark("tasks");
   return {};
 }
 
@@ -126,6 +131,7 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
 Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const ReadyHook& ready,
                                            const ReleaseHook& before_release) {
   const double t0 = now_seconds();
+  PhaseTrace pr("restore");
   bool newest = false;
   uint64_t gen = 0;
   CKPT_ASSIGN(image::JobMeta job, open_generation(opts, &newest, &gen));
@@ -159,6 +165,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     live.push_back(i);
   }
   for (auto& c : chains) metas.push_back(&c.newest());
+  pr.mark("open chains");
   // Shared anonymous memory gets its content from the member that saved it.
   const auto holders = restore::shared_memory_holders(metas);
   for (size_t k = 0; k < chains.size(); ++k) {
@@ -179,8 +186,10 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
   }
 
   CKPT_TRY(restore::restore_scratch(metas));
+  pr.mark("trust+scratch");
   restore::SharedMemory shm;
   CKPT_TRY(shm.create(metas));
+  pr.mark("shm");
   std::vector<pid_t> pids;
   std::vector<sockets::Held> held;  // with `ready`: connections to peers outside the job
   {
@@ -204,6 +213,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     held = std::move(shared.held);
     CKPT_ASSIGN(pids, job::spawn_job(spawn, opts.new_pid));
   }
+  pr.mark("files+spawn");
 
   RebuildOptions ro{opts, newest, &shm.paths()};
   std::vector<Rebuilt> built(chains.size());
@@ -218,6 +228,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
       return named(m.pid, s.error());
     }
   }
+  pr.mark("rebuild");
   // Every member is ready. A job across nodes waits for the other nodes'
   // parts; its connections between nodes leave repair mode only then.
   if (ready) {
@@ -247,6 +258,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     job::kill_job(pids);
     return result.error();
   }
+  pr.mark("release");
   stats.pid = pids[0];
   stats.seconds = now_seconds() - t0;
   return stats;
