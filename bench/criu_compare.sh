@@ -262,7 +262,7 @@ for mib in sorted(vals, reverse=True):
               f"  [<= 20 ms: {'met' if med[k] <= 20 else 'MISSED'}]")
     print(f"  {'cr_incr --live, longest pre-copy stop':42s} {med['ours_incr_live_stop_ms']:9.1f}")
     print(f"  {'cr_full --live, longest pre-copy stop':42s} {med['ours_live_stop_ms']:9.1f}"
-          "  (the arm: write-protecting the memory)")
+          "  (round 1: the tracker set up in the process)")
     print(f"  {'cr_full --live, wall':42s} {med['ours_live_ms']:9.1f}")
 print("\nJSON " + json.dumps(out))
 PY
