@@ -6,6 +6,7 @@
 
 #include <ckpt/ckpt.hpp>
 #include <cstring>
+#include <future>
 #include <map>
 #include <memory>
 
@@ -214,6 +215,17 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     CKPT_ASSIGN(pids, job::spawn_job(spawn, opts.new_pid));
   }
   pr.mark("files+spawn");
+  // The tracking armed again before each process runs needs its tracker's
+  // self-test (pagemap-scan: milliseconds), once per process: on another
+  // thread while memory is written (not before the spawn: a raw clone3
+  // child of a process with another thread could find malloc's lock held).
+  // Any return joins it.
+  auto self_tests = std::async(std::launch::async, [&metas, newest] {
+    if (newest)
+      for (const image::ImageMeta* m : metas)
+        if (const TrackerInfo* t = find_tracker(m->tracker); t && t->kernel)
+          (void)dirty::probe_tracker(t->kind);
+  });
 
   RebuildOptions ro{opts, newest, &shm.paths()};
   std::vector<Rebuilt> built(chains.size());
