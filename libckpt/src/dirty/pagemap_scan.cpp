@@ -463,6 +463,20 @@ Status PagemapScanTracker::track(pid_t pid, int uffd, const std::vector<VmaRecor
   return {};
 }
 
+namespace {
+
+// Where a new userfaultfd goes: a restored process gets its userfaultfd back
+// at the recorded number when that is free, so later checkpoints recognise
+// it; otherwise -1 (choose_target_fd picks one).
+int fresh_fd_number(pid_t pid, const TrackerState& state) {
+  if (state.target_fd >= 0 &&
+      ::access(proc_path(pid, "fd/" + std::to_string(state.target_fd)).c_str(), F_OK) != 0)
+    return state.target_fd;
+  return -1;
+}
+
+}  // namespace
+
 Result<UniqueFd> PagemapScanTracker::install_fresh(pid_t pid, TrackerState* state, int replace_fd) {
   state->target_fd = -1;
   int number = replace_fd;
@@ -508,10 +522,7 @@ Result<bool> PagemapScanTracker::install(pid_t pid, TrackerState* state) {
   installed_.reset();
   CKPT_TRY(available());
   if (state->target_fd >= 0 && check_target_uffd(pid, state->target_fd).ok()) return false;
-  const bool recorded_free =
-      state->target_fd >= 0 &&
-      ::access(proc_path(pid, "fd/" + std::to_string(state->target_fd)).c_str(), F_OK) != 0;
-  CKPT_ASSIGN(installed_, install_fresh(pid, state, recorded_free ? state->target_fd : -1));
+  CKPT_ASSIGN(installed_, install_fresh(pid, state, fresh_fd_number(pid, *state)));
   return true;
 }
 
@@ -557,12 +568,7 @@ Status PagemapScanTracker::arm_tracking(pid_t pid, const std::vector<VmaRecord>&
     uffd.reset();  // our copy must not keep the stale context alive
     return arm_fresh(pid, vmas, state, state->target_fd);
   }
-  // A restored process gets its userfaultfd back at the recorded number when
-  // that is free, so later checkpoints recognise it.
-  if (state->target_fd >= 0 &&
-      ::access(proc_path(pid, "fd/" + std::to_string(state->target_fd)).c_str(), F_OK) != 0)
-    return arm_fresh(pid, vmas, state, state->target_fd);
-  return arm_fresh(pid, vmas, state, -1);
+  return arm_fresh(pid, vmas, state, fresh_fd_number(pid, *state));
 }
 
 namespace {

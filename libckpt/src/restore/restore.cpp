@@ -219,13 +219,14 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
   // self-test (pagemap-scan: milliseconds), once per process: on another
   // thread while memory is written (not before the spawn: a raw clone3
   // child of a process with another thread could find malloc's lock held).
-  // Any return joins it.
-  auto self_tests = std::async(std::launch::async, [&metas, newest] {
-    if (newest)
+  // Only the newest generation is tracked again. Any return joins it.
+  std::future<void> self_tests;
+  if (newest)
+    self_tests = std::async(std::launch::async, [&metas] {
       for (const image::ImageMeta* m : metas)
         if (const TrackerInfo* t = find_tracker(m->tracker); t && t->kernel)
           (void)dirty::probe_tracker(t->kind);
-  });
+    });
 
   RebuildOptions ro{opts, newest, &shm.paths()};
   std::vector<Rebuilt> built(chains.size());
