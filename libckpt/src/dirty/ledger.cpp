@@ -28,9 +28,13 @@ std::string ledger_base() {
   return "/tmp";
 }
 
+std::string libckpt_dir() {
+  if (ledger_base() == "/tmp") return "/tmp/libckpt-" + std::to_string(::geteuid());
+  return ledger_base() + "/libckpt";
+}
+
 std::string ledger_dir() {
-  if (ledger_base() == "/tmp") return "/tmp/libckpt-" + std::to_string(::geteuid()) + "/tracking";
-  return ledger_base() + "/libckpt/tracking";
+  return libckpt_dir() + "/tracking";
 }
 
 // Field 22 of /proc/PID/stat: start time in clock ticks since boot.
@@ -158,6 +162,12 @@ void write_side_state(pid_t pid, const std::string& suffix, const TrackerState& 
   if (!write_all(fd.get(), text.data(), text.size(), tmp).ok()) return;
   fd.reset();
   (void)::rename(tmp.c_str(), path->c_str());
+}
+
+std::optional<std::string> runtime_dir(const std::string& leaf) {
+  const std::string dir = libckpt_dir() + "/" + leaf;
+  if (!make_private_dirs(ledger_base(), dir).ok()) return std::nullopt;
+  return dir;
 }
 
 bool env_switch_on(const char* name) {

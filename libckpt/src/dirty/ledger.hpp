@@ -52,6 +52,10 @@ std::optional<std::string> read_side_state(pid_t pid, const std::string& suffix,
 std::optional<std::string> read_side_state_any_chain(pid_t pid, const std::string& suffix);
 void write_side_state(pid_t pid, const std::string& suffix, const TrackerState& s,
                       const std::string& lines);
+// The caller's private runtime directory of libckpt (root: /run/libckpt),
+// `leaf` below it, created if missing; nullopt when it cannot be made
+// private (make_private_dirs).
+std::optional<std::string> runtime_dir(const std::string& leaf);
 // An on/off switch in the environment: on unless set to "off" or "0".
 bool env_switch_on(const char* name);
 

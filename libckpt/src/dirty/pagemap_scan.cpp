@@ -24,6 +24,7 @@
 
 #include "dirty/huge_blocks.hpp"
 #include "dirty/ledger.hpp"
+#include "dirty/self_test_record.hpp"
 #include "mem/madvise.hpp"
 #include "mem/reader.hpp"
 #include "proc/fd_links.hpp"
@@ -335,6 +336,9 @@ PagemapScanTracker::PagemapScanTracker(Options opts) : opts_(opts) {
 
 namespace {
 
+constexpr const char* kWorks =
+    "PAGEMAP_SCAN and userfaultfd WP_ASYNC available; zapped pages read as written";
+
 FeatureCheck self_test() {
   FeatureCheck c{"pagemap-scan", false, ""};
   UniqueFd pm(::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
@@ -388,23 +392,32 @@ FeatureCheck self_test() {
                "(needs the PAGEMAP_SCAN hole fix)",
            c;
   c.ok = true;
-  c.detail = "PAGEMAP_SCAN and userfaultfd WP_ASYNC available; zapped pages read as written";
+  c.detail = kWorks;
   return c;
 }
 
 }  // namespace
 
-// The self-test faults in and zaps 4 MiB (1-20 ms here): once per process,
-// before the first freeze (job/checkpoint.cpp asks early). The kernel's
-// answer does not change while we run; a failure, which may be ours (no
-// memory, no descriptor left), is asked again.
+// The self-test faults in and zaps 4 MiB (1-20 ms here): once per boot
+// (dirty/self_test_record.hpp), else once per process before the first
+// freeze (job/checkpoint.cpp asks early). The kernel's answer does not change
+// while it runs; a failure, which may be ours (no memory, no descriptor
+// left), is asked again.
 FeatureCheck PagemapScanTracker::probe() {
   static std::mutex mu;
   static std::optional<FeatureCheck> passed;
   std::lock_guard<std::mutex> hold(mu);
   if (passed) return *passed;
+  if (self_test_passed_this_boot("pagemap-scan")) {
+    passed = FeatureCheck{"pagemap-scan", true,
+                          std::string(kWorks) + " (self-test passed earlier in this boot)"};
+    return *passed;
+  }
   FeatureCheck c = self_test();
-  if (c.ok) passed = c;
+  if (c.ok) {
+    passed = c;
+    record_self_test_pass("pagemap-scan");
+  }
   return c;
 }
 
