@@ -24,6 +24,7 @@
 #include "restore/batch_verifier.hpp"
 #include "restore/uffd_fill.hpp"
 #include "util/hash.hpp"
+#include "util/phase_trace.hpp"
 #include "util/text.hpp"
 #include "util/zeros.hpp"
 
@@ -94,13 +95,26 @@ Status AddressSpaceBuilder::map_trampoline(bool bare_syscall) {
   return {};
 }
 
+// One munmap per stretch between the mappings that stay (the trampoline, the
+// vdso's): an injected call costs a round trip to the child, and the child
+// inherited every mapping of this program (dozens). munmap skips the holes.
 Status AddressSpaceBuilder::unmap_inherited() {
   CKPT_ASSIGN(auto child_maps, proc::read_maps(pid_));
+  uint64_t from = 0, to = 0;  // the stretch so far
+  auto flush = [&]() -> Status {
+    if (to > from) CKPT_TRY(sys("unmapping inherited memory", SYS_munmap, from, to - from));
+    from = to = 0;
+    return {};
+  };
   for (const auto& m : child_maps) {
-    if (m.start == tramp_ || m.path == "[vsyscall]" || is_special_name(m.path)) continue;
-    CKPT_TRY(sys("unmapping inherited memory", SYS_munmap, m.start, m.end - m.start));
+    if (m.start == tramp_ || m.path == "[vsyscall]" || is_special_name(m.path)) {
+      CKPT_TRY(flush());
+      continue;
+    }
+    if (to == 0) from = m.start;
+    to = m.end;
   }
-  return {};
+  return flush();
 }
 
 Status AddressSpaceBuilder::move_vdso() {
@@ -505,8 +519,11 @@ Status AddressSpaceBuilder::build_layout() {
 
 Status AddressSpaceBuilder::build(const ProgressFn& progress, MemoryStats* stats) {
   if (!chain_) return make_error(EINVAL, "a layout-only builder has no content to write");
+  PhaseTrace pt("build");
   CKPT_TRY(build_layout());
+  pt.mark("layout");
   CKPT_TRY(write_content(progress, stats));
+  pt.mark("content");
   return restore_protections();
 }
 
