@@ -194,11 +194,12 @@ Status collect_threads(const proc::FrozenProcess& fp, const image::ImageMeta* pr
   return {};
 }
 
-Status collect_signals(const proc::FrozenProcess& fp, const image::ThreadRecord& leader,
-                       image::ProcessRecord* out) {
+Result<proc::SignalMasks> collect_signals(const proc::FrozenProcess& fp,
+                                          const image::ThreadRecord& leader,
+                                          image::ProcessRecord* out) {
   CKPT_ASSIGN(proc::SignalMasks masks, proc::read_signal_masks(fp.pid(), leader.tid));
-  CKPT_ASSIGN(out->sigactions, proc::dump_sigactions(leader.tid, masks));
-  return {};
+  out->sigactions = proc::ignored_sigactions(masks);
+  return masks;
 }
 
 }  // namespace ckpt::dump

@@ -9,6 +9,7 @@
 #include "image/model.hpp"
 #include "proc/freeze.hpp"
 #include "proc/maps.hpp"
+#include "proc/signals.hpp"
 
 namespace ckpt::dump {
 
@@ -25,9 +26,11 @@ Status collect_vdso(pid_t pid, const std::vector<image::VmaRecord>& vmas, image:
 // which call a thread found inside restart_syscall is really in).
 Status collect_threads(const proc::FrozenProcess& fp, const image::ImageMeta* previous,
                        std::vector<image::ThreadRecord>* out);
-// Signal dispositions (may run injected calls in the leader; see proc/signals.hpp).
-Status collect_signals(const proc::FrozenProcess& fp, const image::ThreadRecord& leader,
-                       image::ProcessRecord* out);
+// The signal masks, and the dispositions they tell by themselves (ignored
+// signals); the handlers of the caught ones are read by read_task_states.
+Result<proc::SignalMasks> collect_signals(const proc::FrozenProcess& fp,
+                                          const image::ThreadRecord& leader,
+                                          image::ProcessRecord* out);
 // Open file descriptors; refuses kinds that cannot be restored yet, naming the fd.
 // `tracker_fd`: the dirty tracker's own userfaultfd in the process, which is
 // not the program's and is not saved.

@@ -82,12 +82,14 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   pt.mark("mm+vdso");
   CKPT_TRY(collect_threads(*spec.fp, earlier, &meta.threads));
   pt.mark("threads");
-  CKPT_TRY(collect_signals(*spec.fp, meta.threads[0], &meta.process));
+  CKPT_ASSIGN(proc::SignalMasks masks, collect_signals(*spec.fp, meta.threads[0], &meta.process));
   pt.mark("signals");
   CKPT_ASSIGN(meta.credentials, proc::read_credentials(pid, meta.threads));
   pt.mark("credentials");
-  CKPT_TRY(proc::read_task_states(pid, &meta.threads, &meta.state, &meta.credentials));
-  pt.mark("states");
+  // One session of injected calls for the handlers and the task state.
+  CKPT_TRY(proc::read_task_states(pid, &meta.threads, &meta.state, &meta.credentials, masks.caught,
+                                  &meta.process.sigactions));
+  pt.mark("states, handlers");
   int tracker_fd = earlier && earlier->tracker_fd >= 0 ? earlier->tracker_fd : dirty::kTrackerFd;
   if (spec.precopy && spec.precopy->tstate.target_fd >= 0)
     tracker_fd = spec.precopy->tstate.target_fd;

@@ -178,18 +178,6 @@ Status with_injected_calls(pid_t pid, const InjectSite& site,
   return back;
 }
 
-Status with_scratch_page(pid_t tid,
-                         const std::function<Status(RemoteSyscall&, uint64_t scratch)>& body) {
-  return with_injected_calls(tid, [&](RemoteSyscall& rs) -> Status {
-    CKPT_ASSIGN(long scratch, rs.call_to_exit(SYS_mmap, 0, kScratchSize, PROT_READ | PROT_WRITE,
-                                              MAP_PRIVATE | MAP_ANONYMOUS));
-    if (scratch < 0 && scratch > -4096) return sys_error("mmap in the target", int(-scratch));
-    Status st = body(rs, uint64_t(scratch));
-    (void)rs.call_to_exit(SYS_munmap, uint64_t(scratch), kScratchSize);
-    return st;
-  });
-}
-
 Status read_remote(pid_t tid, uint64_t addr, void* out, size_t len) {
   iovec l{out, len}, r{reinterpret_cast<void*>(addr), len};
   if (::process_vm_readv(tid, &l, 1, &r, 1, 0) != ssize_t(len))

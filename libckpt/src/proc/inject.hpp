@@ -86,11 +86,9 @@ Status with_injected_calls(pid_t pid, const std::function<Status(RemoteSyscall&)
 Status with_injected_calls(pid_t pid, const InjectSite& site,
                            const std::function<Status(RemoteSyscall&)>& body);
 
-// The same, with a private page mapped in the tracee for the calls'
-// arguments and answers (`scratch`: its address), unmapped afterwards.
+// A page mapped in a tracee for calls' answers when a thread has no room
+// on its stack (no return frame).
 constexpr size_t kScratchSize = 4096;
-Status with_scratch_page(pid_t tid,
-                         const std::function<Status(RemoteSyscall&, uint64_t scratch)>& body);
 
 // Copies `len` bytes between the tracee's memory at `addr` and ours.
 Status read_remote(pid_t tid, uint64_t addr, void* out, size_t len);

@@ -30,25 +30,24 @@ Result<SignalMasks> read_signal_masks(pid_t pid, pid_t tid) {
                      status_mask(st, "SigCgt")};
 }
 
-Result<std::vector<image::SignalAction>> dump_sigactions(pid_t tid, const SignalMasks& masks) {
+std::vector<image::SignalAction> ignored_sigactions(const SignalMasks& masks) {
   std::vector<image::SignalAction> out;
   for (uint32_t s = 1; s <= 64; ++s)
     if ((masks.ignored >> (s - 1)) & 1) out.push_back({s, uint64_t(SIG_IGN), 0, 0, 0});
-  if (masks.caught == 0) return out;
-
-  Status st = with_scratch_page(tid, [&](RemoteSyscall& rs, uint64_t scratch) -> Status {
-    for (uint32_t s = 1; s <= 64; ++s) {
-      if (!((masks.caught >> (s - 1)) & 1)) continue;
-      CKPT_ASSIGN(long r, rs.call_to_exit(SYS_rt_sigaction, s, 0, scratch, 8));
-      if (r != 0) return sys_error("rt_sigaction in the target", int(-r));
-      uint64_t ksa[4];  // handler, flags, restorer, mask
-      CKPT_TRY(read_remote(tid, scratch, ksa, sizeof ksa));
-      out.push_back({s, ksa[0], ksa[1], ksa[2], ksa[3]});
-    }
-    return {};
-  });
-  if (!st.ok()) return st.error();
   return out;
+}
+
+Status read_handlers(RemoteSyscall& rs, uint64_t scratch, uint64_t caught,
+                     std::vector<image::SignalAction>* out) {
+  for (uint32_t s = 1; s <= 64; ++s) {
+    if (!((caught >> (s - 1)) & 1)) continue;
+    CKPT_ASSIGN(long r, rs.call_to_exit(SYS_rt_sigaction, s, 0, scratch, 8));
+    if (r != 0) return sys_error("rt_sigaction in the target", int(-r));
+    uint64_t ksa[4];  // handler, flags, restorer, mask
+    CKPT_TRY(read_remote(rs.tid(), scratch, ksa, sizeof ksa));
+    out->push_back({s, ksa[0], ksa[1], ksa[2], ksa[3]});
+  }
+  return {};
 }
 
 }  // namespace ckpt::proc

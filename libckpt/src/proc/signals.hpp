@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "image/model.hpp"
+#include "proc/inject.hpp"
 
 namespace ckpt::proc {
 
@@ -18,9 +19,13 @@ struct SignalMasks {
 // The masks of one thread (SigBlk) and of the process (SigIgn, SigCgt).
 Result<SignalMasks> read_signal_masks(pid_t pid, pid_t tid);
 
-// Every non-default disposition. Handlers are read by calls injected into
-// the (frozen) thread, which resumes afterwards as the kernel would have let
-// it (see with_injected_calls).
-Result<std::vector<image::SignalAction>> dump_sigactions(pid_t tid, const SignalMasks& masks);
+// The dispositions `masks` tells by itself: the ignored signals.
+std::vector<image::SignalAction> ignored_sigactions(const SignalMasks& masks);
+
+// Appends the handlers of the signals in `caught`, read by rt_sigaction()
+// calls injected through `rs` into the frozen leader, answers into `scratch`
+// (32 bytes). read_task_states runs it in its session of injected calls.
+Status read_handlers(RemoteSyscall& rs, uint64_t scratch, uint64_t caught,
+                     std::vector<image::SignalAction>* out);
 
 }  // namespace ckpt::proc

@@ -275,11 +275,13 @@ bool needs_injected_reads(pid_t pid, const std::vector<image::ThreadRecord>& thr
 }  // namespace
 
 Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
-                        image::ProcessState* state, std::vector<image::TaskCredentials>* creds) {
+                        image::ProcessState* state, std::vector<image::TaskCredentials>* creds,
+                        uint64_t caught, std::vector<image::SignalAction>* handlers) {
   if (creds && creds->size() != threads->size()) creds = nullptr;
+  if (!handlers) caught = 0;
   for (image::ThreadRecord& t : *threads) CKPT_TRY(read_thread_direct(pid, &t));
   CKPT_TRY(read_process_direct(pid, state));
-  if (!needs_injected_reads(pid, *threads, *state, creds)) return {};
+  if (!caught && !needs_injected_reads(pid, *threads, *state, creds)) return {};
   // One instruction and one scratch page (the mm is shared) for all threads:
   // the freeze time grows by a few calls per thread, not a session each.
   CKPT_ASSIGN(InjectSite site, find_inject_site(pid));
@@ -299,6 +301,7 @@ Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
     };
     Status st = [&]() -> Status {
       CKPT_ASSIGN(uint64_t scratch, scratch_for(leader));
+      CKPT_TRY(read_handlers(leader, scratch, caught, handlers));
       CKPT_TRY(read_process_injected(leader, scratch, state));
       for (size_t i = 0; i < threads->size(); ++i) {
         image::ThreadRecord& t = (*threads)[i];

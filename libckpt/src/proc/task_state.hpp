@@ -20,9 +20,12 @@ namespace ckpt::proc {
 // session of injected calls sharing one scratch page.
 // `creds` (from read_credentials, same order as `threads`) get their
 // securebits when calls are injected anyway or credentials_need_securebits.
+// `handlers` gets the handlers of the signals in `caught` (the leader's
+// SigCgt), read in the same session (proc/signals.hpp, read_handlers).
 Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
                         image::ProcessState* state,
-                        std::vector<image::TaskCredentials>* creds = nullptr);
+                        std::vector<image::TaskCredentials>* creds = nullptr, uint64_t caught = 0,
+                        std::vector<image::SignalAction>* handlers = nullptr);
 
 // /proc/PID/limits into (soft, hard) pairs for RLIMIT 0..15.
 Status parse_limits(const std::string& text, std::array<uint64_t, 32>* out);
