@@ -27,24 +27,35 @@ std::optional<std::string> record_path(const std::string& name) {
 
 }  // namespace
 
-bool self_test_passed_this_boot(const std::string& name) {
+std::optional<std::string> boot_record(const std::string& name) {
   auto id = boot_id();
   auto path = record_path(name);
-  if (!id || !path) return false;
+  if (!id || !path) return std::nullopt;
   auto text = read_file(*path);
-  return text.ok() && *text == *id;
+  if (!text.ok() || text->compare(0, id->size(), *id) != 0) return std::nullopt;
+  return text->substr(id->size());
 }
 
-void record_self_test_pass(const std::string& name) {
+void write_boot_record(const std::string& name, const std::string& payload) {
   auto id = boot_id();
   auto path = record_path(name);
   if (!id || !path) return;
   const std::string tmp = *path + ".tmp." + std::to_string(::getpid());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid()) return;
-  const bool ok = write_all(fd.get(), id->data(), id->size(), tmp).ok();
+  const std::string text = *id + payload;
+  const bool ok = write_all(fd.get(), text.data(), text.size(), tmp).ok();
   fd.reset();
   if (!ok || ::rename(tmp.c_str(), path->c_str()) != 0) ::unlink(tmp.c_str());
+}
+
+bool self_test_passed_this_boot(const std::string& name) {
+  auto r = boot_record(name);
+  return r && r->empty();
+}
+
+void record_self_test_pass(const std::string& name) {
+  write_boot_record(name, "");
 }
 
 }  // namespace ckpt::dirty

@@ -5,6 +5,7 @@
 // lets the runs after the first skip it.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace ckpt::dirty {
@@ -16,5 +17,10 @@ bool self_test_passed_this_boot(const std::string& name);
 // Records that it passed (best effort: without the record, the next run tests
 // again).
 void record_self_test_pass(const std::string& name);
+
+// The same kind of record with a payload (what a self-test learnt, e.g. the
+// layout of a kernel structure): nullopt when there is none for this boot.
+std::optional<std::string> boot_record(const std::string& name);
+void write_boot_record(const std::string& name, const std::string& payload);
 
 }  // namespace ckpt::dirty

@@ -9,6 +9,7 @@
 #include "dirty/tracker.hpp"
 #include "dump/generation.hpp"
 #include "dump/member.hpp"
+#include "dump/vma_flags.hpp"
 #include "job/tree.hpp"
 #include "util/clock.hpp"
 
@@ -57,6 +58,7 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   // A process with children would lose them: migration moves single
   // processes so far (job/tree names the child).
   CKPT_TRY(job::list_job(opts.pid, false));
+  (void)vma_flags_available();  // its first use loads it: not in the freeze
   const double t_frozen = now_seconds();
   CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
 

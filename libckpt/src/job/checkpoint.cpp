@@ -22,6 +22,7 @@
 #include "dump/generation.hpp"
 #include "dump/member.hpp"
 #include "dump/precopy_rule.hpp"
+#include "dump/vma_flags.hpp"
 #include "image/job_image.hpp"
 #include "image/page_codec.hpp"
 #include "image/reader.hpp"
@@ -120,9 +121,10 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
                                   std::to_string(image::kMaxCompressLevel));
   const image::ImageMeta* prev_root = prev ? &prev->root()->meta() : nullptr;
   CKPT_ASSIGN(std::string tracker, dump::chain_tracker(opts, prev_root));
-  // A tracker's self-test (pagemap-scan: milliseconds) runs now, not in the
-  // freeze where its first use would run it.
+  // A tracker's self-test (pagemap-scan: milliseconds) and the VMA-flags
+  // program's load run now, not in the freeze where their first use would.
   if (const TrackerInfo* t = find_tracker(tracker)) (void)dirty::probe_tracker(t->kind);
+  (void)dump::vma_flags_available();
   std::array<uint8_t, 16> chain_id{};
   if (prev)
     chain_id = prev_root->chain_id;
