@@ -12,6 +12,7 @@
 #include "dirty/self_test_record.hpp"
 #include "image/model.hpp"
 #include "proc/btf.hpp"
+#include "util/caps.hpp"
 #include "util/fd.hpp"
 #include "util/text.hpp"
 
@@ -191,6 +192,13 @@ Status self_test(int prog) {
   return {};
 }
 
+// Asked before the kernel's BTF is read. CAP_BPF and CAP_PERFMON (Linux
+// 5.8) by number: older headers lack the names.
+bool may_load_bpf() {
+  constexpr int kCapPerfmon = 38, kCapBpf = 39;
+  return ::geteuid() == 0 || (has_effective_cap(kCapBpf) && has_effective_cap(kCapPerfmon));
+}
+
 struct Program {
   UniqueFd fd;
   std::string why_not;  // set: not available
@@ -203,6 +211,10 @@ const Program& the_program() {
   std::call_once(once, [] {
     if (const char* e = std::getenv("LIBCKPT_VMA_FLAGS"); e && std::strcmp(e, "smaps") == 0) {
       p.why_not = "LIBCKPT_VMA_FLAGS=smaps";
+      return;
+    }
+    if (!may_load_bpf()) {
+      p.why_not = "loading BPF programs needs root, or CAP_BPF and CAP_PERFMON";
       return;
     }
     auto l = layout();

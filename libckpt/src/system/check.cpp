@@ -13,20 +13,10 @@
 #include "dirty/kernel_abi.hpp"
 #include "dirty/tracker.hpp"
 #include "dump/vma_flags.hpp"
+#include "util/caps.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt {
-
-namespace {
-
-bool has_cap(int cap) {
-  __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct d[2]{};
-  if (::syscall(SYS_capget, &h, d) != 0) return false;
-  return d[cap / 32].effective & (1u << (cap % 32));
-}
-
-}  // namespace
 
 std::vector<FeatureCheck> check_system() {
   std::vector<FeatureCheck> out;
@@ -35,11 +25,11 @@ std::vector<FeatureCheck> check_system() {
   out.push_back({"kernel", true, std::string(u.release)});
 
   bool root = ::geteuid() == 0;
-  bool cr = root || has_cap(CAP_CHECKPOINT_RESTORE);
+  bool cr = root || has_effective_cap(CAP_CHECKPOINT_RESTORE);
   out.push_back({"restore-pid", cr,
                  cr ? "can create a process with a chosen PID (clone3 set_tid)"
                     : "needs root or CAP_CHECKPOINT_RESTORE to restore the original PID"});
-  bool res = root || has_cap(CAP_SYS_RESOURCE);
+  bool res = root || has_effective_cap(CAP_SYS_RESOURCE);
   out.push_back({"restore-mm", res,
                  res ? "can set the mm fields (prctl PR_SET_MM_MAP)"
                      : "needs root or CAP_SYS_RESOURCE for PR_SET_MM_MAP"});
