@@ -9,7 +9,9 @@
 #include "dump/advice.hpp"
 #include "dump/collect.hpp"
 #include "dump/vma_flags.hpp"
+#include "proc/btf.hpp"
 #include "proc/maps.hpp"
+#include "util/fd.hpp"
 
 using namespace ckpt;
 
@@ -56,6 +58,33 @@ TEST(VmaFlags, SameAdviceAsSmaps) {
   EXPECT_GE(advised, 7) << "the child's advice did not show";
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
+}
+
+}  // namespace
+
+namespace {
+
+// The kernel's BTF as the reader finds it, and cut short anywhere: found
+// fields where whole, a clean error where not (ASan in the sanitizer pass).
+TEST(Btf, FindsVmaFieldsAndRefusesTruncatedData) {
+  auto raw = ckpt::read_file("/sys/kernel/btf/vmlinux");
+  if (!raw.ok()) GTEST_SKIP() << "no kernel BTF here: " << raw.error().message;
+  std::vector<uint8_t> blob(raw->begin(), raw->end());
+  auto btf = proc::Btf::parse(blob);
+  ASSERT_TRUE(btf.ok()) << btf.error().message;
+  auto start = btf->field("vm_area_struct", "vm_start");
+  auto flags = btf->field("vm_area_struct", "vm_flags");  // inside an anonymous union since 6.3
+  ASSERT_TRUE(start.ok() && flags.ok());
+  EXPECT_EQ(start->size, 8u);
+  EXPECT_EQ(flags->size, 8u);
+  EXPECT_NE(start->offset, flags->offset);
+  EXPECT_TRUE(btf->func_id("bpf_iter_task_vma").ok());
+  EXPECT_FALSE(btf->field("vm_area_struct", "no_such_field").ok());
+  for (size_t cut :
+       {size_t(0), size_t(10), size_t(24), size_t(100), blob.size() / 2, blob.size() - 1}) {
+    std::vector<uint8_t> part(blob.begin(), blob.begin() + long(cut));
+    EXPECT_FALSE(proc::Btf::parse(part).ok()) << "cut at " << cut;
+  }
 }
 
 }  // namespace

@@ -92,6 +92,7 @@ Result<Btf> Btf::parse(std::vector<uint8_t> blob) {
       default:
         return bad("unknown type kind " + std::to_string(b.kind(t)));
     }
+    if (t.extra + extra > types_end) return bad("truncated type");
     b.types_.push_back(t);
     at = t.extra + extra;
   }
