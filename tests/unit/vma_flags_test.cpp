@@ -79,6 +79,7 @@ TEST(Btf, FindsVmaFieldsAndRefusesTruncatedData) {
   EXPECT_EQ(flags->size, 8u);
   EXPECT_NE(start->offset, flags->offset);
   EXPECT_TRUE(btf->func_id("bpf_iter_task_vma").ok());
+  EXPECT_TRUE(btf->field("bpf_iter_link_info", "task").ok());  // a union: Linux 6.1+
   EXPECT_FALSE(btf->field("vm_area_struct", "no_such_field").ok());
   for (size_t cut :
        {size_t(0), size_t(10), size_t(24), size_t(100), blob.size() / 2, blob.size() - 1}) {

@@ -43,6 +43,10 @@ Result<Layout> layout_from_btf() {
   CKPT_ASSIGN(auto start, btf.field("vm_area_struct", "vm_start"));
   CKPT_ASSIGN(auto flags, btf.field("vm_area_struct", "vm_flags"));
   CKPT_ASSIGN(uint32_t fn, btf.func_id("bpf_iter_task_vma"));
+  // Before Linux 6.1 a task iterator takes no PID and silently walks every
+  // process: its link parameters then have no "task" member.
+  if (!btf.field("bpf_iter_link_info", "task").ok())
+    return make_error(ENOTSUP, "task iterators bound to one process need Linux 6.1");
   if (start.size != 8 || flags.size != 8)
     return make_error(ENOTSUP, "kernel BTF: unexpected vm_area_struct field sizes");
   return Layout{start.offset, flags.offset, fn};

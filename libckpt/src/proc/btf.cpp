@@ -159,7 +159,7 @@ bool Btf::find_member(uint32_t id, const std::string& field, uint32_t base_bits,
 Result<Btf::Field> Btf::field(const std::string& type, const std::string& field) const {
   for (uint32_t id = 1; id < types_.size(); ++id) {
     const Type& t = types_[id];
-    if (kind(t) != kStruct || type != name(t.name_off)) continue;
+    if ((kind(t) != kStruct && kind(t) != kUnion) || type != name(t.name_off)) continue;
     Field f;
     if (find_member(id, field, 0, &f, 0)) return f;
   }

@@ -16,7 +16,7 @@ class Btf {
   // Parses `blob` (a BTF file's bytes); fails on anything it does not know.
   static Result<Btf> parse(std::vector<uint8_t> blob);
 
-  // Byte offset and size of `field` in struct `type`, looked up through
+  // Byte offset and size of `field` in struct or union `type`, looked up through
   // anonymous unions and structs; fails when there is no such field or it
   // is a bit field.
   struct Field {
