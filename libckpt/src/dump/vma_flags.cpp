@@ -20,12 +20,28 @@ namespace ckpt::dump {
 
 namespace {
 
-// include/linux/mm.h; checked by self_test() before use.
-constexpr uint64_t kVmSeqRead = 1ull << 15, kVmRandRead = 1ull << 16, kVmDontCopy = 1ull << 17,
-                   kVmWipeOnFork = 1ull << 25, kVmDontDump = 1ull << 26, kVmHugePage = 1ull << 29,
-                   kVmNoHugePage = 1ull << 30, kVmMergeable = 1ull << 31;
-constexpr uint64_t kAdviceFlags = kVmSeqRead | kVmRandRead | kVmDontCopy | kVmWipeOnFork |
-                                  kVmDontDump | kVmHugePage | kVmNoHugePage | kVmMergeable;
+// Each advice the image keeps: the madvise() that sets it and the VMA flag
+// that shows it (include/linux/mm.h; self_test() checks every one before use).
+struct AdviceFlag {
+  int madvise;
+  uint64_t vm_flag;
+  uint32_t advice;  // image::kAdv*
+};
+constexpr AdviceFlag kAdviceFlags[] = {
+    {MADV_SEQUENTIAL, 1ull << 15, image::kAdvSequential},
+    {MADV_RANDOM, 1ull << 16, image::kAdvRandom},
+    {MADV_DONTFORK, 1ull << 17, image::kAdvDontFork},
+    {MADV_WIPEONFORK, 1ull << 25, image::kAdvWipeOnFork},
+    {MADV_DONTDUMP, 1ull << 26, image::kAdvDontDump},
+    {MADV_HUGEPAGE, 1ull << 29, image::kAdvHugePage},
+    {MADV_NOHUGEPAGE, 1ull << 30, image::kAdvNoHugePage},
+    {MADV_MERGEABLE, 1ull << 31, image::kAdvMergeable},
+};
+constexpr uint64_t all_advice_flags() {
+  uint64_t all = 0;
+  for (const AdviceFlag& a : kAdviceFlags) all |= a.vm_flag;
+  return all;
+}
 
 long bpf(int cmd, bpf_attr* attr) {
   return ::syscall(SYS_bpf, cmd, attr, sizeof *attr);
@@ -155,15 +171,7 @@ Result<std::vector<VmaFlags>> iterate(int prog, pid_t pid) {
 // memory per advice, read back through the program.
 Status self_test(int prog) {
   constexpr size_t kPage = 4096;
-  struct Case {
-    int advice;
-    uint64_t flag;
-  };
-  static const Case kCases[] = {{MADV_SEQUENTIAL, kVmSeqRead},    {MADV_RANDOM, kVmRandRead},
-                                {MADV_DONTFORK, kVmDontCopy},     {MADV_WIPEONFORK, kVmWipeOnFork},
-                                {MADV_DONTDUMP, kVmDontDump},     {MADV_HUGEPAGE, kVmHugePage},
-                                {MADV_NOHUGEPAGE, kVmNoHugePage}, {MADV_MERGEABLE, kVmMergeable}};
-  constexpr size_t kN = sizeof kCases / sizeof *kCases;
+  constexpr size_t kN = sizeof kAdviceFlags / sizeof *kAdviceFlags;
   // Pieces with a page between them that keeps no advice, so none merge.
   const size_t len = 2 * kN * kPage;
   auto* mem = static_cast<uint8_t*>(
@@ -176,7 +184,7 @@ Status self_test(int prog) {
   } unmap{mem, len};
   bool applied[kN];
   for (size_t i = 0; i < kN; ++i)  // THP or KSM may be missing: EINVAL
-    applied[i] = ::madvise(mem + 2 * i * kPage, kPage, kCases[i].advice) == 0;
+    applied[i] = ::madvise(mem + 2 * i * kPage, kPage, kAdviceFlags[i].madvise) == 0;
   CKPT_ASSIGN(auto vmas, iterate(prog, ::getpid()));
   auto flags_at = [&](const uint8_t* p) -> std::optional<uint64_t> {
     for (const VmaFlags& v : vmas)
@@ -186,12 +194,12 @@ Status self_test(int prog) {
   for (size_t i = 0; i < kN; ++i) {
     if (!applied[i]) continue;
     auto f = flags_at(mem + 2 * i * kPage);
-    if (!f || (*f & kAdviceFlags) != kCases[i].flag)
-      return make_error(ENOTSUP, "self-test: madvise " + std::to_string(kCases[i].advice) +
+    if (!f || (*f & all_advice_flags()) != kAdviceFlags[i].vm_flag)
+      return make_error(ENOTSUP, "self-test: madvise " + std::to_string(kAdviceFlags[i].madvise) +
                                      " does not show as the expected VMA flag");
   }
   auto plain = flags_at(mem + kPage);
-  if (!plain || (*plain & kAdviceFlags) != 0)
+  if (!plain || (*plain & all_advice_flags()) != 0)
     return make_error(ENOTSUP, "self-test: a VMA without advice shows advice flags");
   return {};
 }
@@ -264,14 +272,8 @@ std::optional<std::vector<VmaFlags>> read_vma_flags(pid_t pid, std::string* why)
 
 uint32_t advice_of_flags(uint64_t f) {
   uint32_t a = 0;
-  if (f & kVmHugePage) a |= image::kAdvHugePage;
-  if (f & kVmNoHugePage) a |= image::kAdvNoHugePage;
-  if (f & kVmDontCopy) a |= image::kAdvDontFork;
-  if (f & kVmWipeOnFork) a |= image::kAdvWipeOnFork;
-  if (f & kVmDontDump) a |= image::kAdvDontDump;
-  if (f & kVmMergeable) a |= image::kAdvMergeable;
-  if (f & kVmSeqRead) a |= image::kAdvSequential;
-  if (f & kVmRandRead) a |= image::kAdvRandom;
+  for (const AdviceFlag& x : kAdviceFlags)
+    if (f & x.vm_flag) a |= x.advice;
   return a;
 }
 
