@@ -32,7 +32,7 @@ struct LedgerEntry {
 // so a reused PID finds nothing).
 std::optional<LedgerEntry> read_ledger(pid_t pid);
 // Records `e` atomically (write, rename); also drops entries of processes
-// that are gone.
+// that are gone (later, while a LedgerHold lives).
 Status write_ledger(pid_t pid, const LedgerEntry& e);
 std::string describe(const LedgerEntry& e);
 // The path of a file kept next to the process's entry, named by `suffix`
@@ -52,6 +52,21 @@ std::optional<std::string> read_side_state(pid_t pid, const std::string& suffix,
 std::optional<std::string> read_side_state_any_chain(pid_t pid, const std::string& suffix);
 void write_side_state(pid_t pid, const std::string& suffix, const TrackerState& s,
                       const std::string& lines);
+// While one lives, what the ledger can put off waits in this process: side
+// states written (read from memory meanwhile) and the removal of dead
+// processes' records. write(), or its end, does it. A tool holds the ledger
+// while its target is frozen: a rename waited 25-35 ms for the file system's
+// journal here while a page file was being written (docs/performance.md),
+// and neither is needed for correctness (the ledger's own records are
+// written at once).
+class LedgerHold {
+ public:
+  LedgerHold();
+  ~LedgerHold();
+  LedgerHold(const LedgerHold&) = delete;
+  LedgerHold& operator=(const LedgerHold&) = delete;
+  void write();
+};
 // The caller's private runtime directory of libckpt (root: /run/libckpt),
 // `leaf` below it, created if missing; nullopt when it cannot be made
 // private (make_private_dirs).

@@ -6,6 +6,7 @@
 #include <ckpt/check.hpp>
 #include <ckpt/ckpt.hpp>
 
+#include "dirty/ledger.hpp"
 #include "dirty/tracker.hpp"
 #include "dump/generation.hpp"
 #include "dump/member.hpp"
@@ -59,6 +60,7 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   // processes so far (job/tree names the child).
   CKPT_TRY(job::list_job(opts.pid, false));
   (void)vma_flags_available();  // its first use loads it: not in the freeze
+  dirty::LedgerHold hints;      // until the target runs again (before `fp`: released first)
   const double t_frozen = now_seconds();
   CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
 
@@ -98,6 +100,7 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
     CKPT_TRY(md.arm());
     CKPT_TRY(fp->release());
     t_released = now_seconds();
+    hints.write();
   }
   const double t_mem = now_seconds();
   CKPT_TRY(md.write(*writer, opts.progress, !kill && !precopy));
@@ -116,6 +119,7 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   } else {
     CKPT_TRY(fp->release());
     t_released = now_seconds();
+    hints.write();
     CKPT_TRY(writer->commit(md.meta));
   }
 

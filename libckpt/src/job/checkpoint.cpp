@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "dirty/ledger.hpp"
 #include "dump/capture.hpp"
 #include "dump/chain_owner.hpp"
 #include "dump/collect.hpp"
@@ -205,6 +206,9 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       for (const image::PageRun& run : r->runs())
         if (!run.zero()) expected += run.bytes();
 
+  // The trackers' side state waits in memory until the job runs again
+  // (declared before `frozen`: on an early return the job is released first).
+  dirty::LedgerHold hints;
   std::unique_ptr<job::FrozenJob> frozen;
   double t_frozen = 0;
   std::map<pid_t, std::unique_ptr<dump::Precopy>> precopies;
@@ -297,6 +301,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       stats.precopy_frozen_max_seconds =
           std::max(stats.precopy_frozen_max_seconds, now_seconds() - t_frozen);
       frozen.reset();
+      hints.write();
       bytes = 0;  // round 1 of a full plans its pages in copy()
       for (auto& [pid, pc] : precopies) {
         CKPT_ASSIGN(image::SnapshotWriter * w, writer_for(pid));
@@ -413,6 +418,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     outside.unlock();
     t_released = now_seconds();
     pt.mark("release");
+    hints.write();
   }
   capture.resume();
   CKPT_TRY(capture.finish());

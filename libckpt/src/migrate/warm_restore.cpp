@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "dirty/layout.hpp"
+#include "dirty/ledger.hpp"
 #include "dirty/tracker.hpp"
 #include "image/chain.hpp"
 #include "image/format.hpp"
@@ -283,7 +284,9 @@ Result<RestoreStats> WarmRestore::finish(const restore::ReleaseHook& before_rele
   stats.generation = meta.generation;
   stats.generations_read = chain.links.size();
   stats.vmas = meta.vmas.size();
-  // Tracking restarts before the process runs, as after a restore.
+  // Tracking restarts before the process runs, as after a restore; its side
+  // state is written once it runs (when this returns).
+  dirty::LedgerHold hints;
   if (auto tracker = dirty::make_tracker(meta.tracker); tracker && tracker->info().kernel) {
     dirty::TrackerState state;
     state.target_fd = meta.tracker_fd;

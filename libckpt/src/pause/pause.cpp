@@ -29,6 +29,7 @@
 #include <set>
 
 #include "dirty/layout.hpp"
+#include "dirty/ledger.hpp"
 #include "dirty/pagemap_scan.hpp"
 #include "dirty/tracker.hpp"
 #include "dump/collect.hpp"
@@ -157,6 +158,7 @@ Result<PauseStats> pause_process(const PauseOptions& opts) {
       CKPT_TRY(chain.links[sl.link]->verify_run(*sl.run));
 
   const double tf = now_seconds();
+  dirty::LedgerHold hints;  // the tracker's side state: written once the process runs
   CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
   // Threads are reused, so they must be the checkpoint's: the same TIDs. A
   // thread started since has no state to go back to; one that ended cannot

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 
+#include "dirty/ledger.hpp"
 #include "dirty/tracker.hpp"
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
@@ -133,6 +134,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
                                            const ReleaseHook& before_release) {
   const double t0 = now_seconds();
   PhaseTrace pr("restore");
+  dirty::LedgerHold hints;  // the trackers' side state: written once the job runs
   bool newest = false;
   uint64_t gen = 0;
   CKPT_ASSIGN(image::JobMeta job, open_generation(opts, &newest, &gen));
@@ -272,6 +274,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     return result.error();
   }
   pr.mark("release");
+  hints.write();
   stats.pid = pids[0];
   stats.seconds = now_seconds() - t0;
   return stats;
