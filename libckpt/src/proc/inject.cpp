@@ -27,6 +27,38 @@ ckpt_inject_insn:
   .popsection
 )");
 
+// rbx: the table (per call: nr, six arguments, then flags, overwritten by
+// the result), r12: calls left. Flag 1: a failure does not stop the loop.
+asm(R"(
+  .pushsection .text
+  .globl ckpt_batch_code
+  .globl ckpt_batch_code_end
+ckpt_batch_code:
+1:
+  test %r12, %r12
+  jz 2f
+  mov (%rbx), %rax
+  mov 8(%rbx), %rdi
+  mov 16(%rbx), %rsi
+  mov 24(%rbx), %rdx
+  mov 32(%rbx), %r10
+  mov 40(%rbx), %r8
+  mov 48(%rbx), %r9
+  mov 56(%rbx), %r13
+  syscall
+  mov %rax, 56(%rbx)
+  add $64, %rbx
+  dec %r12
+  cmp $-4095, %rax
+  jb 1b
+  test $1, %r13
+  jnz 1b
+2:
+  int3
+ckpt_batch_code_end:
+  .popsection
+)");
+
 namespace ckpt::proc {
 
 Result<uint64_t> find_syscall_insn(pid_t pid) {
@@ -88,6 +120,41 @@ Result<long> RemoteSyscall::call(long nr, uint64_t a1, uint64_t a2, uint64_t a3,
     return make_error(EFAULT,
                       "remote syscall " + std::to_string(nr) + " trapped at an unexpected address");
   return long(after.rax);
+}
+
+Status RemoteSyscall::call_batch(uint64_t code, uint64_t table, std::vector<BatchCall>* calls) {
+  if (calls->empty()) return {};
+  std::vector<uint64_t> words(calls->size() * 8);
+  for (size_t i = 0; i < calls->size(); ++i) {
+    const BatchCall& c = (*calls)[i];
+    words[i * 8] = uint64_t(c.nr);
+    for (int k = 0; k < 6; ++k) words[i * 8 + 1 + size_t(k)] = c.a[k];
+    words[i * 8 + 7] = c.may_fail ? 1 : 0;
+  }
+  const size_t bytes = words.size() * 8;
+  CKPT_TRY(write_remote(tid_, table, words.data(), bytes));
+  user_regs_struct r = base_;
+  r.rip = code;
+  r.orig_rax = uint64_t(-1);
+  r.rbx = table;
+  r.r12 = calls->size();
+  CKPT_TRY(set_regs(tid_, r));
+  if (::ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) return sys_error("ptrace cont");
+  int st;
+  CKPT_TRY(wait_stop(&st));
+  if (WSTOPSIG(st) != SIGTRAP || (st >> 16) != 0)
+    return make_error(EFAULT, "remote system calls stopped by signal " +
+                                  std::to_string(WSTOPSIG(st)) + " (" + strsignal(WSTOPSIG(st)) +
+                                  ")");
+  CKPT_ASSIGN(user_regs_struct after, get_regs(tid_));
+  const uint64_t trap = code + uint64_t(ckpt_batch_code_end - ckpt_batch_code);
+  if (after.rip != trap || after.r12 > calls->size())
+    return make_error(EFAULT, "remote system calls trapped at an unexpected address");
+  const size_t ran = calls->size() - after.r12;
+  CKPT_TRY(read_remote(tid_, table, words.data(), ran * 8 * 8));
+  for (size_t i = 0; i < calls->size(); ++i)
+    (*calls)[i].ret = i < ran ? long(words[i * 8 + 7]) : kNotRun;
+  return {};
 }
 
 Result<long> RemoteSyscall::call_to_exit(long nr, uint64_t a1, uint64_t a2, uint64_t a3,

@@ -10,12 +10,16 @@
 #include <ckpt/result.hpp>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "proc/return_frame.hpp"
 
 // "syscall; int3" inside libckpt's own text. A child forked from the calling
 // process has it at the same address.
 extern "C" char ckpt_inject_insn[];
+// The loop RemoteSyscall::call_batch runs: position independent, copied into
+// the tracee (never run here).
+extern "C" char ckpt_batch_code[], ckpt_batch_code_end[];
 
 namespace ckpt::proc {
 
@@ -53,6 +57,23 @@ class RemoteSyscall {
   // it) and leaves the tracee stopped at the call's exit.
   Result<long> call_to_exit(long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0,
                             uint64_t a4 = 0, uint64_t a5 = 0, uint64_t a6 = 0);
+
+  // One system call of a batch: `ret` is the kernel's answer once run, or
+  // kNotRun when an earlier call of the batch failed.
+  struct BatchCall {
+    long nr = 0;
+    uint64_t a[6] = {};
+    bool may_fail = false;  // its failure does not end the batch
+    long ret = 0;
+  };
+  static constexpr long kNotRun = 1l << 62;
+  static constexpr size_t kBatchEntry = 64;  // bytes per call in the table
+  // Runs `calls` in one round trip: the tracee runs a copy of
+  // ckpt_batch_code at `code` over a table it reads at `table`
+  // (calls->size() * kBatchEntry bytes of its writable memory) and traps
+  // after the last call, or after the first failure of one that may not
+  // fail. The Result fails only when the tracee misbehaves.
+  Status call_batch(uint64_t code, uint64_t table, std::vector<BatchCall>* calls);
 
   // Runs a last system call and stops at its exit, with `final_regs` loaded
   // (used when the call unmaps the instruction it runs from).

@@ -54,6 +54,10 @@ bool is_special_name(const std::string& n) {
   return n == "[vdso]" || n == "[vvar]" || n == "[vvar_vclock]";
 }
 
+std::string where_of(const VmaRecord& v) {
+  return "mapping " + hex(v.start) + "-" + hex(v.end) + " " + v.name;
+}
+
 }  // namespace
 
 Result<long> AddressSpaceBuilder::sys(const char* what, long nr, uint64_t a1, uint64_t a2,
@@ -87,12 +91,27 @@ Status AddressSpaceBuilder::map_trampoline(bool bare_syscall) {
                                      : sys("mapping the restore trampoline", SYS_mmap, tramp_,
                                            kTrampolineLen, prot, flags, uint64_t(-1), 0));
   if (uint64_t(got) != tramp_) return make_error(EFAULT, "trampoline landed at the wrong address");
-  iovec local{const_cast<uint8_t*>(proc::kInjectInsnBytes), proc::kInjectInsnLen};
-  iovec remote{reinterpret_cast<void*>(tramp_), proc::kInjectInsnLen};
-  if (::process_vm_writev(pid_, &local, 1, &remote, 1, 0) != ssize_t(proc::kInjectInsnLen))
-    return sys_error("writing the trampoline");
+  // "syscall; int3", then the batch loop.
+  std::vector<uint8_t> code(kBatchCodeOffset, 0xcc);
+  std::copy(proc::kInjectInsnBytes, proc::kInjectInsnBytes + proc::kInjectInsnLen, code.begin());
+  code.insert(code.end(), ckpt_batch_code, ckpt_batch_code_end);
+  CKPT_TRY(proc::write_remote(pid_, tramp_, code.data(), code.size()));
   rs_.set_insn(tramp_);
   return {};
+}
+
+CallBatch AddressSpaceBuilder::batch() {
+  return batch(rs_);
+}
+
+CallBatch AddressSpaceBuilder::batch(proc::RemoteSyscall& rs) {
+  BatchArea a;
+  a.code = tramp_ + kBatchCodeOffset;
+  a.table = tramp_ + 2 * kPageSize;
+  a.max_calls = 2 * kPageSize / proc::RemoteSyscall::kBatchEntry;
+  a.strings = tramp_ + 4 * kPageSize;
+  a.strings_len = 3 * kPageSize;
+  return CallBatch(pid_, rs, a);
 }
 
 // One munmap per stretch between the mappings that stay (the trampoline, the
@@ -100,21 +119,22 @@ Status AddressSpaceBuilder::map_trampoline(bool bare_syscall) {
 // inherited every mapping of this program (dozens). munmap skips the holes.
 Status AddressSpaceBuilder::unmap_inherited() {
   CKPT_ASSIGN(auto child_maps, proc::read_maps(pid_));
+  CallBatch calls = batch();
   uint64_t from = 0, to = 0;  // the stretch so far
-  auto flush = [&]() -> Status {
-    if (to > from) CKPT_TRY(sys("unmapping inherited memory", SYS_munmap, from, to - from));
+  auto flush = [&] {
+    if (to > from) calls.add("unmapping inherited memory", {}, SYS_munmap, from, to - from);
     from = to = 0;
-    return {};
   };
   for (const auto& m : child_maps) {
     if (m.start == tramp_ || m.path == "[vsyscall]" || is_special_name(m.path)) {
-      CKPT_TRY(flush());
+      flush();
       continue;
     }
     if (to == 0) from = m.start;
     to = m.end;
   }
-  return flush();
+  flush();
+  return calls.run();
 }
 
 Status AddressSpaceBuilder::move_vdso() {
@@ -154,16 +174,17 @@ Status AddressSpaceBuilder::move_vdso() {
   }
   for (const VmaRecord& v : meta_.vmas) busy.push_back({v.start, v.size()});
   uint64_t scratch = find_gap(busy, total);
+  CallBatch calls = batch();
   for (auto& [name, r] : have) {
-    CKPT_TRY(sys("moving the vdso", SYS_mremap, r.addr, r.len, r.len, MREMAP_MAYMOVE | MREMAP_FIXED,
-                 scratch));
+    calls.add("moving the vdso", {}, SYS_mremap, r.addr, r.len, r.len,
+              MREMAP_MAYMOVE | MREMAP_FIXED, scratch);
     r.addr = scratch;
     scratch += r.len;
   }
   for (auto& [name, r] : have)
-    CKPT_TRY(sys("moving the vdso", SYS_mremap, r.addr, r.len, r.len, MREMAP_MAYMOVE | MREMAP_FIXED,
-                 want[name].addr));
-  return {};
+    calls.add("moving the vdso", {}, SYS_mremap, r.addr, r.len, r.len,
+              MREMAP_MAYMOVE | MREMAP_FIXED, want[name].addr);
+  return calls.run();
 }
 
 Status AddressSpaceBuilder::map_vmas() {
@@ -189,12 +210,22 @@ Status AddressSpaceBuilder::map_vmas() {
     }
   }
 
-  std::map<std::pair<std::string, int>, long> open_files;  // (path, flags) -> child fd
-  Status st;
-  for (size_t i = 0; i < vmas.size() && st.ok(); ++i) {
+  // The files first (their descriptors go into the mmaps), then the
+  // mappings, closes and advice: two round trips (restore/call_batch).
+  struct Planned {
+    size_t vma;
+    uint32_t prot;
+    bool sysv;
+    const std::string* file;  // null: anonymous
+    int oflags;
+    int sysv_id;
+  };
+  std::vector<Planned> planned;
+  std::map<std::pair<std::string, int>, size_t> opens;  // (path, flags) -> call index
+  CallBatch open_calls = batch();
+  for (size_t i = 0; i < vmas.size(); ++i) {
     const VmaRecord& v = vmas[i];
     if (v.is_special() || (!only_.empty() && !only_[i])) continue;
-    const std::string where = "mapping " + hex(v.start) + "-" + hex(v.end) + " " + v.name;
     bool shared = v.flags & image::kVmaShared;
     uint32_t prot = v.prot;
     if (gets_content[i] && !(prot & PROT_WRITE)) {
@@ -208,75 +239,115 @@ Status AddressSpaceBuilder::map_vmas() {
     if ((v.flags & image::kVmaSysv) && object_path) {
       // The restorer made the segment again: attach it here (shmat, not
       // mmap, so it is an attachment that shmdt(2) finds).
-      const int id = std::atoi(object_path->c_str() + 5);  // "sysv:ID"
-      const uint64_t f =
-          SHM_REMAP | ((prot & PROT_WRITE) ? 0 : SHM_RDONLY) | ((prot & PROT_EXEC) ? SHM_EXEC : 0);
-      auto got = sys("shmat", SYS_shmat, uint64_t(id), v.start, f);
-      if (!got.ok())
-        st = got.error().context(where);
-      else if (uint64_t(*got) != v.start)
-        st = make_error(EFAULT, where + ": landed at " + hex(uint64_t(*got)));
+      planned.push_back(
+          {i, prot, true, nullptr, 0, std::atoi(object_path->c_str() + 5)});  // "sysv:ID"
       continue;
     }
-    uint64_t flags = MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE);
-    long fd = -1;
     const bool shared_anon = shared && object_path;
-    if (v.is_file() || shared_anon) {
-      const std::string& file = shared_anon ? *object_path : v.name;
-      int oflags = shared_anon ? O_RDWR : (shared && (v.prot & PROT_WRITE)) ? O_RDWR : O_RDONLY;
-      auto key = std::make_pair(file, oflags);
-      auto it = open_files.find(key);
-      if (it == open_files.end()) {
-        auto path = put_data(file.c_str(), file.size() + 1);
-        if (!path.ok()) return path.error().context(where);
-        auto r = sys("opening mapped file", SYS_openat, uint64_t(AT_FDCWD), *path,
-                     uint64_t(oflags | O_CLOEXEC));
-        if (!r.ok()) return r.error().context(where);
-        it = open_files.emplace(key, *r).first;
-      }
-      fd = it->second;
+    if (!v.is_file() && !shared_anon) {
+      planned.push_back({i, prot, false, nullptr, 0, 0});
+      continue;
+    }
+    const std::string& file = shared_anon ? *object_path : v.name;
+    int oflags = shared_anon ? O_RDWR : (shared && (v.prot & PROT_WRITE)) ? O_RDWR : O_RDONLY;
+    auto key = std::make_pair(file, oflags);
+    if (!opens.count(key)) {
+      auto path = open_calls.add_string(file);
+      if (!path.ok()) return path.error().context(where_of(v));
+      opens[key] = open_calls.add("opening mapped file", where_of(v), SYS_openat,
+                                  uint64_t(AT_FDCWD), *path, uint64_t(oflags | O_CLOEXEC));
+    }
+    planned.push_back({i, prot, false, &file, oflags, 0});
+  }
+  CKPT_TRY(open_calls.run());
+
+  CallBatch calls = batch();
+  std::vector<size_t> mapped;  // call index per planned mapping
+  for (const Planned& p : planned) {
+    const VmaRecord& v = vmas[p.vma];
+    if (p.sysv) {
+      const uint64_t f = SHM_REMAP | ((p.prot & PROT_WRITE) ? 0 : SHM_RDONLY) |
+                         ((p.prot & PROT_EXEC) ? SHM_EXEC : 0);
+      mapped.push_back(calls.add("shmat", where_of(v), SYS_shmat, uint64_t(p.sysv_id), v.start, f));
+      continue;
+    }
+    uint64_t flags = MAP_FIXED | ((v.flags & image::kVmaShared) ? MAP_SHARED : MAP_PRIVATE);
+    long fd = -1;
+    if (p.file) {
+      fd = open_calls.result(opens[{*p.file, p.oflags}]);
     } else {
       flags |= MAP_ANONYMOUS;
       if (v.flags & image::kVmaGrowsDown) flags |= MAP_GROWSDOWN;
     }
-    auto got = sys("mmap", SYS_mmap, v.start, v.size(), prot, flags, uint64_t(fd), v.pgoff);
-    if (!got.ok())
-      st = got.error().context(where);
-    else if (uint64_t(*got) != v.start)
-      st = make_error(EFAULT, where + ": landed at " + hex(uint64_t(*got)));
+    mapped.push_back(calls.add("mmap", where_of(v), SYS_mmap, v.start, v.size(), p.prot, flags,
+                               uint64_t(fd), v.pgoff));
   }
-  for (auto& [key, fd] : open_files) (void)rs_.call(SYS_close, uint64_t(fd));
-  for (size_t i = 0; i < vmas.size() && st.ok(); ++i)
-    if (!vmas[i].is_special() && vmas[i].advice && (only_.empty() || only_[i]))
-      st = apply_advice(vmas[i]);
-  return st;
+  for (auto& [key, call] : opens) calls.add_may_fail(SYS_close, uint64_t(open_calls.result(call)));
+  std::vector<AdviceCall> advice;
+  for (const Planned& p : planned)
+    if (vmas[p.vma].advice) add_advice(calls, vmas[p.vma], &advice);
+  CKPT_TRY(calls.run());
+  for (size_t k = 0; k < planned.size(); ++k) {
+    const VmaRecord& v = vmas[planned[k].vma];
+    if (uint64_t(calls.result(mapped[k])) != v.start)
+      return make_error(EFAULT,
+                        where_of(v) + ": landed at " + hex(uint64_t(calls.result(mapped[k]))));
+  }
+  return check_advice(calls, advice);
 }
 
 // Before the content is written, so that huge-page advice gets huge pages
 // from the first fault. What changes how the process forks or dumps core must
 // come back; performance hints are dropped where this kernel lacks them (no
 // transparent huge pages, no KSM), as the kernel itself would on that node.
-Status AddressSpaceBuilder::apply_advice(const VmaRecord& v) {
-  static const struct {
-    uint32_t bit;
-    uint64_t advice;
-    bool required;
-    const char* name;
-  } kAdvice[] = {{image::kAdvHugePage, MADV_HUGEPAGE, false, "MADV_HUGEPAGE"},
-                 {image::kAdvNoHugePage, MADV_NOHUGEPAGE, false, "MADV_NOHUGEPAGE"},
-                 {image::kAdvDontFork, MADV_DONTFORK, true, "MADV_DONTFORK"},
-                 {image::kAdvWipeOnFork, MADV_WIPEONFORK, true, "MADV_WIPEONFORK"},
-                 {image::kAdvDontDump, MADV_DONTDUMP, true, "MADV_DONTDUMP"},
-                 {image::kAdvMergeable, MADV_MERGEABLE, false, "MADV_MERGEABLE"},
-                 {image::kAdvSequential, MADV_SEQUENTIAL, true, "MADV_SEQUENTIAL"},
-                 {image::kAdvRandom, MADV_RANDOM, true, "MADV_RANDOM"}};
+namespace {
+
+const struct {
+  uint32_t bit;
+  uint64_t advice;
+  bool required;
+  const char* name;
+} kAdvice[] = {{image::kAdvHugePage, MADV_HUGEPAGE, false, "MADV_HUGEPAGE"},
+               {image::kAdvNoHugePage, MADV_NOHUGEPAGE, false, "MADV_NOHUGEPAGE"},
+               {image::kAdvDontFork, MADV_DONTFORK, true, "MADV_DONTFORK"},
+               {image::kAdvWipeOnFork, MADV_WIPEONFORK, true, "MADV_WIPEONFORK"},
+               {image::kAdvDontDump, MADV_DONTDUMP, true, "MADV_DONTDUMP"},
+               {image::kAdvMergeable, MADV_MERGEABLE, false, "MADV_MERGEABLE"},
+               {image::kAdvSequential, MADV_SEQUENTIAL, true, "MADV_SEQUENTIAL"},
+               {image::kAdvRandom, MADV_RANDOM, true, "MADV_RANDOM"}};
+
+}  // namespace
+
+void AddressSpaceBuilder::add_advice(CallBatch& calls, const VmaRecord& v,
+                                     std::vector<AdviceCall>* optional) {
   for (const auto& a : kAdvice) {
     if (!(v.advice & a.bit)) continue;
-    auto r = sys(a.name, SYS_madvise, v.start, v.size(), a.advice);
-    if (!r.ok() && (a.required || r.error().code != EINVAL))
-      return r.error().context("mapping " + hex(v.start) + "-" + hex(v.end) + " " + v.name);
+    if (a.required)
+      calls.add(a.name, where_of(v), SYS_madvise, v.start, v.size(), a.advice);
+    else
+      optional->push_back(
+          {calls.add_may_fail(SYS_madvise, v.start, v.size(), a.advice), a.name, &v});
+  }
+}
+
+// Performance hints this kernel lacks fail with EINVAL: dropped, as the
+// kernel itself would on this node. Any other failure is an error.
+Status AddressSpaceBuilder::check_advice(const CallBatch& calls,
+                                         const std::vector<AdviceCall>& optional) {
+  for (const AdviceCall& a : optional) {
+    const long r = calls.result(a.call);
+    if (r < 0 && r > -4096 && r != -EINVAL)
+      return sys_error(a.name, int(-r)).context(where_of(*a.vma));
   }
   return {};
+}
+
+Status AddressSpaceBuilder::apply_advice(const VmaRecord& v) {
+  CallBatch calls = batch();
+  std::vector<AdviceCall> optional;
+  add_advice(calls, v, &optional);
+  CKPT_TRY(calls.run());
+  return check_advice(calls, optional);
 }
 
 namespace {
@@ -453,12 +524,12 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
 }
 
 Status AddressSpaceBuilder::restore_protections() {
-  const auto& vmas = meta_.vmas;
+  CallBatch calls = batch();
   for (int i : extra_write_) {
-    const VmaRecord& v = vmas[size_t(i)];
-    CKPT_TRY(sys("restoring protection", SYS_mprotect, v.start, v.size(), v.prot));
+    const VmaRecord& v = meta_.vmas[size_t(i)];
+    calls.add("restoring protection", {}, SYS_mprotect, v.start, v.size(), v.prot);
   }
-  return {};
+  return calls.run();
 }
 
 // Done while nothing is mapped: the kernel refuses to switch the executable

@@ -1,7 +1,7 @@
 // Rebuilds a checkpointed address space inside a stopped, traced child by
 // making it run system calls (see proc/inject.hpp):
-//   1. map a two-page trampoline ("syscall; int3" + scratch data) at an
-//      address free in both the child and the image;
+//   1. map a trampoline (code, scratch data, room for batches of calls, a
+//      stack) at an address free in both the child and the image;
 //   2. unmap everything the child inherited, except the trampoline and the
 //      kernel's vdso/vvar, which are moved to their checkpointed addresses;
 //   3. set the mm fields and executable (PR_SET_MM_MAP);
@@ -23,6 +23,7 @@
 
 #include "image/chain.hpp"
 #include "proc/inject.hpp"
+#include "restore/call_batch.hpp"
 
 namespace ckpt::restore {
 
@@ -53,8 +54,16 @@ class AddressSpaceBuilder {
     return !(v.flags & image::kVmaShared) && !v.is_special() && (v.prot & PROT_READ);
   }
   // Start of the trampoline mapping and its length, for the final munmap.
+  // Its pages: 0 "syscall; int3", then the batch loop at kBatchCodeOffset;
+  // 1 put_data(); 2-3 a batch's call table; 4-6 its strings; 7 a stack for
+  // the tasks' calls (restore/tasks, from its top).
   uint64_t trampoline() const { return tramp_; }
-  static constexpr uint64_t kTrampolineLen = 2 * 4096;
+  static constexpr uint64_t kTrampolineLen = 8 * 4096;
+  static constexpr uint64_t kBatchCodeOffset = 64;
+  // Calls run in the child in one round trip (in the trampoline), by the
+  // builder's thread or by `rs`'s.
+  CallBatch batch();
+  CallBatch batch(proc::RemoteSyscall& rs);
   // Copies bytes into the trampoline's data page (4 KiB); returns their remote address.
   Result<uint64_t> put_data(const void* data, size_t len, size_t offset = 0);
 
@@ -83,6 +92,16 @@ class AddressSpaceBuilder {
   Status move_vdso();
   Status write_content(const ProgressFn& progress, MemoryStats* stats);
   Status set_mm_fields();
+  // apply_advice() in a batch: the calls whose failure check_advice judges
+  // (hints this kernel may lack) go to `optional`.
+  struct AdviceCall {
+    size_t call;
+    const char* name;
+    const image::VmaRecord* vma;
+  };
+  static void add_advice(CallBatch& calls, const image::VmaRecord& v,
+                         std::vector<AdviceCall>* optional);
+  static Status check_advice(const CallBatch& calls, const std::vector<AdviceCall>& optional);
 
   pid_t pid_;
   const image::Chain* chain_;  // null: layout only

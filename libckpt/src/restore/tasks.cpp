@@ -79,7 +79,7 @@ static_assert(sizeof(KernelSigevent) == 64);
 
 Result<proc::RemoteSyscall> TaskRestorer::remote(pid_t tid) {
   CKPT_ASSIGN(user_regs_struct base, proc::get_regs(tid));
-  // A stack in the trampoline's data page: never inside a signal stack the
+  // A stack in the trampoline's last page: never inside a signal stack the
   // calls below may install (sigaltstack refuses to change the one in use).
   base.rsp = builder_.trampoline() + AddressSpaceBuilder::kTrampolineLen - 64;
   return proc::RemoteSyscall(tid, base, builder_.trampoline());
@@ -157,20 +157,22 @@ Status TaskRestorer::queue_signals(proc::RemoteSyscall& rs, const std::vector<im
 
 Status TaskRestorer::thread_calls(proc::RemoteSyscall& rs, size_t i) {
   const image::ThreadRecord& t = meta_.threads[i];
-  const std::string who = "thread " + std::to_string(t.tid) + ": ";
+  const std::string who = "thread " + std::to_string(t.tid);
+  CallBatch calls = builder_.batch(rs);  // one round trip
   if (t.robust_list)
-    CKPT_TRY(sys(rs, who + "set_robust_list", SYS_set_robust_list, t.robust_list, t.robust_len));
-  CKPT_TRY(sys(rs, who + "set_tid_address", SYS_set_tid_address, t.clear_child_tid));
+    calls.add("set_robust_list", who, SYS_set_robust_list, t.robust_list, t.robust_len);
+  calls.add("set_tid_address", who, SYS_set_tid_address, t.clear_child_tid);
   if (!(t.altstack_flags & SS_DISABLE)) {
     stack_t ss{};
     ss.ss_sp = reinterpret_cast<void*>(t.altstack_sp);
     ss.ss_size = t.altstack_size;
     ss.ss_flags = int(t.altstack_flags & ~uint32_t(SS_ONSTACK));
     CKPT_ASSIGN(uint64_t at, builder_.put_data(&ss, sizeof ss));
-    CKPT_TRY(sys(rs, who + "sigaltstack", SYS_sigaltstack, at));
+    calls.add("sigaltstack", who, SYS_sigaltstack, at);
   }
   if (t.rseq_len)
-    CKPT_TRY(sys(rs, who + "registering rseq", SYS_rseq, t.rseq_ptr, t.rseq_len, 0, t.rseq_sig));
+    calls.add("registering rseq", who, SYS_rseq, t.rseq_ptr, t.rseq_len, 0, t.rseq_sig);
+  CKPT_TRY(calls.run());
   CKPT_TRY(queue_signals(rs, t.pending, tids_[i]));
   // Last: seccomp is suspended for us (PTRACE_O_SUSPEND_SECCOMP) when we may,
   // but without that privilege the filters would judge the calls above.
@@ -232,8 +234,10 @@ Status TaskRestorer::posix_timers(proc::RemoteSyscall& rs) {
 
 Status TaskRestorer::process_calls(proc::RemoteSyscall& rs) {
   const image::ProcessState& ps = meta_.state;
-  CKPT_TRY(sys(rs, "personality", SYS_personality, ps.personality));
-  if (ps.no_new_privs) CKPT_TRY(sys(rs, "no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1));
+  CallBatch first = builder_.batch(rs);
+  first.add("personality", {}, SYS_personality, ps.personality);
+  if (ps.no_new_privs) first.add("no_new_privs", {}, SYS_prctl, PR_SET_NO_NEW_PRIVS, 1);
+  CKPT_TRY(first.run());
   CKPT_TRY(queue_signals(rs, ps.pending, 0));
   CKPT_TRY(posix_timers(rs));
   for (int which = 0; which < 3; ++which) {
@@ -255,11 +259,12 @@ Status TaskRestorer::process_calls(proc::RemoteSyscall& rs) {
   // process of another user needs CAP_SYS_RESOURCE); a change of them clears
   // the parent-death signal and the dumpable flag, so those come after.
   CKPT_TRY(restore_identity(rs, builder_, meta_, 0));
-  CKPT_TRY(sys(rs, "PR_SET_PDEATHSIG", SYS_prctl, PR_SET_PDEATHSIG, uint64_t(ps.pdeathsig)));
+  CallBatch last = builder_.batch(rs);
+  last.add("PR_SET_PDEATHSIG", {}, SYS_prctl, PR_SET_PDEATHSIG, uint64_t(ps.pdeathsig));
   // Not dumpable makes /proc files root's: the last prctl, after our own reads.
   if (ps.dumpable != 1 || !meta_.credentials.empty())
-    CKPT_TRY(sys(rs, "PR_SET_DUMPABLE", SYS_prctl, PR_SET_DUMPABLE, uint64_t(ps.dumpable)));
-  return {};
+    last.add("PR_SET_DUMPABLE", {}, SYS_prctl, PR_SET_DUMPABLE, uint64_t(ps.dumpable));
+  return last.run();
 }
 
 Status TaskRestorer::restore_leader() {
