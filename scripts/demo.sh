@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The libckpt demo: runs the bundled CG solver once uninterrupted, then again
-# while checkpointing it, kills it with SIGKILL, restores it from the
-# checkpoint, and compares the two results.
+# while checkpointing it (a full checkpoint, then an incremental one with only
+# the pages written since), kills it with SIGKILL, restores it from the
+# chain, and compares the two results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -19,9 +20,10 @@ exec_clean() {
   exec "$@"
 }
 
-# 600 iterations: the checkpoint is taken at the first progress line
-# (iteration 25), so the solver still has 23 times as long to run as it took
-# to get there, on any machine (it finished within a fixed 2 s sleep once).
+# 600 iterations: the full checkpoint is taken at the first progress line
+# (iteration 25) and the incremental at the next, so the solver still has
+# 10 times as long to run as it took to get there, on any machine (it
+# finished within a fixed 2 s sleep once).
 CG=("$BIN/workloads/cg" 128 600)
 
 echo "== 1. uninterrupted run"
@@ -31,15 +33,24 @@ tail -n 1 "$WORK/reference.out"
 echo "== 2. the same run, checkpointed while it computes"
 exec_clean "${CG[@]}" >"$WORK/run.out" &
 PID=$!
-# Wait for its first progress line, not for a fixed time.
-for _ in $(seq 600); do
-  grep -q iteration "$WORK/run.out" && break
-  kill -0 "$PID" 2>/dev/null || { echo "   the solver ended before its first progress line" >&2; exit 1; }
-  sleep 0.1
-done
-grep -q iteration "$WORK/run.out" || { echo "   no progress line from the solver after 60 s" >&2; exit 1; }
-grep -c iteration "$WORK/run.out" | xargs printf "   %s progress line(s) printed so far\n"
+# Waits for more than $1 progress lines, not for a fixed time.
+lines() { grep -c iteration "$WORK/run.out" || true; }
+wait_lines() {
+  for _ in $(seq 600); do
+    [ "$(lines)" -gt "$1" ] && return 0
+    kill -0 "$PID" 2>/dev/null || { echo "   the solver ended before progress line $(($1 + 1))" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "   no progress line $(($1 + 1)) from the solver after 60 s" >&2
+  exit 1
+}
+wait_lines 0
+echo "   $(lines) progress line(s) printed so far: full checkpoint"
 $SUDO "$BIN/cr_full" --dir "$WORK/ckpt" --json "$PID" | sed 's/^/   cr_full: /'
+seen=$(lines)
+wait_lines "$seen"
+echo "   $(lines) progress line(s) printed so far: incremental checkpoint (the pages written since)"
+$SUDO "$BIN/cr_incr" --dir "$WORK/ckpt" --json "$PID" | sed 's/^/   cr_incr: /'
 sleep 0.5
 echo "== 3. kill -9 $PID"
 kill -9 "$PID"
@@ -47,7 +58,7 @@ wait "$PID" 2>/dev/null || true
 PID=""
 "$BIN/cr_info" --dir "$WORK/ckpt" --verify | sed 's/^/   /'
 
-echo "== 4. restore it and let it finish"
+echo "== 4. restore it (newest generation first, each page read once) and let it finish"
 set +e
 $SUDO "$BIN/cr_restart" --dir "$WORK/ckpt"
 rc=$?
