@@ -51,6 +51,8 @@ seen=$(lines)
 wait_lines "$seen"
 echo "   $(lines) progress line(s) printed so far: incremental checkpoint (the pages written since)"
 $SUDO "$BIN/cr_incr" --dir "$WORK/ckpt" --json "$PID" | sed 's/^/   cr_incr: /'
+echo "   (CG rewrites all four of its vectors every iteration, so nearly every page"
+echo "    counts as written; a program that writes less saves less: docs/performance.md)"
 sleep 0.5
 echo "== 3. kill -9 $PID"
 kill -9 "$PID"
