@@ -342,14 +342,6 @@ Status AddressSpaceBuilder::check_advice(const CallBatch& calls,
   return {};
 }
 
-Status AddressSpaceBuilder::apply_advice(const VmaRecord& v) {
-  CallBatch calls = batch();
-  std::vector<AdviceCall> optional;
-  add_advice(calls, v, &optional);
-  CKPT_TRY(calls.run());
-  return check_advice(calls, optional);
-}
-
 namespace {
 
 // Content is copied in batches of plan slices: one iovec pair per slice, at

@@ -79,8 +79,6 @@ class AddressSpaceBuilder {
   // not as new private-to-this-process objects.
   void map_shared_from(const image::SharedPaths* objects) { shared_ = objects; }
   Status restore_protections();
-  // The mapping's madvise() state (image::VmaAdvice), by injected madvise calls.
-  Status apply_advice(const image::VmaRecord& v);
   // PR_SET_MM_MAP with the image's mm fields and auxv; `exe_fd` an fd of the
   // executable in the process, or -1 to keep the current one.
   Status set_mm_map(uint32_t exe_fd);
@@ -92,8 +90,9 @@ class AddressSpaceBuilder {
   Status move_vdso();
   Status write_content(const ProgressFn& progress, MemoryStats* stats);
   Status set_mm_fields();
-  // apply_advice() in a batch: the calls whose failure check_advice judges
-  // (hints this kernel may lack) go to `optional`.
+  // The mapping's madvise() state (image::VmaAdvice), by madvise calls added
+  // to `calls`; those whose failure check_advice judges (hints this kernel
+  // may lack) go to `optional`.
   struct AdviceCall {
     size_t call;
     const char* name;
