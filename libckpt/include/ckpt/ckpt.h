@@ -112,6 +112,8 @@ int ckpt_checkpoint_full(ckpt_ctx* ctx, const struct ckpt_checkpoint_opts* opts,
  * (-ENOENT-like failure with a message when there is none). */
 int ckpt_checkpoint_incremental(ckpt_ctx* ctx, const struct ckpt_checkpoint_opts* opts,
                                 struct ckpt_checkpoint_stats* stats);
+/* Unmaps the copy buffers kept for the next checkpoint (ckpt::release_buffers). */
+void ckpt_release_buffers(void);
 
 /* ---- Restore ------------------------------------------------------------- */
 

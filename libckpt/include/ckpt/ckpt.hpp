@@ -87,6 +87,13 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts);
 // clearly when opts.dir holds no checkpoint of this process.
 Result<CheckpointStats> checkpoint_incremental(const CheckpointOptions& opts);
 
+// The memory a checkpoint copied pages into stays with this process for the
+// next checkpoint (faulting it in afresh is most of what a copy costs on a
+// VM); the kernel may reclaim it meanwhile (MADV_FREE). This unmaps it now,
+// e.g. in a launcher that will not checkpoint again for a long while.
+// LIBCKPT_CAPTURE_KEEP=0 keeps none in the first place.
+void release_buffers();
+
 struct RestoreOptions {
   std::string dir;
   uint64_t generation = 0;  // 0: the newest committed generation

@@ -66,3 +66,7 @@ extern "C" int ckpt_checkpoint_incremental(ckpt_ctx* ctx, const struct ckpt_chec
                                            struct ckpt_checkpoint_stats* stats) {
   return checkpoint(ctx, opts, stats, false, "ckpt_checkpoint_incremental");
 }
+
+extern "C" void ckpt_release_buffers(void) {
+  ckpt::release_buffers();
+}

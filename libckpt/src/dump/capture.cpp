@@ -50,17 +50,11 @@ uint64_t capture_prefault_bytes(pid_t pid, uint64_t expected) {
 
 Capture::Capture(uint64_t budget_bytes) {
   slots_ = std::max<uint64_t>(2, budget_bytes / kBatchBytes);
-  arena_bytes_ = slots_ * kBatchBytes;
-  // Address space only: pages are allocated as buffers are first used. Huge
-  // pages make that one fault per 2 MiB buffer instead of 512.
-  void* p = ::mmap(nullptr, arena_bytes_ + kBatchBytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p != MAP_FAILED) {
-    uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kBatchBytes - 1) & ~(kBatchBytes - 1);
-    arena_ = reinterpret_cast<uint8_t*>(a);
-    ::madvise(arena_, arena_bytes_, MADV_HUGEPAGE);
-    arena_base_ = p;
-  }
+  // Address space only: pages are allocated as buffers are first used,
+  // unless an earlier capture in this process left them (dump/arena).
+  arena_mem_ = take_arena(slots_ * kBatchBytes);
+  arena_ = arena_mem_.start;
+  touched_slots_ = std::min(slots_, arena_mem_.touched / kBatchBytes);
   // The writer drains while the job is frozen when a second CPU is free for
   // it: the copy and the write then overlap (checkpoint wall time ~ the
   // longer of the two instead of their sum), and the freeze still never
@@ -80,7 +74,7 @@ Capture::Capture(uint64_t budget_bytes) {
 
 void Capture::prefault(uint64_t bytes) {
   if (!arena_) return;
-  bytes = std::min(arena_bytes_, (bytes + kBatchBytes - 1) / kBatchBytes * kBatchBytes);
+  bytes = std::min(slots_ * kBatchBytes, (bytes + kBatchBytes - 1) / kBatchBytes * kBatchBytes);
   if (bytes == 0) return;
   if (::madvise(arena_, bytes, MADV_POPULATE_WRITE) != 0)
     for (uint64_t at = 0; at < bytes; at += 4096)  // kernels before 5.14
@@ -110,7 +104,9 @@ Capture::~Capture() {
     cv_.notify_all();
   }
   writer_.join();
-  if (arena_base_) ::munmap(arena_base_, arena_bytes_ + kBatchBytes);
+  arena_mem_.touched =
+      std::max(arena_mem_.touched, std::max<uint64_t>(touched_slots_, next_unused_) * kBatchBytes);
+  return_arena(arena_mem_);
 }
 
 int Capture::take_buffer() {

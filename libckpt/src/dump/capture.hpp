@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "dump/arena.hpp"
 #include "dump/memory.hpp"
 
 namespace ckpt::dump {
@@ -100,9 +101,8 @@ class Capture {
   void drain();
 
   uint64_t slots_ = 0;
+  Arena arena_mem_;
   uint8_t* arena_ = nullptr;
-  void* arena_base_ = nullptr;
-  uint64_t arena_bytes_ = 0;
   std::mutex m_;
   std::condition_variable cv_;
   std::vector<int> free_;

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "dirty/ledger.hpp"
+#include "dump/arena.hpp"
 #include "dump/capture.hpp"
 #include "dump/chain_owner.hpp"
 #include "dump/collect.hpp"
@@ -234,7 +235,11 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   // buffers (dump::kFullCopy). A live one copies only what its last round
   // leaves, and its rounds fault buffers in as they go.
   if ((!prev || !find_tracker(tracker)->kernel) && !opts.live) expected = dump::kFullCopy;
-  capture.prefault(dump::capture_prefault_bytes(opts.pid, expected));
+  {
+    PhaseTrace pf("before freeze");
+    capture.prefault(dump::capture_prefault_bytes(opts.pid, expected));
+    pf.mark("buffers");
+  }
   if (opts.live && !find_tracker(tracker)->kernel) {
     stats.live_stop = "the hash tracker cannot pre-copy: pages copied into memory while frozen";
   } else if (opts.live) {
@@ -538,6 +543,10 @@ Result<CheckpointStats> checkpoint_full(const CheckpointOptions& opts) {
 
 Result<CheckpointStats> checkpoint_incremental(const CheckpointOptions& opts) {
   return incremental_round(opts, nullptr);
+}
+
+void release_buffers() {
+  dump::release_arenas();
 }
 
 Result<CheckpointStats> job::hooked_round(const CheckpointOptions& opts, bool full,
