@@ -7,7 +7,7 @@
 # cold over rounds 0..13 and keeps a copy of its memory per round. The driver
 # takes cr_full for round 0 and cr_incr for the others (pagemap-scan), and
 # after each incremental records how many blocks the tracker's state left hot
-# (root only: /run/libckpt/tracking/PID-START-PIDNS.adaptive). Then every
+# (root only: /run/libckpt/tracking/PID-START-PIDNS-BOOT.adaptive). Then every
 # generation is restored and the restored process compares its memory byte
 # for byte with its copy of that round ("verified round k").
 # It also checks that adaptivity really took part: some incremental must have

@@ -890,6 +890,57 @@ TEST_F(PagemapScan, ResetsByOthersAreFoundOut) {
   EXPECT_NE(d.reason.find("reset by generation 1 of chain b2"), std::string::npos) << d.reason;
 }
 
+// The collect's ledger record is written before the freeze (claim_collect,
+// in before_freeze): the collect that follows on the same tool is exact and
+// writes nothing; any other collect from the same parent (this tool killed
+// after its claim and run again, another chain) saves everything.
+TEST_F(PagemapScan, AClaimBeforeTheFreezeIsOnlyItsOwnCollects) {
+  PagemapScanTracker armer;
+  state_.chain_id[0] = 0xc3;
+  state_.generation = 1;
+  arm(target_->pid(), armer);
+  state_.prev_generation = 1;
+  state_.generation = 2;
+  write_pages({target_->page(3)});
+  PagemapScanTracker t;
+  t.before_freeze(target_->pid(), {}, state_);
+  auto rec = read_ledger(target_->pid());
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->generation, 2u) << "not claimed before the freeze";
+  write_pages({target_->page(4)});  // after the claim, before the freeze
+  expect_exact(collect(target_->pid(), t), {target_->page(3), target_->page(4)}, {region()});
+
+  // Generation 3 claimed by a tool killed before its collect; the next run
+  // (generation 3 again, from 2) must not trust the tracking state.
+  state_.prev_generation = 2;
+  state_.generation = 3;
+  write_pages({target_->page(5)});
+  PagemapScanTracker killed;
+  killed.before_freeze(target_->pid(), {}, state_);
+  PagemapScanTracker again;
+  DirtySet d = collect(target_->pid(), again);
+  EXPECT_TRUE(d.everything) << "a collect trusted tracking another tool's claim covers";
+  EXPECT_NE(d.reason.find("reset by generation 3 of chain c3"), std::string::npos) << d.reason;
+
+  // Another chain arms between a claim and its collect: the collect finds
+  // the record is no longer its claim.
+  state_.prev_generation = 3;
+  state_.generation = 4;
+  PagemapScanTracker claimer;
+  claimer.before_freeze(target_->pid(), {}, state_);
+  TrackerState mine = state_;
+  state_.chain_id[0] = 0xd4;
+  state_.generation = 1;
+  state_.prev_generation = 0;
+  PagemapScanTracker other;
+  arm(target_->pid(), other);
+  state_ = mine;
+  write_pages({target_->page(6)});
+  d = collect(target_->pid(), claimer);
+  EXPECT_TRUE(d.everything) << "a claim was trusted after another chain reset tracking";
+  EXPECT_NE(d.reason.find("reset by generation 1 of chain d4"), std::string::npos) << d.reason;
+}
+
 // Adaptive write-protection (dirty/adaptive): the region's four 2 MiB-sized
 // quarters flip between rewritten whole (hot: left unprotected, sampled now
 // and then) and a few pages written; every collect, by a new tool run, must

@@ -113,8 +113,13 @@ TEST_F(PrivateDir, PlantedLedgerDirectoryAndSymlinkAreRefused) {
     ::setenv("XDG_RUNTIME_DIR", rt.c_str(), 1);
     struct stat ns;
     if (::stat("/proc/self/ns/pid", &ns) != 0) ::_exit(97);
-    std::string name =
-        std::to_string(::getpid()) + "-" + own_start_time() + "-" + std::to_string(ns.st_ino);
+    auto boot = dirty::boot_id();
+    if (!boot) ::_exit(96);
+    std::string tag;
+    for (char ch : *boot)
+      if (tag.size() < 8 && ch != '-') tag += ch;
+    std::string name = std::to_string(::getpid()) + "-" + own_start_time() + "-" +
+                       std::to_string(ns.st_ino) + "-" + tag;
     (void)!::write(p[1], name.data(), name.size());
     ::close(p[1]);
     char go;
@@ -128,7 +133,8 @@ TEST_F(PrivateDir, PlantedLedgerDirectoryAndSymlinkAreRefused) {
   char buf[64] = {};
   ASSERT_GT(::read(p[0], buf, sizeof buf - 1), 0);
   const std::string entry = rt + "/libckpt/tracking/" + buf;
-  ASSERT_EQ(::symlink(victim_file.c_str(), (entry + ".tmp").c_str()), 0);
+  // The temporary name is the record's and the writing thread's (the child's only one).
+  ASSERT_EQ(::symlink(victim_file.c_str(), (entry + ".tmp." + std::to_string(c)).c_str()), 0);
   ASSERT_EQ(::symlink(victim_file.c_str(), entry.c_str()), 0);
   ASSERT_EQ(::write(q[1], "g", 1), 1);
   int st = 0;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,7 +21,7 @@ namespace ckpt::dirty {
 
 namespace {
 
-// root: /run (tmpfs, gone at reboot with the processes it describes);
+// root: /run (usually a tmpfs, but not always: records carry the boot id);
 // others: their runtime directory, else /tmp. What is below the base must be
 // the caller's own and closed to others (util/private_dir): another user
 // could otherwise plant a link where the next record is written.
@@ -65,11 +66,29 @@ unsigned long long pid_namespace() {
   return ::stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
 }
 
-// PID-STARTTIME-PIDNS.
+// The first 8 hex digits of this boot's id: /run is not a tmpfs everywhere
+// (this VM's is on its root disk), and after a reboot the same PID, start
+// time and PID namespace (the initial one's number is fixed) can name
+// another process (a service started at the same point of every boot).
+const std::string& boot_tag() {
+  static const std::string tag = [] {
+    auto id = boot_id();
+    std::string t;
+    for (char c : id.value_or("")) {
+      if (std::isxdigit(static_cast<unsigned char>(c))) t += c;
+      if (t.size() == 8) break;
+    }
+    return t.size() == 8 ? t : std::string("00000000");
+  }();
+  return tag;
+}
+
+// PID-STARTTIME-PIDNS-BOOT.
 std::optional<std::string> entry_name(pid_t pid) {
   auto t = start_time(pid);
   if (!t) return std::nullopt;
-  return std::to_string(pid) + "-" + std::to_string(*t) + "-" + std::to_string(pid_namespace());
+  return std::to_string(pid) + "-" + std::to_string(*t) + "-" + std::to_string(pid_namespace()) +
+         "-" + boot_tag();
 }
 
 // Records of processes gone, among those of this PID namespace only (a
@@ -84,9 +103,13 @@ void drop_dead_entries(const std::string& dir) {
   while (dirent* e = ::readdir(d)) {
     int pid = 0;
     unsigned long long t = 0, in = 0;
-    if (std::sscanf(e->d_name, "%d-%llu-%llu", &pid, &t, &in) != 3 || in != ns) continue;
+    char boot[9] = "";
+    const int n = std::sscanf(e->d_name, "%d-%llu-%llu-%8[0-9a-f]", &pid, &t, &in, boot);
+    if (n < 3 || in != ns) continue;
     auto now = start_time(pid);
-    if (!now || *now != t) dead.push_back(dir + "/" + e->d_name);
+    // An earlier boot's record (or one from before records named the boot)
+    // describes a process that is gone, whatever PID holds the number now.
+    if (n != 4 || boot_tag() != boot || !now || *now != t) dead.push_back(dir + "/" + e->d_name);
   }
   ::closedir(d);
   for (const auto& p : dead) ::unlink(p.c_str());
@@ -94,21 +117,11 @@ void drop_dead_entries(const std::string& dir) {
 
 }  // namespace
 
-namespace {
-// The ledger's generation while a tool verifies generation N's pages.
-constexpr uint64_t kVerifying = 1ull << 63;
-}  // namespace
-
 std::string describe(const LedgerEntry& e) {
   char id[9];
   std::snprintf(id, sizeof id, "%02x%02x%02x%02x", e.chain_id[0], e.chain_id[1], e.chain_id[2],
                 e.chain_id[3]);
-  const std::string what = e.generation & kVerifying
-                               ? "a verification of generation " +
-                                     std::to_string(e.generation & ~kVerifying) +
-                                     " (a tool killed before its collect?)"
-                               : "generation " + std::to_string(e.generation);
-  return what + " of chain " + id + "...";
+  return "generation " + std::to_string(e.generation) + " of chain " + id + "...";
 }
 
 std::optional<std::string> ledger_side_file(pid_t pid, const std::string& suffix, bool create_dir) {
@@ -139,18 +152,21 @@ Held& held() {
   return h;
 }
 
+// Under the holds' lock: while a LedgerHold lives, `park` what has to wait
+// (into the Held state) and say so; else the caller does it at once.
+template <class Park>
+bool park_if_held(Park park) {
+  Held& h = held();
+  std::lock_guard<std::mutex> lock(h.mu);
+  if (h.holds == 0) return false;
+  park(h);
+  return true;
+}
+
 // Reads /proc/PID/stat of every record's process: 0.2-0.7 ms with a few
 // hundred records here, too long for a freeze.
 void drop_dead_entries_unless_held(const std::string& dir) {
-  {
-    Held& h = held();
-    std::lock_guard<std::mutex> lock(h.mu);
-    if (h.holds > 0) {
-      h.drop_dead = true;
-      return;
-    }
-  }
-  drop_dead_entries(dir);
+  if (!park_if_held([](Held& h) { h.drop_dead = true; })) drop_dead_entries(dir);
 }
 
 std::optional<std::string> held_text(const std::string& path) {
@@ -159,16 +175,6 @@ std::optional<std::string> held_text(const std::string& path) {
   auto it = h.text.find(path);
   if (it == h.text.end()) return std::nullopt;
   return it->second;
-}
-
-// Written whole, then renamed: a reader sees the old text or the new.
-void write_side_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!fd.valid()) return;
-  if (!write_all(fd.get(), text.data(), text.size(), tmp).ok()) return;
-  fd.reset();
-  (void)::rename(tmp.c_str(), path.c_str());
 }
 
 // The side file's whole text, header included.
@@ -204,15 +210,8 @@ void write_side_state(pid_t pid, const std::string& suffix, const TrackerState& 
   auto path = ledger_side_file(pid, suffix, true);
   if (!path) return;
   std::string text = side_header(s, s.generation) + lines;
-  {
-    Held& h = held();
-    std::lock_guard<std::mutex> lock(h.mu);
-    if (h.holds > 0) {
-      h.text[*path] = std::move(text);
-      return;
-    }
-  }
-  write_side_file(*path, text);
+  if (!park_if_held([&](Held& h) { h.text[*path] = std::move(text); }))
+    (void)replace_file(*path, text);  // best effort: hints
 }
 
 LedgerHold::LedgerHold() {
@@ -238,7 +237,13 @@ void LedgerHold::write() {
     std::swap(drop_dead, h.drop_dead);
   }
   if (drop_dead) drop_dead_entries(ledger_dir());
-  for (const auto& [path, text] : files) write_side_file(path, text);
+  for (const auto& [path, text] : files) (void)replace_file(path, text);
+}
+
+std::optional<std::string> boot_id() {
+  auto text = read_file("/proc/sys/kernel/random/boot_id");
+  if (!text.ok() || text->size() < 32) return std::nullopt;
+  return text->substr(0, text->find('\n'));
 }
 
 std::optional<std::string> runtime_dir(const std::string& leaf) {
@@ -283,33 +288,28 @@ Status write_ledger(pid_t pid, const LedgerEntry& e) {
     text += b;
   }
   text += " " + std::to_string(e.generation) + "\n";
-  const std::string path = dir + "/" + *name, tmp = path + ".tmp";
-  ::unlink(tmp.c_str());  // a killed writer's leftover (the directory is ours alone)
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd.valid()) return sys_error("creating " + tmp);
-  CKPT_TRY(write_all(fd.get(), text.data(), text.size(), tmp));
-  fd.reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return sys_error("renaming " + tmp);
-  return {};
+  return replace_file(dir + "/" + *name, text);
 }
 
 void record_arm(pid_t pid, const TrackerState& s) {
   (void)write_ledger(pid, LedgerEntry{s.chain_id, s.generation});
 }
 
-bool begin_verify(pid_t pid, const TrackerState& s) {
+bool claim_collect(pid_t pid, const TrackerState& s) {
+  if (s.generation == s.prev_generation) return false;
   auto last = read_ledger(pid);
   if (!last || !(*last == LedgerEntry{s.chain_id, s.prev_generation})) return false;
-  return write_ledger(pid, LedgerEntry{s.chain_id, s.prev_generation | kVerifying}).ok();
+  return write_ledger(pid, LedgerEntry{s.chain_id, s.generation}).ok();
 }
 
-Result<std::string> begin_collect(pid_t pid, const TrackerState& s, bool verified) {
-  const LedgerEntry parent{s.chain_id, s.prev_generation | (verified ? kVerifying : 0)};
+Result<std::string> begin_collect(pid_t pid, const TrackerState& s, bool claimed) {
+  const LedgerEntry parent{s.chain_id, s.prev_generation};
+  const LedgerEntry expected = claimed ? LedgerEntry{s.chain_id, s.generation} : parent;
   auto last = read_ledger(pid);
   if (!last) return std::string("no record of the generation that last reset tracking");
-  if (!(*last == parent))
+  if (!(*last == expected))
     return "tracking was reset by " + describe(*last) + " since " + describe(parent);
-  if (s.generation != s.prev_generation)
+  if (!claimed && s.generation != s.prev_generation)
     if (Status w = write_ledger(pid, LedgerEntry{s.chain_id, s.generation}); !w.ok())
       return w.error().context("recording the tracking state");
   return std::string();

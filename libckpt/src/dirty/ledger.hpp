@@ -71,6 +71,9 @@ class LedgerHold {
 // `leaf` below it, created if missing; nullopt when it cannot be made
 // private (make_private_dirs).
 std::optional<std::string> runtime_dir(const std::string& leaf);
+// This boot's id (/proc/sys/kernel/random/boot_id, without its newline):
+// what tells a record of this boot from one that survived a reboot.
+std::optional<std::string> boot_id();
 // An on/off switch in the environment: on unless set to "off" or "0".
 bool env_switch_on(const char* name);
 
@@ -82,15 +85,18 @@ void record_arm(pid_t pid, const TrackerState& s);
 // is never committed is found out by the next one) and returns "". Otherwise
 // returns why the dirty set cannot be trusted. An error: the record could not
 // be written; nothing may be reset then.
-// `verified`: this tool's begin_verify() for the same parent came first.
-Result<std::string> begin_collect(pid_t pid, const TrackerState& s, bool verified = false);
-// Before protecting pages while the process runs, for a collect to come
-// whose dirty set depends on what this tool learns meanwhile (adaptive.hpp,
-// fresh blocks): when the last reset was the parent generation's, records
-// that a verification of it is under way, so that any other collect
-// (another tool, or this one killed before its collect) finds the history
-// lost and saves everything. False (nothing recorded, nothing to protect)
-// otherwise.
-bool begin_verify(pid_t pid, const TrackerState& s);
+// `claimed`: this tool's claim_collect() for the same generation came first;
+// the record must still be that claim (nothing is written then).
+Result<std::string> begin_collect(pid_t pid, const TrackerState& s, bool claimed = false);
+// While the process still runs, before the freeze of the collect to come:
+// when the last reset was the parent generation's, records this generation
+// already, and says so. The record is then written before the freeze (a
+// rename there waited for the file system's journal: LedgerHold), and it
+// guards what the tool does meanwhile (adaptive.hpp, pages protected to
+// verify fresh blocks): any other collect (another chain, or this one's
+// next incremental after this tool was killed) finds a generation that is
+// not its parent and saves everything. A claim followed by no collect (an
+// error) costs the next incremental the same.
+bool claim_collect(pid_t pid, const TrackerState& s);
 
 }  // namespace ckpt::dirty

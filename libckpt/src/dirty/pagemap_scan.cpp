@@ -624,10 +624,14 @@ void compare_with_hashes(mem::RemoteReader& reader, Range r,
 
 void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageHash>& hashes,
                                        const TrackerState& state) {
-  verified_for_.reset();
+  claimed_for_.reset();
   verified_.clear();
   verified_bytes_ = 0;
-  if (hashes.empty() || state.target_fd < 0 || !available().ok()) return;
+  if (state.target_fd < 0 || !available().ok()) return;
+  // The collect's ledger record, written now rather than in the freeze.
+  if (!claim_collect(pid, state)) return;
+  claimed_for_ = state;
+  if (hashes.empty()) return;
   AdaptiveTracking adaptive(opts_.adaptive);
   adaptive.load(pid, state);
   const std::vector<uint64_t> fresh = adaptive.fresh_blocks();
@@ -649,9 +653,8 @@ void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageH
     if (adaptive.sample_calm(start, end, look)) blocks.push_back({start, end - start});
   }
   // From here on, pages get protected: the collect depends on what this
-  // object learns, and the ledger says a verification is under way.
-  if (blocks.empty() || !begin_verify(pid, state)) return;
-  verified_for_ = state;
+  // object learns, which the claim above guards.
+  if (blocks.empty()) return;
   mem::RemoteReader reader(pid);
   std::vector<uint8_t> buf(kAdaptiveBlock);
   for (const Range& b : blocks) {
@@ -729,12 +732,14 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
       all.reason += "; arming again failed: " + st.error().message;
     return all;
   };
-  // before_freeze() verified blocks for this parent: its ledger record
-  // stands for the parent's (any other collect found it and saved all).
-  const bool verified = verified_for_ && verified_for_->chain_id == state->chain_id &&
-                        verified_for_->prev_generation == state->prev_generation;
-  verified_for_.reset();
-  CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state, verified));
+  // before_freeze() claimed this generation (and may have verified blocks
+  // for it): the record must still be that claim.
+  const bool claimed = claimed_for_ && claimed_for_->chain_id == state->chain_id &&
+                       claimed_for_->prev_generation == state->prev_generation &&
+                       claimed_for_->generation == state->generation;
+  claimed_for_.reset();
+  const bool verified = claimed && !verified_.empty();
+  CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state, claimed));
   if (!untrusted.empty()) return history_lost(untrusted);
   CKPT_ASSIGN(UniqueFd uffd, proc::take_fd(pid, state->target_fd));
   CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));

@@ -146,8 +146,9 @@ class PagemapScanTracker : public Tracker {
   Options opts_;
   std::optional<FeatureCheck> probed_;
   UniqueFd installed_;  // install()'s userfaultfd, for the next arm()
-  // before_freeze()'s result, for the collect of the same parent.
-  std::optional<TrackerState> verified_for_;
+  // The generation before_freeze() claimed in the ledger (and verified
+  // blocks for), for the collect of the same generation.
+  std::optional<TrackerState> claimed_for_;
   VerifiedBlocks verified_;
   std::vector<kabi::page_region> regions_;  // PAGEMAP_SCAN output buffer, reused
   uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;

@@ -13,10 +13,11 @@ namespace ckpt::dirty {
 
 namespace {
 
-std::optional<std::string> boot_id() {
-  auto text = read_file("/proc/sys/kernel/random/boot_id");
-  if (!text.ok() || text->size() < 32) return std::nullopt;
-  return text->substr(0, text->find('\n')) + "\n";
+// The record's first line.
+std::optional<std::string> boot_line() {
+  auto id = boot_id();
+  if (!id) return std::nullopt;
+  return *id + "\n";
 }
 
 std::optional<std::string> record_path(const std::string& name) {
@@ -28,7 +29,7 @@ std::optional<std::string> record_path(const std::string& name) {
 }  // namespace
 
 std::optional<std::string> boot_record(const std::string& name) {
-  auto id = boot_id();
+  auto id = boot_line();
   auto path = record_path(name);
   if (!id || !path) return std::nullopt;
   auto text = read_file(*path);
@@ -37,16 +38,10 @@ std::optional<std::string> boot_record(const std::string& name) {
 }
 
 void write_boot_record(const std::string& name, const std::string& payload) {
-  auto id = boot_id();
+  auto id = boot_line();
   auto path = record_path(name);
   if (!id || !path) return;
-  const std::string tmp = *path + ".tmp." + std::to_string(::getpid());
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!fd.valid()) return;
-  const std::string text = *id + payload;
-  const bool ok = write_all(fd.get(), text.data(), text.size(), tmp).ok();
-  fd.reset();
-  if (!ok || ::rename(tmp.c_str(), path->c_str()) != 0) ::unlink(tmp.c_str());
+  (void)replace_file(*path, *id + payload);
 }
 
 bool self_test_passed_this_boot(const std::string& name) {

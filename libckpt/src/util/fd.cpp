@@ -1,8 +1,10 @@
 #include "util/fd.hpp"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 
 namespace ckpt {
 
@@ -65,6 +67,18 @@ Result<std::string> read_file(const std::string& path) {
     out.append(buf, size_t(n));
   }
   return out;
+}
+
+Status replace_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::gettid());
+  ::unlink(tmp.c_str());  // a killed writer's leftover under a reused TID
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) return sys_error("creating " + tmp);
+  Status st = write_all(fd.get(), text.data(), text.size(), tmp);
+  fd.reset();
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = sys_error("renaming " + tmp);
+  if (!st.ok()) ::unlink(tmp.c_str());
+  return st;
 }
 
 }  // namespace ckpt

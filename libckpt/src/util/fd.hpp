@@ -51,5 +51,9 @@ Status write_all(int fd, const void* buf, size_t len, const std::string& what, o
 Status read_exact(int fd, void* buf, size_t len, off_t off, const std::string& what);
 // Reads a whole (small, e.g. /proc) file.
 Result<std::string> read_file(const std::string& path);
+// Replaces the small file `path` with `text` (mode 0600): written whole under
+// a name of this thread's, then renamed, so a reader sees the old text or
+// the new, never a part. Never follows a symbolic link at the temporary name.
+Status replace_file(const std::string& path, const std::string& text);
 
 }  // namespace ckpt
