@@ -32,6 +32,13 @@ Result<uint64_t> find_syscall_insn(pid_t pid);
 constexpr size_t kInjectInsnLen = 3;  // 0f 05 cc
 constexpr uint8_t kInjectInsnBytes[kInjectInsnLen] = {0x0f, 0x05, 0xcc};
 
+// Whether a raw system call return value is a failure (-errno): the kernel
+// returns -1..-4095 for errors; anything else, an address from mmap among
+// them, is a result.
+constexpr bool is_syscall_error(long ret) {
+  return ret < 0 && ret > -4096;
+}
+
 class RemoteSyscall {
  public:
   // `base`: the tracee's registers at its current stop (all but the syscall

@@ -294,7 +294,7 @@ Status read_task_states(pid_t pid, std::vector<image::ThreadRecord>* threads,
       if (!page) {
         CKPT_ASSIGN(long p, leader.call_to_exit(SYS_mmap, 0, kScratchSize, PROT_READ | PROT_WRITE,
                                                 MAP_PRIVATE | MAP_ANONYMOUS));
-        if (p < 0 && p > -4096) return sys_error("mmap in the target", int(-p));
+        if (is_syscall_error(p)) return sys_error("mmap in the target", int(-p));
         page = p;
       }
       return uint64_t(page);

@@ -63,7 +63,7 @@ std::string where_of(const VmaRecord& v) {
 Result<long> AddressSpaceBuilder::sys(const char* what, long nr, uint64_t a1, uint64_t a2,
                                       uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6) {
   CKPT_ASSIGN(long ret, rs_.call(nr, a1, a2, a3, a4, a5, a6));
-  if (ret < 0 && ret > -4096) return sys_error(what, int(-ret));
+  if (proc::is_syscall_error(ret)) return sys_error(what, int(-ret));
   return ret;
 }
 
@@ -336,7 +336,7 @@ Status AddressSpaceBuilder::check_advice(const CallBatch& calls,
                                          const std::vector<AdviceCall>& optional) {
   for (const AdviceCall& a : optional) {
     const long r = calls.result(a.call);
-    if (r < 0 && r > -4096 && r != -EINVAL)
+    if (proc::is_syscall_error(r) && r != -EINVAL)
       return sys_error(a.name, int(-r)).context(where_of(*a.vma));
   }
   return {};

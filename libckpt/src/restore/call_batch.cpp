@@ -49,7 +49,7 @@ Status CallBatch::run() {
     std::copy(chunk.begin(), chunk.end(), calls_.begin() + long(first));
     for (size_t i = first; i < last; ++i) {
       const long r = calls_[i].ret;
-      if (calls_[i].may_fail || r == proc::RemoteSyscall::kNotRun || !(r < 0 && r > -4096))
+      if (calls_[i].may_fail || r == proc::RemoteSyscall::kNotRun || !proc::is_syscall_error(r))
         continue;
       Error e = sys_error(names_[i].what, int(-r));
       return names_[i].where.empty() ? e : e.context(names_[i].where);

@@ -83,7 +83,7 @@ class Setter {
   Status call(const std::string& what, long nr, uint64_t a1 = 0, uint64_t a2 = 0, uint64_t a3 = 0,
               uint64_t a4 = 0) {
     CKPT_ASSIGN(long r, rs_.call(nr, a1, a2, a3, a4));
-    if (r < 0 && r > -4096) return sys_error(who(rs_.tid()) + what, int(-r));
+    if (proc::is_syscall_error(r)) return sys_error(who(rs_.tid()) + what, int(-r));
     return {};
   }
   Result<long> value(long nr, uint64_t a1 = 0, uint64_t a2 = 0) { return rs_.call(nr, a1, a2); }

@@ -88,7 +88,7 @@ Result<proc::RemoteSyscall> TaskRestorer::remote(pid_t tid) {
 Result<long> TaskRestorer::sys(proc::RemoteSyscall& rs, const std::string& what, long nr,
                                uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4) {
   CKPT_ASSIGN(long r, rs.call(nr, a1, a2, a3, a4));
-  if (r < 0 && r > -4096) return sys_error(what, int(-r));
+  if (proc::is_syscall_error(r)) return sys_error(what, int(-r));
   return r;
 }
 
