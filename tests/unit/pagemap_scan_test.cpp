@@ -443,6 +443,18 @@ class PagemapScan : public ::testing::Test {
     return hashes;
   }
 
+  // Another chain of the same process arms it (a cr_full elsewhere, chain
+  // id `id`); state_ stays this chain's.
+  void arm_as_another_chain(uint8_t id) {
+    TrackerState mine = state_;
+    state_.chain_id[0] = id;
+    state_.generation = 1;
+    state_.prev_generation = 0;
+    PagemapScanTracker other;
+    arm(target_->pid(), other);
+    state_ = mine;
+  }
+
   // Freezes `pid`, collects, lets it go.
   DirtySet collect(pid_t pid, PagemapScanTracker& t) {
     auto fp = proc::FrozenProcess::freeze(pid);
@@ -876,13 +888,7 @@ TEST_F(PagemapScan, ResetsByOthersAreFoundOut) {
   write_pages({target_->page(5)});
   expect_exact(collect(target_->pid(), t), {target_->page(5)}, {region()});
 
-  // Another chain of the same process starts (a cr_full elsewhere).
-  TrackerState mine = state_;
-  state_.chain_id[0] = 0xb2;
-  state_.generation = 1;
-  state_.prev_generation = 0;
-  arm(target_->pid(), t);
-  state_ = mine;
+  arm_as_another_chain(0xb2);
   state_.prev_generation = 3;
   state_.generation = 4;
   d = collect(target_->pid(), t);
@@ -928,13 +934,7 @@ TEST_F(PagemapScan, AClaimBeforeTheFreezeIsOnlyItsOwnCollects) {
   state_.generation = 4;
   PagemapScanTracker claimer;
   claimer.before_freeze(target_->pid(), {}, state_);
-  TrackerState mine = state_;
-  state_.chain_id[0] = 0xd4;
-  state_.generation = 1;
-  state_.prev_generation = 0;
-  PagemapScanTracker other;
-  arm(target_->pid(), other);
-  state_ = mine;
+  arm_as_another_chain(0xd4);
   write_pages({target_->page(6)});
   d = collect(target_->pid(), claimer);
   EXPECT_TRUE(d.everything) << "a claim was trusted after another chain reset tracking";
