@@ -899,7 +899,8 @@ TEST_F(PagemapScan, ResetsByOthersAreFoundOut) {
 // The collect's ledger record is written before the freeze (claim_collect,
 // in before_freeze): the collect that follows on the same tool is exact and
 // writes nothing; any other collect from the same parent (this tool killed
-// after its claim and run again, another chain) saves everything.
+// after its claim and run again, another chain, another run that claimed
+// the same generation at the same moment) saves everything.
 TEST_F(PagemapScan, AClaimBeforeTheFreezeIsOnlyItsOwnCollects) {
   PagemapScanTracker armer;
   state_.chain_id[0] = 0xc3;
@@ -939,6 +940,26 @@ TEST_F(PagemapScan, AClaimBeforeTheFreezeIsOnlyItsOwnCollects) {
   d = collect(target_->pid(), claimer);
   EXPECT_TRUE(d.everything) << "a claim was trusted after another chain reset tracking";
   EXPECT_NE(d.reason.find("reset by generation 1 of chain d4"), std::string::npos) << d.reason;
+
+  // Two runs of the same generation claim it at the same moment: both read
+  // the parent's record, then both write a claim, the other's last. The
+  // record names the same generation, but not this run's claim.
+  // (Generation 4's collect above saved everything and recorded itself.)
+  state_.prev_generation = 4;
+  state_.generation = 5;
+  PagemapScanTracker racer;
+  racer.before_freeze(target_->pid(), {}, state_);
+  auto claimed = read_ledger(target_->pid());
+  ASSERT_TRUE(claimed.has_value());
+  ASSERT_EQ(claimed->generation, 5u);
+  ASSERT_NE(claimed->claim, 0u);
+  LedgerEntry theirs = *claimed;
+  theirs.claim ^= 0x5a5a;
+  ASSERT_TRUE(write_ledger(target_->pid(), theirs).ok());
+  write_pages({target_->page(7)});
+  d = collect(target_->pid(), racer);
+  EXPECT_TRUE(d.everything) << "a collect trusted another run's claim of its generation";
+  EXPECT_NE(d.reason.find("claim of generation 5 was replaced"), std::string::npos) << d.reason;
 }
 
 // Adaptive write-protection (dirty/adaptive): the region's four 2 MiB-sized

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -265,10 +266,12 @@ std::optional<LedgerEntry> read_ledger(pid_t pid) {
   auto text = read_file(ledger_dir() + "/" + *name);
   if (!text.ok()) return std::nullopt;
   LedgerEntry e;
-  unsigned long long gen = 0;
+  unsigned long long gen = 0, claim = 0;
   char hex[33] = "";
-  if (std::sscanf(text->c_str(), "%32s %llu", hex, &gen) != 2 || std::string(hex).size() != 32)
+  if (std::sscanf(text->c_str(), "%32s %llu %llu", hex, &gen, &claim) < 2 ||
+      std::string(hex).size() != 32)
     return std::nullopt;
+  e.claim = claim;
   for (size_t i = 0; i < 16; ++i)
     e.chain_id[i] = uint8_t(std::stoul(std::string(hex + 2 * i, 2), nullptr, 16));
   e.generation = gen;
@@ -287,7 +290,9 @@ Status write_ledger(pid_t pid, const LedgerEntry& e) {
     std::snprintf(b, sizeof b, "%02x", c);
     text += b;
   }
-  text += " " + std::to_string(e.generation) + "\n";
+  text += " " + std::to_string(e.generation);
+  if (e.claim) text += " " + std::to_string(e.claim);
+  text += "\n";
   return replace_file(dir + "/" + *name, text);
 }
 
@@ -295,21 +300,32 @@ void record_arm(pid_t pid, const TrackerState& s) {
   (void)write_ledger(pid, LedgerEntry{s.chain_id, s.generation});
 }
 
-bool claim_collect(pid_t pid, const TrackerState& s) {
-  if (s.generation == s.prev_generation) return false;
+uint64_t claim_collect(pid_t pid, const TrackerState& s) {
+  if (s.generation == s.prev_generation) return 0;
   auto last = read_ledger(pid);
-  if (!last || !(*last == LedgerEntry{s.chain_id, s.prev_generation})) return false;
-  return write_ledger(pid, LedgerEntry{s.chain_id, s.generation}).ok();
+  if (!last || !last->same_generation(LedgerEntry{s.chain_id, s.prev_generation})) return 0;
+  LedgerEntry mine{s.chain_id, s.generation};
+  while (mine.claim == 0)
+    if (::getrandom(&mine.claim, sizeof mine.claim, 0) != ssize_t(sizeof mine.claim)) return 0;
+  return write_ledger(pid, mine).ok() ? mine.claim : 0;
 }
 
-Result<std::string> begin_collect(pid_t pid, const TrackerState& s, bool claimed) {
+Result<std::string> begin_collect(pid_t pid, const TrackerState& s, uint64_t claim) {
   const LedgerEntry parent{s.chain_id, s.prev_generation};
-  const LedgerEntry expected = claimed ? LedgerEntry{s.chain_id, s.generation} : parent;
   auto last = read_ledger(pid);
   if (!last) return std::string("no record of the generation that last reset tracking");
-  if (!(*last == expected))
+  if (claim) {
+    // Exactly this tool run's claim: a claim by another run of the same
+    // generation, or any record written since, means someone else may have
+    // reset tracking after the claim.
+    if (!(*last == LedgerEntry{s.chain_id, s.generation, claim}))
+      return "tracking was reset by " + describe(*last) + " since " + describe(parent) +
+             " (this tool's claim of generation " + std::to_string(s.generation) + " was replaced)";
+    return std::string();
+  }
+  if (!last->same_generation(parent))
     return "tracking was reset by " + describe(*last) + " since " + describe(parent);
-  if (!claimed && s.generation != s.prev_generation)
+  if (s.generation != s.prev_generation)
     if (Status w = write_ledger(pid, LedgerEntry{s.chain_id, s.generation}); !w.ok())
       return w.error().context("recording the tracking state");
   return std::string();

@@ -25,7 +25,13 @@ namespace ckpt::dirty {
 struct LedgerEntry {
   std::array<uint8_t, 16> chain_id{};
   uint64_t generation = 0;
+  // claim_collect()'s token: which tool run claimed `generation` (0: written
+  // by a collect or an arm). A parent is matched on chain and generation.
+  uint64_t claim = 0;
   bool operator==(const LedgerEntry&) const = default;
+  bool same_generation(const LedgerEntry& o) const {
+    return chain_id == o.chain_id && generation == o.generation;
+  }
 };
 
 // The last entry recorded for the process (identified by PID and start time,
@@ -85,18 +91,22 @@ void record_arm(pid_t pid, const TrackerState& s);
 // is never committed is found out by the next one) and returns "". Otherwise
 // returns why the dirty set cannot be trusted. An error: the record could not
 // be written; nothing may be reset then.
-// `claimed`: this tool's claim_collect() for the same generation came first;
-// the record must still be that claim (nothing is written then).
-Result<std::string> begin_collect(pid_t pid, const TrackerState& s, bool claimed = false);
+// `claim`: the token of this tool's claim_collect() for the same generation
+// (0: none); the record must still be exactly that claim, and nothing is
+// written then.
+Result<std::string> begin_collect(pid_t pid, const TrackerState& s, uint64_t claim = 0);
 // While the process still runs, before the freeze of the collect to come:
 // when the last reset was the parent generation's, records this generation
-// already, and says so. The record is then written before the freeze (a
-// rename there waited for the file system's journal: LedgerHold), and it
-// guards what the tool does meanwhile (adaptive.hpp, pages protected to
-// verify fresh blocks): any other collect (another chain, or this one's
-// next incremental after this tool was killed) finds a generation that is
-// not its parent and saves everything. A claim followed by no collect (an
-// error) costs the next incremental the same.
-bool claim_collect(pid_t pid, const TrackerState& s);
+// already, with a token of this tool run's own, and returns the token (0:
+// nothing claimed). The record is then written before the freeze (a rename
+// there waited for the file system's journal: LedgerHold), and it guards
+// what the tool does meanwhile (adaptive.hpp, pages protected to verify
+// fresh blocks): any other collect (another chain, this chain's next
+// incremental after this tool was killed, or another tool run claiming the
+// same generation at the same moment) finds a record that is not its own
+// and saves everything; every collect writes its record before it resets
+// tracking, so a claim cannot outlive a reset by anyone else. A claim
+// followed by no collect (an error) costs the next incremental the same.
+uint64_t claim_collect(pid_t pid, const TrackerState& s);
 
 }  // namespace ckpt::dirty

@@ -625,11 +625,13 @@ void compare_with_hashes(mem::RemoteReader& reader, Range r,
 void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageHash>& hashes,
                                        const TrackerState& state) {
   claimed_for_.reset();
+  claim_ = 0;
   verified_.clear();
   verified_bytes_ = 0;
   if (state.target_fd < 0 || !available().ok()) return;
   // The collect's ledger record, written now rather than in the freeze.
-  if (!claim_collect(pid, state)) return;
+  claim_ = claim_collect(pid, state);
+  if (!claim_) return;
   claimed_for_ = state;
   if (hashes.empty()) return;
   AdaptiveTracking adaptive(opts_.adaptive);
@@ -739,7 +741,8 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
                        claimed_for_->generation == state->generation;
   claimed_for_.reset();
   const bool verified = claimed && !verified_.empty();
-  CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state, claimed));
+  CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state, claimed ? claim_ : 0));
+  claim_ = 0;
   if (!untrusted.empty()) return history_lost(untrusted);
   CKPT_ASSIGN(UniqueFd uffd, proc::take_fd(pid, state->target_fd));
   CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));

@@ -149,6 +149,7 @@ class PagemapScanTracker : public Tracker {
   // The generation before_freeze() claimed in the ledger (and verified
   // blocks for), for the collect of the same generation.
   std::optional<TrackerState> claimed_for_;
+  uint64_t claim_ = 0;  // its token (dirty/ledger)
   VerifiedBlocks verified_;
   std::vector<kabi::page_region> regions_;  // PAGEMAP_SCAN output buffer, reused
   uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;
