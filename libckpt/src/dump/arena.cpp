@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -20,9 +21,20 @@ std::mutex pool_mutex;
 std::vector<Arena> pool;
 pid_t pool_owner = 0;  // a forked child inherits the list but not the mappings
 
+// Under strict overcommit (vm.overcommit_memory=2) MAP_NORESERVE is
+// ignored: a kept reservation of half the memory would count against the
+// system's commit limit between checkpoints, and others' allocations could
+// fail. Kept only where address space costs nothing until touched.
 bool keep_enabled() {
   const char* e = std::getenv("LIBCKPT_CAPTURE_KEEP");
-  return !e || std::strcmp(e, "0") != 0;
+  if (e && std::strcmp(e, "0") == 0) return false;
+  FILE* f = std::fopen("/proc/sys/vm/overcommit_memory", "re");
+  int mode = 0;
+  if (f) {
+    if (std::fscanf(f, "%d", &mode) != 1) mode = 0;
+    std::fclose(f);
+  }
+  return mode != 2;
 }
 
 void unmap(const Arena& a) {

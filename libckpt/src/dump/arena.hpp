@@ -27,7 +27,8 @@ struct Arena {
 Arena take_arena(uint64_t bytes);
 
 // Back for the next capture; `touched` is how much of it was written. Kept
-// unless LIBCKPT_CAPTURE_KEEP=0; a few at most (a checkpoint and its live
+// unless LIBCKPT_CAPTURE_KEEP=0 or under strict overcommit (the reservation
+// would be charged); a few at most (a checkpoint and its live
 // rounds use two at once). Never in a child after fork (MADV_DONTFORK), nor
 // in a core dump (MADV_DONTDUMP): it holds copies of other processes' memory.
 void return_arena(Arena a);
