@@ -1,10 +1,10 @@
 // The memory behind a capture's buffers, kept from one capture to the next
 // in the same process. Fresh memory is what a copy costs most on a VM: this
 // one hands freed pages back to its host, and the first touch of each page
-// then costs a fault in the host as well (400 MiB of huge pages: 120-780 ms
+// then costs a fault in the host as well (400 MiB of huge pages: 22-780 ms
 // to fault in fresh, nothing when kept; docs/performance.md). A process that
-// checkpoints again and again (the C API in a launcher, `cr_run`'s worker,
-// a live checkpoint's rounds) keeps what it used: marked MADV_FREE while
+// checkpoints again and again (the C API in a launcher, a live checkpoint's
+// rounds) keeps what it used: marked MADV_FREE while
 // idle, so the kernel may still take it back under memory pressure (the next
 // touch then faults in a zeroed page, as fresh memory would).
 #pragma once

@@ -52,9 +52,8 @@ Capture::Capture(uint64_t budget_bytes) {
   slots_ = std::max<uint64_t>(2, budget_bytes / kBatchBytes);
   // Address space only: pages are allocated as buffers are first used,
   // unless an earlier capture in this process left them (dump/arena).
-  arena_mem_ = take_arena(slots_ * kBatchBytes);
-  arena_ = arena_mem_.start;
-  touched_slots_ = std::min(slots_, arena_mem_.touched / kBatchBytes);
+  arena_ = take_arena(slots_ * kBatchBytes);
+  touched_slots_ = std::min(slots_, arena_.touched / kBatchBytes);
   // The writer drains while the job is frozen when a second CPU is free for
   // it: the copy and the write then overlap (checkpoint wall time ~ the
   // longer of the two instead of their sum), and the freeze still never
@@ -73,12 +72,12 @@ Capture::Capture(uint64_t budget_bytes) {
 }
 
 void Capture::prefault(uint64_t bytes) {
-  if (!arena_) return;
+  if (!arena_.start) return;
   bytes = std::min(slots_ * kBatchBytes, (bytes + kBatchBytes - 1) / kBatchBytes * kBatchBytes);
   if (bytes == 0) return;
-  if (::madvise(arena_, bytes, MADV_POPULATE_WRITE) != 0)
+  if (::madvise(arena_.start, bytes, MADV_POPULATE_WRITE) != 0)
     for (uint64_t at = 0; at < bytes; at += 4096)  // kernels before 5.14
-      reinterpret_cast<volatile uint8_t*>(arena_)[at] = 0;
+      reinterpret_cast<volatile uint8_t*>(arena_.start)[at] = 0;
   std::lock_guard<std::mutex> l(m_);
   touched_slots_ = std::max(touched_slots_, bytes / kBatchBytes);
 }
@@ -104,9 +103,9 @@ Capture::~Capture() {
     cv_.notify_all();
   }
   writer_.join();
-  arena_mem_.touched =
-      std::max(arena_mem_.touched, std::max<uint64_t>(touched_slots_, next_unused_) * kBatchBytes);
-  return_arena(arena_mem_);
+  arena_.touched =
+      std::max(arena_.touched, std::max<uint64_t>(touched_slots_, next_unused_) * kBatchBytes);
+  return_arena(arena_);
 }
 
 int Capture::take_buffer() {
@@ -215,7 +214,7 @@ void Capture::enqueue(Item item) {
 Status Capture::read(pid_t pid, const MemoryPlan& plan, PageSink sink, ProgressFn progress,
                      uint64_t progress_base, uint64_t progress_total,
                      std::vector<mem::Range>* missed) {
-  if (!arena_) return sys_error("reserving capture buffers");
+  if (!arena_.start) return sys_error("reserving capture buffers");
   std::vector<Batch> batches = make_batches(plan.ranges);
   if (batches.empty()) return {};
   const PageSink* s;
@@ -230,7 +229,7 @@ Status Capture::read(pid_t pid, const MemoryPlan& plan, PageSink sink, ProgressF
   if (!progress_total) progress_total = plan.bytes();
   mem::RemoteReader rr(pid);
   uint64_t done = progress_base;
-  auto buffer = [&](int i) { return arena_ + uint64_t(i) * kBatchBytes; };
+  auto buffer = [&](int i) { return arena_.start + uint64_t(i) * kBatchBytes; };
   // A running target (missed != null: a live pre-copy) keeps one reader: a
   // second would take the CPU from the program, and its misses are handled
   // range by range below.
@@ -311,7 +310,7 @@ void Capture::drain() {
       failed = !error_.ok();  // after an error the rest is only given back
     }
     Status st;
-    const uint8_t* p = arena_ + uint64_t(it.buf) * kBatchBytes;
+    const uint8_t* p = arena_.start + uint64_t(it.buf) * kBatchBytes;
     for (const mem::Range& r : it.ranges) {
       if (failed) break;
       st = (*it.sink)(r.addr, p, r.len / image::kPageSize);

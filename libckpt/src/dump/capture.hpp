@@ -101,8 +101,7 @@ class Capture {
   void drain();
 
   uint64_t slots_ = 0;
-  Arena arena_mem_;
-  uint8_t* arena_ = nullptr;
+  Arena arena_;  // the buffers' memory: slots_ batches from arena_.start
   std::mutex m_;
   std::condition_variable cv_;
   std::vector<int> free_;
