@@ -624,15 +624,14 @@ void compare_with_hashes(mem::RemoteReader& reader, Range r,
 
 void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageHash>& hashes,
                                        const TrackerState& state) {
-  claimed_for_.reset();
-  claim_ = 0;
+  claim_.reset();
   verified_.clear();
   verified_bytes_ = 0;
   if (state.target_fd < 0 || !available().ok()) return;
   // The collect's ledger record, written now rather than in the freeze.
-  claim_ = claim_collect(pid, state);
-  if (!claim_) return;
-  claimed_for_ = state;
+  const uint64_t token = claim_collect(pid, state);
+  if (!token) return;
+  claim_ = Claim{state, token};
   if (hashes.empty()) return;
   AdaptiveTracking adaptive(opts_.adaptive);
   adaptive.load(pid, state);
@@ -736,13 +735,14 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
   };
   // before_freeze() claimed this generation (and may have verified blocks
   // for it): the record must still be that claim.
-  const bool claimed = claimed_for_ && claimed_for_->chain_id == state->chain_id &&
-                       claimed_for_->prev_generation == state->prev_generation &&
-                       claimed_for_->generation == state->generation;
-  claimed_for_.reset();
-  const bool verified = claimed && !verified_.empty();
-  CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state, claimed ? claim_ : 0));
-  claim_ = 0;
+  uint64_t token = 0;
+  if (claim_ && claim_->state.chain_id == state->chain_id &&
+      claim_->state.prev_generation == state->prev_generation &&
+      claim_->state.generation == state->generation)
+    token = claim_->token;
+  claim_.reset();
+  const bool verified = token && !verified_.empty();
+  CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state, token));
   if (!untrusted.empty()) return history_lost(untrusted);
   CKPT_ASSIGN(UniqueFd uffd, proc::take_fd(pid, state->target_fd));
   CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));

@@ -147,9 +147,13 @@ class PagemapScanTracker : public Tracker {
   std::optional<FeatureCheck> probed_;
   UniqueFd installed_;  // install()'s userfaultfd, for the next arm()
   // The generation before_freeze() claimed in the ledger (and verified
-  // blocks for), for the collect of the same generation.
-  std::optional<TrackerState> claimed_for_;
-  uint64_t claim_ = 0;  // its token (dirty/ledger)
+  // blocks for) and the claim's token (dirty/ledger), for the collect of the
+  // same generation.
+  struct Claim {
+    TrackerState state;
+    uint64_t token = 0;
+  };
+  std::optional<Claim> claim_;
   VerifiedBlocks verified_;
   std::vector<kabi::page_region> regions_;  // PAGEMAP_SCAN output buffer, reused
   uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;
