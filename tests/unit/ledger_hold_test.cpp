@@ -2,9 +2,14 @@
 // dead processes' records wait in memory; reads see what waits.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -24,6 +29,7 @@ std::string file_text(const std::string& path) {
 pid_t idle_child() {
   pid_t p = ::fork();
   if (p == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // gone with the test on a failed ASSERT
     ::pause();
     ::_exit(0);
   }
@@ -33,6 +39,38 @@ pid_t idle_child() {
 void end_child(pid_t p) {
   ::kill(p, SIGKILL);
   ::waitpid(p, nullptr, 0);
+}
+
+// Runs `body` in a child with a ledger directory of its own. Other tests
+// running at the same time write records too, and every write sweeps the
+// records of dead processes: one this test keeps on purpose would go.
+template <class Body>
+void with_own_records(Body body) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    std::string own;
+    bool ok = false;
+    if (::geteuid() == 0) {
+      ok = ::unshare(CLONE_NEWNS) == 0 &&
+           ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+           ::mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") == 0;
+    } else {
+      char tmpl[] = "/tmp/ckpt-ledger-test.XXXXXX";
+      ok = ::mkdtemp(tmpl) != nullptr && ::setenv("XDG_RUNTIME_DIR", tmpl, 1) == 0;
+      if (ok) own = tmpl;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "no ledger directory of its own: %s\n", std::strerror(errno));
+      ::_exit(3);
+    }
+    body();
+    if (!own.empty()) std::filesystem::remove_all(own);
+    ::_exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(child, &st, 0), child);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      << "the test's child failed (its output above), status " << st;
 }
 
 }  // namespace
@@ -73,30 +111,32 @@ TEST(LedgerHold, SideStateWaitsInMemoryUntilWritten) {
 }
 
 TEST(LedgerHold, DeadRecordsRemovedOnlyOnceReleased) {
-  pid_t gone = idle_child();
-  LedgerEntry e{};
-  e.chain_id[0] = 0x4d;
-  e.generation = 1;
-  ASSERT_TRUE(write_ledger(gone, e).ok());
-  auto gone_path = ledger_side_file(gone, "", false);
-  ASSERT_TRUE(gone_path.has_value());
-  end_child(gone);
+  with_own_records([] {
+    pid_t gone = idle_child();
+    LedgerEntry e{};
+    e.chain_id[0] = 0x4d;
+    e.generation = 1;
+    ASSERT_TRUE(write_ledger(gone, e).ok());
+    auto gone_path = ledger_side_file(gone, "", false);
+    ASSERT_TRUE(gone_path.has_value());
+    end_child(gone);
 
-  pid_t live = idle_child();
-  {
-    LedgerHold hold;
-    ASSERT_TRUE(write_ledger(live, e).ok());
-    EXPECT_EQ(::access(gone_path->c_str(), F_OK), 0) << "a dead record was removed while held";
-  }
-  EXPECT_NE(::access(gone_path->c_str(), F_OK), 0) << "the dead record outlived the hold";
-  ASSERT_TRUE(read_ledger(live).has_value());
-  const std::string live_path = ledger_side_file(live, "", false).value_or("");
-  ASSERT_FALSE(live_path.empty());
-  end_child(live);
-  // Without a hold, the next record sweeps the dead one at once.
-  pid_t other = idle_child();
-  ASSERT_TRUE(write_ledger(other, e).ok());
-  EXPECT_NE(::access(live_path.c_str(), F_OK), 0);
-  ::unlink(ledger_side_file(other, "", false).value_or("").c_str());
-  end_child(other);
+    pid_t live = idle_child();
+    {
+      LedgerHold hold;
+      ASSERT_TRUE(write_ledger(live, e).ok());
+      EXPECT_EQ(::access(gone_path->c_str(), F_OK), 0) << "a dead record was removed while held";
+    }
+    EXPECT_NE(::access(gone_path->c_str(), F_OK), 0) << "the dead record outlived the hold";
+    ASSERT_TRUE(read_ledger(live).has_value());
+    const std::string live_path = ledger_side_file(live, "", false).value_or("");
+    ASSERT_FALSE(live_path.empty());
+    end_child(live);
+    // Without a hold, the next record sweeps the dead one at once.
+    pid_t other = idle_child();
+    ASSERT_TRUE(write_ledger(other, e).ok());
+    EXPECT_NE(::access(live_path.c_str(), F_OK), 0);
+    ::unlink(ledger_side_file(other, "", false).value_or("").c_str());
+    end_child(other);
+  });
 }

@@ -25,6 +25,50 @@ std::string parent_of(const std::string& path) {
   return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
 }
 
+// An existing entry must be the kind saved and belong to the saved owner:
+// a restore never writes through somebody else's file or link.
+Status check_existing(const image::ScratchFile& f, const struct stat& st, const std::string& what) {
+  if ((st.st_mode & S_IFMT) != f.type || st.st_uid != f.uid)
+    return make_error(EEXIST, what + ": exists here as another file or owner");
+  return {};
+}
+
+// A directory or FIFO made where missing. Made meanwhile by someone else (the
+// restore of another node's part on this host shares its tmpfs) is as good
+// as found: it is checked the same way.
+Status make_node(const image::ScratchFile& f, const std::string& what) {
+  const bool dir = f.type == S_IFDIR;
+  const int r =
+      dir ? ::mkdir(f.path.c_str(), mode_t(f.mode)) : ::mkfifo(f.path.c_str(), mode_t(f.mode));
+  struct stat st;
+  if (r != 0 && errno == EEXIST && ::lstat(f.path.c_str(), &st) == 0)
+    return check_existing(f, st, what);
+  if (r != 0) return sys_error(what);
+  if (::geteuid() == 0 && ::lchown(f.path.c_str(), f.uid, f.gid) != 0)
+    return sys_error(what + ": chown");
+  return {};
+}
+
+// A regular file gets its saved content, in a file made here or in one that
+// exists and passes the check on its open descriptor (no window between the
+// check and the write).
+Status put_file(const image::ScratchFile& f, const std::string& what) {
+  const int flags = O_WRONLY | O_NOFOLLOW | O_CLOEXEC;
+  UniqueFd fd(::open(f.path.c_str(), flags | O_CREAT | O_EXCL, mode_t(f.mode)));
+  if (!fd.valid() && errno == EEXIST) {
+    fd.reset(::open(f.path.c_str(), flags | O_NONBLOCK));
+    struct stat st;
+    if (fd.valid() && ::fstat(fd.get(), &st) != 0) return sys_error(what);
+    if (fd.valid()) CKPT_TRY(check_existing(f, st, what));
+    if (fd.valid() && ::ftruncate(fd.get(), 0) != 0) return sys_error(what + ": truncate");
+  }
+  if (!fd.valid()) return sys_error(what);
+  CKPT_TRY(write_all(fd.get(), f.data.data(), f.data.size(), what));
+  if (::geteuid() == 0 && ::fchown(fd.get(), f.uid, f.gid) != 0) return sys_error(what + ": chown");
+  if (::fchmod(fd.get(), mode_t(f.mode)) != 0) return sys_error(what + ": chmod");
+  return {};
+}
+
 Status put(const image::ScratchFile& f) {
   const std::string what = "scratch file " + f.path;
   if (!plain_path(f.path)) return make_error(EBADMSG, what + ": not a plain absolute path");
@@ -32,31 +76,13 @@ Status put(const image::ScratchFile& f) {
   if (::statfs(parent_of(f.path).c_str(), &fs) != 0) return sys_error(what + ": its directory");
   if (fs.f_type != TMPFS_MAGIC)
     return make_error(EPERM, what + ": its directory is not on tmpfs here");
-  const bool root = ::geteuid() == 0;
+  if (f.type != S_IFREG && f.type != S_IFDIR && f.type != S_IFIFO)
+    return make_error(EBADMSG, what + ": unknown type in image");
   struct stat st;
   const bool exists = ::lstat(f.path.c_str(), &st) == 0;
-  // An existing entry must be the kind saved and belong to the saved owner:
-  // a restore never writes through somebody else's file or link.
-  if (exists && ((st.st_mode & S_IFMT) != f.type || st.st_uid != f.uid))
-    return make_error(EEXIST, what + ": exists here as another file or owner");
-  if (f.type == S_IFDIR) {
-    if (!exists && ::mkdir(f.path.c_str(), mode_t(f.mode)) != 0) return sys_error(what);
-  } else if (f.type == S_IFIFO) {
-    if (!exists && ::mkfifo(f.path.c_str(), mode_t(f.mode)) != 0) return sys_error(what);
-  } else if (f.type == S_IFREG) {
-    UniqueFd fd(::open(f.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                       mode_t(f.mode)));
-    if (!fd.valid()) return sys_error(what);
-    CKPT_TRY(write_all(fd.get(), f.data.data(), f.data.size(), what));
-    if (root && ::fchown(fd.get(), f.uid, f.gid) != 0) return sys_error(what + ": chown");
-    if (::fchmod(fd.get(), mode_t(f.mode)) != 0) return sys_error(what + ": chmod");
-    return {};
-  } else {
-    return make_error(EBADMSG, what + ": unknown type in image");
-  }
-  if (!exists && root && ::lchown(f.path.c_str(), f.uid, f.gid) != 0)
-    return sys_error(what + ": chown");
-  return {};
+  if (exists) CKPT_TRY(check_existing(f, st, what));
+  if (f.type == S_IFREG) return put_file(f, what);
+  return exists ? Status{} : make_node(f, what);
 }
 
 }  // namespace
