@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -350,6 +351,12 @@ struct WriteBatch {
   size_t first = 0, last = 0;  // slices [first, last)
 };
 
+// An A/B switch of docs/performance.md set to `value`.
+bool env_number_is(const char* name, int value) {
+  const char* e = std::getenv(name);
+  return e && std::atoi(e) == value;
+}
+
 std::vector<WriteBatch> make_write_batches(const std::vector<image::PlanSlice>& slices) {
   constexpr uint64_t kBatchBytes = 16 << 20;
   std::vector<WriteBatch> out;
@@ -375,9 +382,9 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     return chain_->links[sl.link]->content(*sl.run) + uint64_t(sl.first_page) * kPageSize;
   };
 
-  // Other threads check the checksums of the runs the next batches read
-  // while this one copies the current batch: no byte reaches the process
-  // before its whole run's checksum matched, and the passes overlap.
+  // No byte reaches the process before its whole run's checksum matched.
+  // Plain runs are checked by the writer just before it copies them;
+  // compressed ones by other threads, batches ahead, as they are decoded.
   const std::vector<WriteBatch> batches = make_write_batches(slices);
   // A compressed run's decompressed content (kept by its reader once
   // verified) is freed after the last batch that copies from it.
@@ -394,25 +401,35 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   if (const char* e = std::getenv("LIBCKPT_VERIFY_THREADS"))  // for A/B runs (docs/performance.md)
     workers = unsigned(std::clamp(std::atoi(e), 1, 16));
   std::vector<std::set<const image::PageRun*>> checked(workers);  // a run may feed several batches
-  BatchVerifier verifier(batches.size(), workers, 4, [&](size_t b, unsigned t) -> Status {
-    if (b + 1 < batches.size())  // overlap the disk with this batch's hashing
+  // The page file's pages of batch b: read ahead for the next batch, page
+  // tables of this one filled in one call rather than one fault per 64 KiB
+  // as the check and the copy touch them (a fault is costly in a VM with
+  // shadow page tables: docs/performance.md, "io_uring for the page file").
+  auto prepare = [&](size_t b) {
+    if (b + 1 < batches.size())
       for (size_t i = batches[b + 1].first; i < batches[b + 1].last; ++i)
         if (!slices[i].zero() && !slices[i].run->compressed())  // a frame: read when verified
           ::madvise(const_cast<uint8_t*>(content(slices[i])),
                     uint64_t(slices[i].npages) * kPageSize, MADV_WILLNEED);
-    // This batch's pages were read ahead one batch ago; its page tables
-    // are filled in one call rather than one fault per 64 KiB as the check
-    // and the copy touch them (a fault is costly in a VM with shadow page
-    // tables: docs/performance.md, "io_uring for the page file").
     for (size_t i = batches[b].first; i < batches[b].last; ++i)
       if (!slices[i].zero() && !slices[i].run->compressed())
         ::madvise(const_cast<uint8_t*>(content(slices[i])), uint64_t(slices[i].npages) * kPageSize,
                   MADV_POPULATE_READ);  // EINVAL before Linux 5.14: the faults as before
-    for (size_t i = batches[b].first; i < batches[b].last; ++i)
-      if (checked[t].insert(slices[i].run).second)
-        CKPT_TRY(chain_->links[slices[i].link]->verify_run(*slices[i].run));
-    return {};
-  });
+  };
+  // Plain content is checked by the writer itself, run by run, just before
+  // it copies the run: the run (at most 1 MiB) is still in the CPU's cache
+  // for the copy, which a checker running batches ahead left to memory.
+  const bool fused = !compressed && !std::getenv("LIBCKPT_VERIFY_THREADS") &&
+                     !env_number_is("LIBCKPT_RESTORE_FUSED", 0);
+  std::optional<BatchVerifier> verifier;
+  if (!fused)
+    verifier.emplace(batches.size(), workers, 4, [&](size_t b, unsigned t) -> Status {
+      prepare(b);
+      for (size_t i = batches[b].first; i < batches[b].last; ++i)
+        if (checked[t].insert(slices[i].run).second)
+          CKPT_TRY(chain_->links[slices[i].link]->verify_run(*slices[i].run));
+      return {};
+    });
 
   uint64_t total = 0;
   for (const image::PlanSlice& sl : slices)
@@ -422,7 +439,8 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   struct Part {
     Status st;
     MemoryStats counts;
-    uint64_t done = 0;  // content bytes copied
+    uint64_t done = 0;                     // content bytes copied
+    std::set<const image::PageRun*> runs;  // checked by this writer (fused)
   };
   std::atomic<bool> failed{false};  // one writer's failure ends the other's part
   // Anonymous memory without huge pages is filled by UFFDIO_COPY (no zeroing first).
@@ -432,8 +450,12 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   auto write_part = [&](size_t first, size_t step, Part* part, bool report) {
     std::vector<iovec> local, remote;
     size_t vi = 0;
+    auto written = [&](size_t b) {  // the checkers' window moves on
+      if (verifier) verifier->written(b);
+    };
     for (size_t b = first; b < batches.size() && !failed; b += step) {
-      if (Status st = verifier.wait(b); !st.ok()) {
+      if (fused) prepare(b);
+      if (Status st = fused ? Status{} : verifier->wait(b); !st.ok()) {
         part->st = st;
         failed = true;
         return;
@@ -454,13 +476,20 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
           src = content(sl);
           part->counts.bytes_read += len;
           part->done += len;
+          if (fused && part->runs.insert(sl.run).second) {
+            if (Status st = chain_->links[sl.link]->verify_run(*sl.run); !st.ok()) {
+              part->st = st;
+              failed = true;
+              return;
+            }
+          }
         }
         part->counts.pages_written += sl.npages;
         if (!sl.zero() && fill.covers(sl.vaddr, len)) {
           if (Status st = fill.copy(sl.vaddr, src, len); !st.ok()) {
             part->st = st;
             failed = true;
-            verifier.written(b);
+            written(b);
             return;
           }
           continue;
@@ -476,7 +505,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
           part->st = n < 0 ? sys_error("writing memory into the new process")
                            : make_error(EFAULT, "short write into the new process");
           failed = true;
-          verifier.written(b);  // the window moves on for a writer waiting on a check
+          written(b);  // the window moves on for a writer waiting on a check
           return;
         }
         if (report && progress) progress(std::min(total, part->done * step), total);  // about
@@ -486,7 +515,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
         if (it != last_use.end() && it->second == b)
           chain_->links[slices[i].link]->drop_content(*slices[i].run);
       }
-      verifier.written(b);
+      written(b);
     }
   };
   // A second writer takes every other batch when there is a CPU for it and
@@ -496,8 +525,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   // and faults in different places of one process proceed in parallel.
   const bool two = last_use.empty() && batches.size() > 1 &&
                    std::thread::hardware_concurrency() >= 2 &&
-                   !(std::getenv("LIBCKPT_RESTORE_WRITERS") &&
-                     std::atoi(std::getenv("LIBCKPT_RESTORE_WRITERS")) == 1);
+                   !env_number_is("LIBCKPT_RESTORE_WRITERS", 1);
   Part parts[2];
   if (two) {
     std::thread second([&] { write_part(1, 2, &parts[1], false); });

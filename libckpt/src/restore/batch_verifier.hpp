@@ -1,8 +1,9 @@
 // Checks the content a restore writes, ahead of the writer: batch b may be
 // copied into the new process only once every run it reads has matched its
-// checksum. One thread hashes plain runs (the copy is the slower side);
-// compressed runs are decoded as they are checked, which is slower than the
-// copy, so several threads take turns (batch b goes to thread b % threads).
+// checksum. Compressed runs are decoded as they are checked, which is
+// slower than the copy, so several threads take turns (batch b goes to
+// thread b % threads). Plain runs are checked by the writers themselves,
+// just before each copy (address_space.cpp), except in A/B runs.
 // They stay at most `ahead` batches in front of the writer, so decoded
 // content waiting to be copied stays bounded.
 #pragma once
