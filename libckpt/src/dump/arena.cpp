@@ -3,13 +3,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "dump/memory.hpp"
+#include "util/fd.hpp"
 
 namespace ckpt::dump {
 namespace {
@@ -28,13 +28,8 @@ pid_t pool_owner = 0;  // a forked child inherits the list but not the mappings
 bool keep_enabled() {
   const char* e = std::getenv("LIBCKPT_CAPTURE_KEEP");
   if (e && std::strcmp(e, "0") == 0) return false;
-  FILE* f = std::fopen("/proc/sys/vm/overcommit_memory", "re");
-  int mode = 0;
-  if (f) {
-    if (std::fscanf(f, "%d", &mode) != 1) mode = 0;
-    std::fclose(f);
-  }
-  return mode != 2;
+  auto mode = read_file("/proc/sys/vm/overcommit_memory");
+  return !mode.ok() || std::atoi(mode->c_str()) != 2;
 }
 
 void unmap(const Arena& a) {

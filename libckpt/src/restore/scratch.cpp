@@ -58,9 +58,9 @@ Status put_file(const image::ScratchFile& f, const std::string& what) {
   if (!fd.valid() && errno == EEXIST) {
     fd.reset(::open(f.path.c_str(), flags | O_NONBLOCK));
     struct stat st;
-    if (fd.valid() && ::fstat(fd.get(), &st) != 0) return sys_error(what);
-    if (fd.valid()) CKPT_TRY(check_existing(f, st, what));
-    if (fd.valid() && ::ftruncate(fd.get(), 0) != 0) return sys_error(what + ": truncate");
+    if (!fd.valid() || ::fstat(fd.get(), &st) != 0) return sys_error(what);
+    CKPT_TRY(check_existing(f, st, what));
+    if (::ftruncate(fd.get(), 0) != 0) return sys_error(what + ": truncate");
   }
   if (!fd.valid()) return sys_error(what);
   CKPT_TRY(write_all(fd.get(), f.data.data(), f.data.size(), what));
@@ -78,6 +78,8 @@ Status put(const image::ScratchFile& f) {
     return make_error(EPERM, what + ": its directory is not on tmpfs here");
   if (f.type != S_IFREG && f.type != S_IFDIR && f.type != S_IFIFO)
     return make_error(EBADMSG, what + ": unknown type in image");
+  // Checked up front as well: a FIFO where a file was saved would otherwise
+  // fail its open with a less telling error.
   struct stat st;
   const bool exists = ::lstat(f.path.c_str(), &st) == 0;
   if (exists) CKPT_TRY(check_existing(f, st, what));
