@@ -31,6 +31,8 @@
 #   move-kill-src-committed B's session killed before it reports MOVED (the
 #                  part runs at C): cr_job asks C, the move stands (exit 0,
 #                  one line naming B); exactly one copy, at C
+#   move-kill-src-committed-slow  the same while C's session, done, is
+#                  slow to exit
 #   move-kill-src-commit-sent  B's session killed once C holds the part,
 #                  ready to run, before C says RUNNING (then lets it go): B's frozen copy dies with its
 #                  session (PTRACE_O_EXITKILL past COMMIT), never two copies
@@ -95,12 +97,16 @@ declare -A IDX=([A]=1 [B]=2 [C]=3)
 ns_of() { local v=NS_$1; echo "${!v}"; }
 agent_of() { echo "$MNET.${IDX[$1]}:$PORT"; }
 
-# agent N FRAME: (re)starts node N's agent; FRAME (TYPE[:STEP], or -) is
-# where its sessions stop (stop_at_frame.so). Sets AG_N to its PID.
+# agent N FRAME [LINGER_MS]: (re)starts node N's agent; FRAME (TYPE[:STEP],
+# or -) is where its sessions stop (stop_at_frame.so); LINGER_MS, how long
+# each of its sessions stays alive once done (a loaded machine's delay).
+# Sets AG_N to its PID.
 agent() {
   local n=$1 frame=$2 env=() v=AG_$1 pre=()
   [[ -n ${!v:-} ]] && kill_tree "${!v}"
-  [[ $frame != - ]] && env=(LD_PRELOAD="$STOP" CKPT_STOP_FRAME="$frame" CKPT_STOP_PID_FILE="$WORK/stop$n")
+  [[ $frame != - || -n ${3:-} ]] && env=(LD_PRELOAD="$STOP")
+  [[ $frame != - ]] && env+=(CKPT_STOP_FRAME="$frame" CKPT_STOP_PID_FILE="$WORK/stop$n")
+  [[ -n ${3:-} ]] && env+=(CKPT_EXIT_LINGER_MS="$3")
   # The spare is another machine: its own PIDs (a part moved there keeps its
   # PIDs while the frozen original still holds them on B).
   [[ $n == C ]] && pre=(unshare --pid --fork --mount-proc)
@@ -292,14 +298,14 @@ copies() { # NS: how many tcp_stream processes run in NS
   done
   echo "$n"
 }
-move_case() { # CASE NODE FRAME FAULT
+move_case() { # CASE NODE FRAME FAULT [LINGER_MS of the other node's sessions]
   CASE=$1
   wanted "$CASE" || return 0
   local n=$2 other s t0 i
   other=B
   [[ $n == B ]] && other=C
   agent "$n" "$3"
-  agent "$other" -
+  agent "$other" - "${5:-}"
   echo "$AG_B" >"$WORK/agB"
   rm -f "$WORK/takeover.log"
   stream_start
@@ -383,6 +389,10 @@ move_case move-kill-dst C 12 kill
 move_case move-link-dst C 12 link
 move_case move-kill-src-takeover B - takeover-kill
 move_case move-kill-src-committed B 16:18 committed
+# The same, with C's session alive 1.5 s after it has let the part go (its
+# lock released): asked where the part runs, C waits for it (CI flake of
+# 2026-11-28: "no part with root PID ... runs here").
+move_case move-kill-src-committed-slow B 16:18 committed 1500
 move_case move-kill-src-commit-sent C 9 commit-sent
 # Not a failure: a move that succeeds, whose takeover does not flush A's
 # neighbour entry (C announces the address itself).

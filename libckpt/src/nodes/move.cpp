@@ -113,6 +113,11 @@ Status serve_migrate(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, con
 
 Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const Frame& first) {
   // .incoming-PID-: the daemon removes it if this session is killed.
+  // Held (shared) while this migration is in progress: serve_where waits
+  // for it. Released by the kernel however the session ends; declared
+  // first so that it outlives the removal of the staging files below.
+  UniqueFd busy(::open(cfg.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (busy.valid()) (void)::flock(busy.get(), LOCK_SH);
   std::string staging = cfg.dir + "/.incoming-" + std::to_string(::getpid()) + "-XXXXXX";
   if (!::mkdtemp(staging.data())) return sys_error("creating " + staging);
   struct Cleanup {
@@ -123,10 +128,6 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
     (void)w.send(migrate::kError, e.message.data(), std::min<size_t>(e.message.size(), 4000));
     return e;
   };
-  // Held (shared) while this migration is in progress: serve_where waits
-  // for it. Released by the kernel however the session ends.
-  UniqueFd busy(::open(cfg.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (busy.valid()) (void)::flock(busy.get(), LOCK_SH);
   journal_incoming();
   migrate::JobIncoming in(staging, 1);
   // Locked here before the address arrives: until the restore rebuilds a
@@ -243,18 +244,22 @@ Status serve_where(FrameWriter& w, const AgentConfig& cfg, const Message& req) {
     ::usleep(20000);
   }
   // A part restored here is a child of the daemon (our parent) once its
-  // session ended; the session's lock goes before its children are handed
-  // over, so a part still attached to its exiting session is waited for.
-  for (int i = 0; i < 100; ++i) {
+  // session ended. The session's lock goes before its children are handed
+  // over (it still removes its staging files and exits, which under load
+  // takes a while: CI of 2026-11-29), so a part whose parent is one of our
+  // sessions, running or exiting, is waited for.
+  for (;;) {
     char state = 0;
     long ppid = 0;
     if (!stat_of(pid, &state, &ppid) || state == 'Z' || state == 'X') break;
     if (ppid == long(::getppid())) return send_step(w, {kRunning, uint64_t(pid), 0, {}});
     char pstate = 0;
     long pppid = 0;
-    if (!stat_of(pid_t(ppid), &pstate, &pppid) || pppid != long(::getppid()) ||
-        (pstate != 'Z' && pstate != 'X'))
+    if (!stat_of(pid_t(ppid), &pstate, &pppid) || pppid != long(::getppid()))
       break;  // not a part of ours
+    if (now_seconds() > deadline)
+      return fail(w, make_error(ETIMEDOUT, "the session that restored PID " + std::to_string(pid) +
+                                               " here has not ended"));
     ::usleep(20000);
   }
   return fail(w, make_error(ESRCH, "no part with root PID " + std::to_string(pid) + " runs here"));

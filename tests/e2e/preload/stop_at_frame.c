@@ -6,6 +6,9 @@
 // about to send one writes its PID to CKPT_STOP_PID_FILE and stops itself
 // (SIGSTOP) before the frame leaves. The test then kills it, or cuts its
 // link and lets it go on (SIGCONT).
+// CKPT_EXIT_LINGER_MS=N: every _exit waits N ms first, so that a session
+// that has finished its work stays alive a while, as it may on a loaded
+// machine (the window serve_where must wait out).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -57,4 +60,14 @@ ssize_t sendmsg(int fd, const struct msghdr* mh, int flags) {
   if (!real) real = (ssize_t(*)(int, const struct msghdr*, int))dlsym(RTLD_NEXT, "sendmsg");
   maybe_stop(mh);
   return real(fd, mh, flags);
+}
+
+void _exit(int status) {
+  static void (*real)(int);
+  if (!real) real = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
+  const char* ms = getenv("CKPT_EXIT_LINGER_MS");
+  if (ms) usleep((useconds_t)strtoul(ms, NULL, 10) * 1000);
+  real(status);
+  for (;;) {
+  }
 }
