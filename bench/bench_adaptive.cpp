@@ -50,6 +50,8 @@ const char* kHelp =
     "                     uninterrupted run just before it; medians at the end (default 1)\n"
     "  --full-every N     every Nth checkpoint is a new full of the same process, as a\n"
     "                     policy of m incrementals per full does (default 0: the first only)\n"
+    "  --live             live checkpoints (pre-copy while the program runs, then a\n"
+    "                     short freeze), fulls and incrementals alike\n"
     "  --json             one JSON object per run on stdout as well\n"
     "  --help             this text\n";
 
@@ -91,7 +93,7 @@ std::string slurp(const std::string& path) {
 // Runs `argv` with stdout into `out`; checkpoints it every `interval` s
 // (0: never) once it printed "computing".
 Run run(const std::vector<std::string>& argv, const std::string& out, double interval,
-        const std::string& dir, const std::string& tracker, int full_every) {
+        const std::string& dir, const std::string& tracker, int full_every, bool live) {
   Run r;
   r.interval = interval;
   std::filesystem::remove_all(dir);
@@ -128,6 +130,7 @@ Run run(const std::vector<std::string>& argv, const std::string& out, double int
     co.dir = dir;
     co.pid = pid;
     co.tracker = tracker;
+    co.live = live;
     int taken = 0;
     double next = ckpt::now_seconds();
     while (!poll_exit()) {
@@ -190,7 +193,7 @@ int main(int argc, char** argv) {
   std::string mg_args = "256 12", sparse_args = "100000 300 60";
   std::string bin = std::filesystem::path(argv[0]).parent_path().string() + "/workloads";
   std::string dir = "/var/tmp/bench_adaptive", tracker = "pagemap-scan";
-  bool json = false;
+  bool json = false, live = false;
   int full_every = 0, reps = 1;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -226,6 +229,8 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--json") {
       json = true;
+    } else if (a == "--live") {
+      live = true;
     } else {
       std::fprintf(stderr, "bench_adaptive: unknown option %s (see --help)\n", a.c_str());
       return 2;
@@ -255,7 +260,7 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < reps; ++rep)
       for (const auto& [interval, mode] : plan) {
         ::setenv("LIBCKPT_ADAPTIVE_TRACKING", mode == "off" ? "off" : "on", 1);
-        Run r = run(args, out, interval, dir, tracker, full_every);
+        Run r = run(args, out, interval, dir, tracker, full_every, live);
         r.workload = w;
         r.mode = mode;
         if (interval == 0) base = r;
