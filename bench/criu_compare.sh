@@ -230,6 +230,18 @@ for MIB in "${SIZE_LIST[@]}"; do
   done
 done
 
+# A VM that reports freed memory to its host (virtio-balloon free page
+# reporting) gets 2 MiB blocks back slowly about 2 s after they were freed:
+# whichever tool then takes fresh huge pages pays the host's faults (up to
+# 3 x the 64 MiB dump here). Printed, as bench_migrate does
+# (docs/performance.md, "Free page reporting").
+if order=$(cat /sys/module/page_reporting/parameters/page_reporting_order 2>/dev/null); then
+  if ((order > 10)); then
+    echo "free page reporting: off (order $order)"
+  else
+    echo "free page reporting: on (blocks of $((4 << order)) KiB), so fresh memory may come slowly from the host; see docs/performance.md"
+  fi
+fi
 python3 - "$RES" "$CRIU_VER" "$REPS" <<'PY'
 import json, statistics, sys
 res, ver, reps = sys.argv[1], sys.argv[2], sys.argv[3]
