@@ -52,6 +52,7 @@ const char* kHelp =
     "                     policy of m incrementals per full does (default 0: the first only)\n"
     "  --live             live checkpoints (pre-copy while the program runs, then a\n"
     "                     short freeze), fulls and incrementals alike\n"
+    "  --direct           write page content with O_DIRECT (no page cache)\n"
     "  --json             one JSON object per run on stdout as well\n"
     "  --help             this text\n";
 
@@ -93,7 +94,8 @@ std::string slurp(const std::string& path) {
 // Runs `argv` with stdout into `out`; checkpoints it every `interval` s
 // (0: never) once it printed "computing".
 Run run(const std::vector<std::string>& argv, const std::string& out, double interval,
-        const std::string& dir, const std::string& tracker, int full_every, bool live) {
+        const std::string& dir, const std::string& tracker, int full_every, bool live,
+        bool direct) {
   Run r;
   r.interval = interval;
   std::filesystem::remove_all(dir);
@@ -131,6 +133,7 @@ Run run(const std::vector<std::string>& argv, const std::string& out, double int
     co.pid = pid;
     co.tracker = tracker;
     co.live = live;
+    co.direct_io = direct;
     int taken = 0;
     double next = ckpt::now_seconds();
     while (!poll_exit()) {
@@ -193,7 +196,7 @@ int main(int argc, char** argv) {
   std::string mg_args = "256 12", sparse_args = "100000 300 60";
   std::string bin = std::filesystem::path(argv[0]).parent_path().string() + "/workloads";
   std::string dir = "/var/tmp/bench_adaptive", tracker = "pagemap-scan";
-  bool json = false, live = false;
+  bool json = false, live = false, direct = false;
   int full_every = 0, reps = 1;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -231,6 +234,8 @@ int main(int argc, char** argv) {
       json = true;
     } else if (a == "--live") {
       live = true;
+    } else if (a == "--direct") {
+      direct = true;
     } else {
       std::fprintf(stderr, "bench_adaptive: unknown option %s (see --help)\n", a.c_str());
       return 2;
@@ -260,7 +265,7 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < reps; ++rep)
       for (const auto& [interval, mode] : plan) {
         ::setenv("LIBCKPT_ADAPTIVE_TRACKING", mode == "off" ? "off" : "on", 1);
-        Run r = run(args, out, interval, dir, tracker, full_every, live);
+        Run r = run(args, out, interval, dir, tracker, full_every, live, direct);
         r.workload = w;
         r.mode = mode;
         if (interval == 0) base = r;

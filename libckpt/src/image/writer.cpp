@@ -64,7 +64,8 @@ Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::create_in(
   std::string pages = w->tmp_dir_ + "/" + kPagesFile;
   // Optionally content goes to disk with O_DIRECT (where the filesystem
   // allows it): no page cache to allocate, so a checkpoint does not double the
-  // node's memory use, at the price of a longer freeze (docs/performance.md).
+  // node's memory use; with the capture buffers the target is released before
+  // this write, so the freeze is not longer (docs/performance.md).
   // Callers hand in page-aligned buffers; the page-sized header keeps
   // offsets aligned.
   // Read-write: a live checkpoint reads back parts of runs it cuts (drop_pages).
