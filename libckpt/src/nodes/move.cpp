@@ -112,12 +112,12 @@ Status serve_migrate(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, con
 }
 
 Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const Frame& first) {
-  // .incoming-PID-: the daemon removes it if this session is killed.
   // Held (shared) while this migration is in progress: serve_where waits
   // for it. Released by the kernel however the session ends; declared
   // first so that it outlives the removal of the staging files below.
   UniqueFd busy(::open(cfg.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (busy.valid()) (void)::flock(busy.get(), LOCK_SH);
+  // .incoming-PID-: the daemon removes it if this session is killed.
   std::string staging = cfg.dir + "/.incoming-" + std::to_string(::getpid()) + "-XXXXXX";
   if (!::mkdtemp(staging.data())) return sys_error("creating " + staging);
   struct Cleanup {
@@ -245,9 +245,9 @@ Status serve_where(FrameWriter& w, const AgentConfig& cfg, const Message& req) {
   }
   // A part restored here is a child of the daemon (our parent) once its
   // session ended. The session's lock goes before its children are handed
-  // over (it still removes its staging files and exits, which under load
-  // takes a while: CI of 2026-11-29), so a part whose parent is one of our
-  // sessions, running or exiting, is waited for.
+  // over (it still has to return and exit, which under load took long
+  // enough for a wrong "not here": CI of 2026-11-29), so a part whose parent
+  // is one of our sessions, running or exiting, is waited for.
   for (;;) {
     char state = 0;
     long ppid = 0;
