@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dirty/ledger.hpp"
+#include "util/env.hpp"
 
 namespace ckpt::dirty {
 
@@ -44,8 +45,7 @@ AdaptiveOptions AdaptiveOptions::from_env() {
   AdaptiveOptions o;
   o.enabled = env_switch_on("LIBCKPT_ADAPTIVE_TRACKING");
   // Tuning knobs for measurements (docs/performance.md), not for users.
-  if (const char* e = std::getenv("LIBCKPT_ADAPTIVE_HOT_AFTER"))
-    o.hot_after = uint32_t(std::max(1L, std::strtol(e, nullptr, 10)));
+  if (auto n = env_number("LIBCKPT_ADAPTIVE_HOT_AFTER")) o.hot_after = uint32_t(std::max(1LL, *n));
   if (const char* e = std::getenv("LIBCKPT_ADAPTIVE_HOT_FRACTION"))
     o.hot_fraction = std::strtod(e, nullptr);
   o.carry_over = env_switch_on("LIBCKPT_ADAPTIVE_CARRY");

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dirty/ledger.hpp"
+#include "util/env.hpp"
 #include "util/hash.hpp"
 
 namespace ckpt::dirty {

@@ -253,11 +253,6 @@ std::optional<std::string> runtime_dir(const std::string& leaf) {
   return dir;
 }
 
-bool env_switch_on(const char* name) {
-  const char* v = std::getenv(name);
-  return !v || !(std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0);
-}
-
 std::optional<LedgerEntry> read_ledger(pid_t pid) {
   auto name = entry_name(pid);
   if (!name) return std::nullopt;

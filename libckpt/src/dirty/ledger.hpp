@@ -80,8 +80,6 @@ std::optional<std::string> runtime_dir(const std::string& leaf);
 // This boot's id (/proc/sys/kernel/random/boot_id, without its newline):
 // what tells a record of this boot from one that survived a reboot.
 std::optional<std::string> boot_id();
-// An on/off switch in the environment: on unless set to "off" or "0".
-bool env_switch_on(const char* name);
 
 // For a tracker: an arm restarts tracking for `s.generation` (best effort:
 // without the record the next collect saves everything).

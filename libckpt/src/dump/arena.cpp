@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dump/memory.hpp"
+#include "util/env.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::dump {
@@ -26,8 +27,7 @@ pid_t pool_owner = 0;  // a forked child inherits the list but not the mappings
 // system's commit limit between checkpoints, and others' allocations could
 // fail. Kept only where address space costs nothing until touched.
 bool keep_enabled() {
-  const char* e = std::getenv("LIBCKPT_CAPTURE_KEEP");
-  if (e && std::strcmp(e, "0") == 0) return false;
+  if (!env_switch_on("LIBCKPT_CAPTURE_KEEP")) return false;
   auto mode = read_file("/proc/sys/vm/overcommit_memory");
   return !mode.ok() || std::atoi(mode->c_str()) != 2;
 }

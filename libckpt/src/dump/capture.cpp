@@ -11,6 +11,7 @@
 
 #include "mem/madvise.hpp"
 #include "mem/reader.hpp"
+#include "util/env.hpp"
 
 #include <memory>
 
@@ -18,8 +19,8 @@ namespace ckpt::dump {
 
 uint64_t default_capture_budget() {
   constexpr uint64_t kMin = 4 * kBatchBytes;
-  if (const char* e = ::getenv("LIBCKPT_CAPTURE_MIB"))
-    return std::max<uint64_t>(kMin, std::strtoull(e, nullptr, 10) << 20);
+  if (auto mib = env_number("LIBCKPT_CAPTURE_MIB"))
+    return std::max<uint64_t>(kMin, uint64_t(*mib) << 20);
   uint64_t avail_kb = 0;
   if (FILE* f = std::fopen("/proc/meminfo", "re")) {
     char line[256];
@@ -31,8 +32,7 @@ uint64_t default_capture_budget() {
 }
 
 uint64_t capture_prefault_bytes(pid_t pid, uint64_t expected) {
-  if (const char* e = std::getenv("LIBCKPT_CAPTURE_PREFAULT_MIB"))
-    return std::strtoull(e, nullptr, 10) << 20;
+  if (auto mib = env_number("LIBCKPT_CAPTURE_PREFAULT_MIB")) return uint64_t(*mib) << 20;
   // A quarter more, and 16 MiB: the next dirty set of a program that
   // rewrites its memory is about as large, seldom the same (a copy that fits
   // in faulted-in buffers also holds the writer: read()).
@@ -189,7 +189,7 @@ class SecondReader {
 // (512 MiB froze 128-144 ms instead of 114-124). LIBCKPT_CAPTURE_READERS=1
 // or =2 forces either.
 bool second_reader_wanted(unsigned cpus, bool writer_idle) {
-  if (const char* e = std::getenv("LIBCKPT_CAPTURE_READERS")) return std::atoi(e) >= 2;
+  if (auto n = env_number("LIBCKPT_CAPTURE_READERS")) return *n >= 2;
   if (writer_idle) return cpus >= 2;
   double load = 0;
   if (::getloadavg(&load, 1) != 1) return false;

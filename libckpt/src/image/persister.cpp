@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "util/env.hpp"
+
 namespace ckpt::image {
 
 Persister::Persister(int fd, uint64_t base, uint64_t chunk, uint64_t step, std::string path)
@@ -58,8 +60,7 @@ Status Persister::stop() {
 }
 
 uint64_t Persister::step_from_env() {
-  if (const char* e = std::getenv("LIBCKPT_PERSIST_MIB"))
-    return std::strtoull(e, nullptr, 10) << 20;
+  if (auto mib = env_number("LIBCKPT_PERSIST_MIB")) return uint64_t(*mib) << 20;
   return 128ull << 20;
 }
 

@@ -24,6 +24,7 @@
 #include "proc/maps.hpp"
 #include "restore/batch_verifier.hpp"
 #include "restore/uffd_fill.hpp"
+#include "util/env.hpp"
 #include "util/hash.hpp"
 #include "util/phase_trace.hpp"
 #include "util/text.hpp"
@@ -351,12 +352,6 @@ struct WriteBatch {
   size_t first = 0, last = 0;  // slices [first, last)
 };
 
-// An A/B switch of docs/performance.md set to `value`.
-bool env_number_is(const char* name, int value) {
-  const char* e = std::getenv(name);
-  return e && std::atoi(e) == value;
-}
-
 std::vector<WriteBatch> make_write_batches(const std::vector<image::PlanSlice>& slices) {
   constexpr uint64_t kBatchBytes = 16 << 20;
   std::vector<WriteBatch> out;
@@ -398,8 +393,8 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     compressed = compressed || (!sl.zero() && sl.run->compressed());
   unsigned workers =
       compressed ? std::max(2u, std::min(4u, std::thread::hardware_concurrency())) : 1;
-  if (const char* e = std::getenv("LIBCKPT_VERIFY_THREADS"))  // for A/B runs (docs/performance.md)
-    workers = unsigned(std::clamp(std::atoi(e), 1, 16));
+  const auto verify_threads = env_number("LIBCKPT_VERIFY_THREADS");  // A/B runs
+  if (verify_threads) workers = unsigned(std::clamp(*verify_threads, 1LL, 16LL));
   std::vector<std::set<const image::PageRun*>> checked(workers);  // a run may feed several batches
   // The page file's pages of batch b: read ahead for the next batch, page
   // tables of this one filled in one call rather than one fault per 64 KiB
@@ -419,8 +414,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   // Plain content is checked by the writer itself, run by run, just before
   // it copies the run: the run (at most 1 MiB) is still in the CPU's cache
   // for the copy, which a checker running batches ahead left to memory.
-  const bool fused = !compressed && !std::getenv("LIBCKPT_VERIFY_THREADS") &&
-                     !env_number_is("LIBCKPT_RESTORE_FUSED", 0);
+  const bool fused = !compressed && !verify_threads && env_number("LIBCKPT_RESTORE_FUSED") != 0;
   std::optional<BatchVerifier> verifier;
   if (!fused)
     verifier.emplace(batches.size(), workers, 4, [&](size_t b, unsigned t) -> Status {
@@ -525,7 +519,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   // and faults in different places of one process proceed in parallel.
   const bool two = last_use.empty() && batches.size() > 1 &&
                    std::thread::hardware_concurrency() >= 2 &&
-                   !env_number_is("LIBCKPT_RESTORE_WRITERS", 1);
+                   env_number("LIBCKPT_RESTORE_WRITERS") != 1;
   Part parts[2];
   if (two) {
     std::thread second([&] { write_part(1, 2, &parts[1], false); });
