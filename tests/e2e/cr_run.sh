@@ -4,12 +4,16 @@
 # mode ends with the job's "result" line equal to an uninterrupted run's and
 # cr_run's exit status equal to the job's.
 #   restart      scheduled checkpoints (full + incrementals, chains pruned to
-#                --keep); the job's root is SIGKILLed and restarted automatically
-#   usr1         --interval 0: checkpoints only on SIGUSR1; a worker and then
-#                the root killed, restarted twice
+#                --keep), their page content written with O_DIRECT (not left in
+#                the page cache); the job's root is SIGKILLed and restarted
+#                automatically
+#   usr1         --interval 0 --buffered: checkpoints only on SIGUSR1, page
+#                content left in the page cache; a worker and then the root
+#                killed, restarted twice
 #   no-restarts  --restarts 0: the killed job is not restarted, cr_run exits 137
 #   resume-alive cr_run itself SIGKILLed; cr_run --resume adopts the running
-#                job (checkpoint, end, restore as its child) and finishes it
+#                job (checkpoint, end, restore as its child) and finishes it;
+#                --resume with a schedule option is refused, --buffered is kept
 #   resume-dead  cr_run and the whole job SIGKILLed (a node reboot);
 #                cr_run --resume restores the newest generation
 #   auto         --interval auto --mtbf 6: every checkpoint's planned period
@@ -91,6 +95,14 @@ start_cr_run() {
   OWN_PIDS+=("$ROOT")
 }
 
+# cached_share: the page cache's share (percent) of the page files' bytes.
+cached_share() {
+  local files
+  mapfile -t files < <(find "$WORK/ck" -name pages.img)
+  ((${#files[@]})) || die "no page file under $WORK/ck"
+  fincore -b -n -o RES,SIZE "${files[@]}" | awk '{ r += $1; s += $2 } END { print int(100 * r / s) }'
+}
+
 finish() {  # finish EXPECTED_STATUS: cr_run ends with it and the result is exact
   touch "$GATE"
   wait_exit "$CR" 60 || die "cr_run did not end"
@@ -108,6 +120,13 @@ restart)
   wait_lines "checkpoint (scheduled): chain" 4 "$CR" 30
   grep -q "incremental checkpoint (scheduled): chain 1 generation 3" "$LOG" ||
     die "no incremental on chain 1 (schedule)"
+  # O_DIRECT by default: only the files' header pages pass through the cache.
+  if dd if=/dev/zero of="$WORK/direct-probe" bs=4096 count=1 oflag=direct 2>/dev/null; then
+    share=$(cached_share)
+    ((share < 10)) || die "$share % of the page files' bytes are in the page cache (O_DIRECT expected)"
+  else
+    echo "cr_run.$MODE: the filesystem of $WORK refuses O_DIRECT: page cache not checked"
+  fi
   kill -9 "$ROOT"
   wait_lines "restored chain" 1 "$CR" 30
   grep -q "was killed by signal 9" "$LOG" || die "the death was not reported"
@@ -117,11 +136,13 @@ restart)
   ((chains <= 2)) || die "$chains chains kept, --keep 2"
   ;;
 usr1)
-  start_cr_run --interval 0 --restarts 2 --json
+  start_cr_run --interval 0 --restarts 2 --json --buffered
   for i in 1 2; do
     kill -USR1 "$CR"
     wait_lines '"event":"checkpoint"' "$i" "$CR" 30
   done
+  share=$(cached_share)
+  ((share > 50)) || die "--buffered: only $share % of the page files' bytes are in the page cache"
   grep -q '"kind":"incremental"' "$LOG" || die "the second SIGUSR1 gave no incremental"
   grep -q '"processes":3' "$LOG" || die "the job's three processes were not all checkpointed"
   ! grep -q '"reason":"scheduled"' "$LOG" || die "a scheduled checkpoint with --interval 0"
@@ -146,10 +167,18 @@ no-restarts)
   ! grep -q "restored chain" "$LOG" || die "restarted with --restarts 0"
   ;;
 resume-alive | resume-dead)
-  start_cr_run --interval 0.3 --incrementals 1
+  start_cr_run --interval 0.3 --incrementals 1 --buffered
   wait_lines "checkpoint (scheduled): chain" 3 "$CR" 30
   kill -9 "$CR"
   wait_exit "$CR" 10 || die "cr_run did not die"
+  for opt in --buffered "--interval 5"; do
+    rc=0
+    # shellcheck disable=SC2086
+    "$CR_RUN" --resume "$WORK/ck" $opt >/dev/null 2>"$WORK/err" </dev/null || rc=$?
+    ((rc != 0)) && [[ $(wc -l <"$WORK/err") == 1 ]] ||
+      die "cr_run --resume $opt: rc $rc, $(cat "$WORK/err")"
+  done
+  grep -q '"buffered": true' "$WORK/ck/cr_run.json" || die "--buffered not recorded"
   if [[ $MODE == resume-dead ]]; then
     kill -9 "$ROOT" $(cat /proc/"$ROOT"/task/*/children 2>/dev/null) 2>/dev/null || true
     deadline=$((SECONDS + 10))

@@ -39,6 +39,11 @@ int main(int argc, char** argv) {
   app.add_option("--keep", sched.keep, "chains kept (default 2)")->check(CLI::Range(1, 1000000));
   app.add_option("--restarts", sched.restarts,
                  "automatic restarts after a death by signal (default 3)");
+  auto* buf = app.add_flag(
+      "--buffered", sched.buffered,
+      "write page content through the page cache (default: O_DIRECT, where the filesystem "
+      "allows it, so that a scheduled checkpoint neither competes with the job for memory "
+      "bandwidth nor fills the node's page cache)");
   app.add_flag("--json", json, "log one JSON object per line");
   app.add_option("--log", log_path, "append the log to FILE instead of stderr");
   app.add_option("command", command, "the job's command and arguments (after --)");
@@ -64,9 +69,9 @@ int main(int argc, char** argv) {
       return ckpt::cli::fail("cr_run", "--interval: not seconds in [0, 1e9] or auto: " + interval);
     if (!mtbf.empty()) return ckpt::cli::fail("cr_run", "--mtbf needs --interval auto");
   }
-  if (!resume.empty() && (iv->count() || mt->count()))
-    return ckpt::cli::fail("cr_run",
-                           "--resume keeps the recorded schedule: no --interval or --mtbf");
+  if (!resume.empty() && (iv->count() || mt->count() || buf->count()))
+    return ckpt::cli::fail(
+        "cr_run", "--resume keeps the recorded schedule: no --interval, --mtbf or --buffered");
   if (!resume.empty() && !command.empty())
     return ckpt::cli::fail("cr_run", "--resume takes no command: it runs the recorded one");
   if (!dir.empty() && command.empty())

@@ -22,6 +22,7 @@ ckpt::Status save(const std::string& dir, const State& s) {
                       {"restarts", s.schedule.restarts},
                       {"interval_auto", s.schedule.auto_interval},
                       {"mtbf_seconds", s.schedule.mtbf_s},
+                      {"buffered", s.schedule.buffered},
                       {"restarts_used", s.restarts_used},
                       {"chain", s.chain},
                       {"root_pid", s.root},
@@ -54,6 +55,7 @@ ckpt::Result<State> load(const std::string& dir) {
     s.schedule.restarts = j.at("restarts").get<uint64_t>();
     s.schedule.auto_interval = j.value("interval_auto", false);  // absent before --interval auto
     s.schedule.mtbf_s = j.value("mtbf_seconds", 0.0);
+    s.schedule.buffered = j.value("buffered", false);  // absent before --buffered
     s.restarts_used = j.at("restarts_used").get<uint64_t>();
     s.chain = j.at("chain").get<uint64_t>();
     s.root = j.at("root_pid").get<pid_t>();

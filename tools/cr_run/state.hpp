@@ -19,6 +19,7 @@ struct Schedule {
   uint64_t restarts = 3;       // automatic restarts after a death by signal
   bool auto_interval = false;  // --interval auto: planned from measured costs (interval_s unused)
   double mtbf_s = 0;           // the MTBF that plan assumes
+  bool buffered = false;       // --buffered: page content through the page cache, not O_DIRECT
 };
 
 struct State {

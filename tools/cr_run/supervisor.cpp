@@ -148,6 +148,7 @@ bool Supervisor::checkpoint(const std::string& why) {
   o.dir = chain_dir(dir_, chain);
   o.pid = state_.root;
   o.tree = true;
+  o.direct_io = !state_.schedule.buffered;  // docs/performance.md, "O_DIRECT for cr_run"
   auto r = checkpoint_isolated(o, full);
   if (!r.ok()) {
     std::error_code ec;
@@ -326,6 +327,7 @@ bool Supervisor::adopt() {
   o.dir = chain_dir(dir_, chain);
   o.pid = state_.root;
   o.tree = true;
+  o.direct_io = !state_.schedule.buffered;
   o.kill_after = true;
   // The dead launcher's checkpointing child may still be letting go of the
   // job (it dies with its parent): EPERM while it is the tracer.
