@@ -2,7 +2,8 @@
 // pagemap-scan tracker's adaptive write-protection (dirty/adaptive) off and
 // on: an MG-like workload (rewrites most of its memory every second) and a
 // CG-like one (writes about 1 % per second), incrementals every 1 s and
-// every 10 s, all in one run.
+// every 10 s, all in one run; page content buffered or O_DIRECT (cr_run's
+// default), or both, alternating within each rep.
 //
 // Per run: the workload's compute time (its own "seconds", frozen time
 // included) against an uninterrupted run of the same workload, with and
@@ -52,12 +53,16 @@ const char* kHelp =
     "                     policy of m incrementals per full does (default 0: the first only)\n"
     "  --live             live checkpoints (pre-copy while the program runs, then a\n"
     "                     short freeze), fulls and incrementals alike\n"
-    "  --direct           write page content with O_DIRECT (no page cache)\n"
+    "  --io LIST          buffered,direct (default buffered): how page content is\n"
+    "                     written; direct is O_DIRECT, cr_run's default. Both: each\n"
+    "                     checkpointed run of a rep once each way, against the same\n"
+    "                     uninterrupted run\n"
+    "  --direct           the same as --io direct\n"
     "  --json             one JSON object per run on stdout as well\n"
     "  --help             this text\n";
 
 struct Run {
-  std::string workload, mode;
+  std::string workload, mode, io;
   double interval = 0;  // 0: uninterrupted
   double compute = 0, wall = 0, utime = 0, stime = 0;
   long minflt = 0;
@@ -196,7 +201,8 @@ int main(int argc, char** argv) {
   std::string mg_args = "256 12", sparse_args = "100000 300 60";
   std::string bin = std::filesystem::path(argv[0]).parent_path().string() + "/workloads";
   std::string dir = "/var/tmp/bench_adaptive", tracker = "pagemap-scan";
-  bool json = false, live = false, direct = false;
+  std::string ios = "buffered";
+  bool json = false, live = false;
   int full_every = 0, reps = 1;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -234,22 +240,31 @@ int main(int argc, char** argv) {
       json = true;
     } else if (a == "--live") {
       live = true;
+    } else if (a == "--io") {
+      ios = value();
     } else if (a == "--direct") {
-      direct = true;
+      ios = "direct";
     } else {
       std::fprintf(stderr, "bench_adaptive: unknown option %s (see --help)\n", a.c_str());
       return 2;
     }
   }
+  for (const std::string& io : split(ios, ','))
+    if (io != "buffered" && io != "direct") {
+      std::fprintf(stderr, "bench_adaptive: --io: buffered or direct, not %s\n", io.c_str());
+      return 2;
+    }
   std::vector<Run> runs;
   bool bad = false;
-  // Per workload, interval and mode: each rep's slowdown and the same
+  // Per workload, interval, mode and I/O: each rep's slowdown and the same
   // without the full's freeze, against that rep's own uninterrupted run.
-  std::map<std::tuple<std::string, double, std::string>, std::vector<std::pair<double, double>>>
+  std::map<std::tuple<std::string, double, std::string, std::string>,
+           std::vector<std::pair<double, double>>>
       slowdowns;
-  std::printf("%-7s %-4s %8s %9s %8s %9s %6s %8s %9s %5s %6s %10s %10s %10s %9s  %s\n", "work",
-              "adpt", "interval", "compute s", "slowdown", "w/o full", "cpu x", "sys s", "minflt",
-              "fulls", "incrs", "frozen avg", "frozen max", "full froz", "MB/incr", "result");
+  std::printf("%-7s %-4s %-8s %8s %9s %8s %9s %6s %8s %9s %5s %6s %10s %10s %10s %9s  %s\n", "work",
+              "adpt", "io", "interval", "compute s", "slowdown", "w/o full", "cpu x", "sys s",
+              "minflt", "fulls", "incrs", "frozen avg", "frozen max", "full froz", "MB/incr",
+              "result");
   for (const std::string& w : split(workloads, ',')) {
     std::vector<std::string> args{bin + "/" + w};
     for (const auto& x : split(w == "mg" ? mg_args : sparse_args, ' ')) args.push_back(x);
@@ -258,16 +273,18 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::string out = dir + ".out";
-    std::vector<std::pair<double, std::string>> plan{{0, "-"}};
+    std::vector<std::tuple<double, std::string, std::string>> plan{{0, "-", "-"}};
     for (const auto& iv : split(intervals, ','))
-      for (const auto& m : split(modes, ',')) plan.push_back({std::atof(iv.c_str()), m});
+      for (const auto& m : split(modes, ','))
+        for (const auto& io : split(ios, ',')) plan.push_back({std::atof(iv.c_str()), m, io});
     Run base;
     for (int rep = 0; rep < reps; ++rep)
-      for (const auto& [interval, mode] : plan) {
+      for (const auto& [interval, mode, io] : plan) {
         ::setenv("LIBCKPT_ADAPTIVE_TRACKING", mode == "off" ? "off" : "on", 1);
-        Run r = run(args, out, interval, dir, tracker, full_every, live, direct);
+        Run r = run(args, out, interval, dir, tracker, full_every, live, io == "direct");
         r.workload = w;
         r.mode = mode;
+        r.io = io;
         if (interval == 0) base = r;
         const bool same = r.result == base.result && !r.result.empty();
         if (!same || r.exit_code != 0 || !r.error.empty()) bad = true;
@@ -280,12 +297,13 @@ int main(int argc, char** argv) {
             base.utime + base.stime > 0 ? (r.utime + r.stime) / (base.utime + base.stime) : 0;
         const double slow_incr =
             base.compute > 0 ? ((r.compute - r.frozen_full) / base.compute - 1) * 100 : 0;
-        if (interval > 0) slowdowns[{w, interval, mode}].push_back({slow, slow_incr});
+        if (interval > 0) slowdowns[{w, interval, mode, io}].push_back({slow, slow_incr});
         std::printf(
-            "%-7s %-4s %8.0f %9.2f %7.1f%% %8.1f%% %6.2f %8.2f %9ld %5d %6d %9.3fs %9.3fs %9.3fs "
+            "%-7s %-4s %-8s %8.0f %9.2f %7.1f%% %8.1f%% %6.2f %8.2f %9ld %5d %6d %9.3fs %9.3fs "
+            "%9.3fs "
             "%9.1f  %s\n",
-            w.c_str(), mode.c_str(), interval, r.compute, slow, slow_incr, cpu, r.stime, r.minflt,
-            r.fulls, r.incrementals, r.incrementals ? r.frozen_sum / r.incrementals : 0.0,
+            w.c_str(), mode.c_str(), io.c_str(), interval, r.compute, slow, slow_incr, cpu, r.stime,
+            r.minflt, r.fulls, r.incrementals, r.incrementals ? r.frozen_sum / r.incrementals : 0.0,
             r.frozen_max, r.frozen_full,
             r.incrementals ? double(r.bytes_sum) / r.incrementals / 1e6 : 0.0,
             !r.error.empty()   ? ("checkpoint failed: " + r.error).c_str()
@@ -297,6 +315,7 @@ int main(int argc, char** argv) {
           nlohmann::json j{
               {"workload", w},
               {"adaptive", mode},
+              {"io", io},
               {"interval_s", interval},
               {"compute_s", r.compute},
               {"slowdown_pct", slow},
@@ -324,8 +343,8 @@ int main(int argc, char** argv) {
   }
   if (reps > 1) {
     std::printf("\nmedians of %d reps (each against its own uninterrupted run):\n", reps);
-    std::printf("%-7s %-4s %8s %9s %9s  %s\n", "work", "adpt", "interval", "slowdown", "w/o full",
-                "every rep's slowdown");
+    std::printf("%-7s %-4s %-8s %8s %9s %9s  %s\n", "work", "adpt", "io", "interval", "slowdown",
+                "w/o full", "every rep's slowdown");
     for (auto& [key, v] : slowdowns) {
       std::vector<double> a, b;
       std::string all;
@@ -336,8 +355,9 @@ int main(int argc, char** argv) {
         std::snprintf(one, sizeof one, "%s%.1f%%", all.empty() ? "" : " ", x);
         all += one;
       }
-      std::printf("%-7s %-4s %8.0f %8.1f%% %8.1f%%  %s\n", std::get<0>(key).c_str(),
-                  std::get<2>(key).c_str(), std::get<1>(key), median(a), median(b), all.c_str());
+      std::printf("%-7s %-4s %-8s %8.0f %8.1f%% %8.1f%%  %s\n", std::get<0>(key).c_str(),
+                  std::get<2>(key).c_str(), std::get<3>(key).c_str(), std::get<1>(key), median(a),
+                  median(b), all.c_str());
     }
   }
   return bad ? 1 : 0;
