@@ -65,10 +65,12 @@ int ckpt_set_progress(ckpt_ctx* ctx, ckpt_progress_fn fn, void* user);
 /* ---- Checkpoint ---------------------------------------------------------- */
 
 enum ckpt_checkpoint_flags {
-  CKPT_TREE = 1u << 0,   /* the process and all its descendants, as one job */
-  CKPT_KILL = 1u << 1,   /* end the job after a successful checkpoint */
-  CKPT_DIRECT = 1u << 2, /* write page content with O_DIRECT */
-  CKPT_FORCE = 1u << 3,  /* full: move another process's chain in dir aside */
+  CKPT_TREE = 1u << 0, /* the process and all its descendants, as one job */
+  CKPT_KILL = 1u << 1, /* end the job after a successful checkpoint */
+  /* write page content with O_DIRECT: what cr_run does for its scheduled
+   * checkpoints (no page cache filled, less memory traffic beside the job) */
+  CKPT_DIRECT = 1u << 2,
+  CKPT_FORCE = 1u << 3, /* full: move another process's chain in dir aside */
   /* TCP connections to peers outside the job saved in repair mode (held back
    * while frozen; with CKPT_KILL until the restore rebuilds them) */
   CKPT_TCP_ESTABLISHED = 1u << 4
