@@ -319,6 +319,22 @@ trial() {
     sleep 0.05
   done
   ((i == 0)) || [[ -z ${MOVE_KILL_VERBOSE:-} ]] || echo "target $targets: $what: the source had a SIGKILL pending for $((i * 50)) ms" >&2
+  # A tool's death takes effect asynchronously: its tracees are let go as
+  # its last thread exits, and a source it leaves is judged once settled
+  # (10 s at most): untraced and not stopped, or gone. Still traced or
+  # stopped after that is harm (source_ok). A wait is reported with whoever
+  # traced the source (CI of 5372fee once found it traced and stopped right
+  # after cr_pause died at a step, cause unknown).
+  local first_tracer
+  first_tracer=$(tracer_of "$PID")
+  for ((i = 0; i < 200; i++)); do
+    st=$(proc_state "$PID")
+    [[ $st == [Z-] ]] && break
+    [[ $(tracer_of "$PID") == 0 && $st != [tT] ]] && break
+    sleep 0.05
+  done
+  ((i == 0)) || echo "target $targets: $what: the source settled after $((i * 50)) ms" \
+    "(traced at first by ${first_tracer:-?}: $(tr '\0' ' ' <"/proc/${first_tracer:-0}/cmdline" 2>/dev/null))" >&2
   st=$(proc_state "$PID")
   # (A source that ends by itself right now has no mask to read: ended.)
   [[ -n $(sigblk "$PID") ]] || st=-
