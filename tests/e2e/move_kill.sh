@@ -194,6 +194,14 @@ wait_gone() {
   return 1
 }
 
+# Whether $1 is still the current target (its ready file is on its command
+# line, a restored copy's too), not another process that took the PID of
+# one that ended: a restored source that dies is reaped at once by its
+# cr_restart, and on a busy machine (CI's stages run side by side, their
+# tools tracing and stopping their own targets) its PID can be reused
+# within moments.
+is_source() { [[ $(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null) == *"$T_DIR/ready"* ]]; }
+
 # The source is running, untouched by the killed tool.
 source_ok() {
   local st
@@ -315,7 +323,7 @@ trial() {
   [[ $MODE != cr_recv* ]] && ((rc == 137)) && kills=$((kills + 1))
   local what="$MODE killed at $how $arg" st i
   for ((i = 0; i < 400; i++)); do # a dying source is not a running one
-    kill_pending "$PID" || break
+    is_source "$PID" && kill_pending "$PID" || break
     sleep 0.05
   done
   ((i == 0)) || [[ -z ${MOVE_KILL_VERBOSE:-} ]] || echo "target $targets: $what: the source had a SIGKILL pending for $((i * 50)) ms" >&2
@@ -324,12 +332,13 @@ trial() {
   # (10 s at most): untraced and not stopped, or gone. Still traced or
   # stopped after that is harm (source_ok). A wait is reported with whoever
   # traced the source (CI of 5372fee once found it traced and stopped right
-  # after cr_pause died at a step, cause unknown).
+  # after cr_pause died at a step: most likely its PID taken by another
+  # process, which is_source now tells apart).
   local first_tracer
   first_tracer=$(tracer_of "$PID")
   for ((i = 0; i < 200; i++)); do
     st=$(proc_state "$PID")
-    [[ $st == [Z-] ]] && break
+    [[ $st == [Z-] ]] || ! is_source "$PID" && break
     [[ $(tracer_of "$PID") == 0 && $st != [tT] ]] && break
     sleep 0.05
   done
@@ -337,7 +346,7 @@ trial() {
     "(traced at first by ${first_tracer:-?}: $(tr '\0' ' ' <"/proc/${first_tracer:-0}/cmdline" 2>/dev/null))" >&2
   st=$(proc_state "$PID")
   # (A source that ends by itself right now has no mask to read: ended.)
-  [[ -n $(sigblk "$PID") ]] || st=-
+  [[ -n $(sigblk "$PID") ]] && is_source "$PID" || st=-
   local -a cps
   if [[ $MODE == cr_pause ]]; then
     cps=()
