@@ -62,6 +62,18 @@ std::string describe_status(int st) {
   return "ended (status " + std::to_string(st) + ")";
 }
 
+// A checkpoint of the whole job into chain `chain` of `dir`, as every one
+// cr_run takes: page content with O_DIRECT unless --buffered
+// (docs/performance.md, "O_DIRECT for cr_run").
+ckpt::CheckpointOptions job_checkpoint(const std::string& dir, uint64_t chain, const State& s) {
+  ckpt::CheckpointOptions o;
+  o.dir = chain_dir(dir, chain);
+  o.pid = s.root;
+  o.tree = true;
+  o.direct_io = !s.schedule.buffered;
+  return o;
+}
+
 }  // namespace
 
 void block_signals() {
@@ -144,11 +156,7 @@ bool Supervisor::checkpoint(const std::string& why) {
     auto chains = list_chains(dir_);
     chain = chains.empty() ? 1 : chains.back() + 1;
   }
-  ckpt::CheckpointOptions o;
-  o.dir = chain_dir(dir_, chain);
-  o.pid = state_.root;
-  o.tree = true;
-  o.direct_io = !state_.schedule.buffered;  // docs/performance.md, "O_DIRECT for cr_run"
+  ckpt::CheckpointOptions o = job_checkpoint(dir_, chain, state_);
   auto r = checkpoint_isolated(o, full);
   if (!r.ok()) {
     std::error_code ec;
@@ -321,13 +329,9 @@ int Supervisor::run() {
 bool Supervisor::adopt() {
   // The job outlived its launcher and is nobody's child we can wait for:
   // checkpoint it whole, end it, and restore it as our child.
-  ckpt::CheckpointOptions o;
   auto chains = list_chains(dir_);
   const uint64_t chain = chains.empty() ? 1 : chains.back() + 1;
-  o.dir = chain_dir(dir_, chain);
-  o.pid = state_.root;
-  o.tree = true;
-  o.direct_io = !state_.schedule.buffered;
+  ckpt::CheckpointOptions o = job_checkpoint(dir_, chain, state_);
   o.kill_after = true;
   // The dead launcher's checkpointing child may still be letting go of the
   // job (it dies with its parent): EPERM while it is the tracer.
