@@ -62,8 +62,6 @@ const char* kHelp =
     "  --help             this text\n";
 
 struct Run {
-  std::string workload, mode, io;
-  double interval = 0;  // 0: uninterrupted
   double compute = 0, wall = 0, utime = 0, stime = 0;
   long minflt = 0;
   int incrementals = 0, fulls = 0, exit_code = -1;
@@ -102,7 +100,6 @@ Run run(const std::vector<std::string>& argv, const std::string& out, double int
         const std::string& dir, const std::string& tracker, int full_every, bool live,
         bool direct) {
   Run r;
-  r.interval = interval;
   std::filesystem::remove_all(dir);
   ::unlink(out.c_str());  // never a previous run's "computing"
   const double t0 = ckpt::now_seconds();
@@ -254,7 +251,6 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_adaptive: --io: buffered or direct, not %s\n", io.c_str());
       return 2;
     }
-  std::vector<Run> runs;
   bool bad = false;
   // Per workload, interval, mode and I/O: each rep's slowdown and the same
   // without the full's freeze, against that rep's own uninterrupted run.
@@ -282,9 +278,6 @@ int main(int argc, char** argv) {
       for (const auto& [interval, mode, io] : plan) {
         ::setenv("LIBCKPT_ADAPTIVE_TRACKING", mode == "off" ? "off" : "on", 1);
         Run r = run(args, out, interval, dir, tracker, full_every, live, io == "direct");
-        r.workload = w;
-        r.mode = mode;
-        r.io = io;
         if (interval == 0) base = r;
         const bool same = r.result == base.result && !r.result.empty();
         if (!same || r.exit_code != 0 || !r.error.empty()) bad = true;
@@ -300,8 +293,7 @@ int main(int argc, char** argv) {
         if (interval > 0) slowdowns[{w, interval, mode, io}].push_back({slow, slow_incr});
         std::printf(
             "%-7s %-4s %-8s %8.0f %9.2f %7.1f%% %8.1f%% %6.2f %8.2f %9ld %5d %6d %9.3fs %9.3fs "
-            "%9.3fs "
-            "%9.1f  %s\n",
+            "%9.3fs %9.1f  %s\n",
             w.c_str(), mode.c_str(), io.c_str(), interval, r.compute, slow, slow_incr, cpu, r.stime,
             r.minflt, r.fulls, r.incrementals, r.incrementals ? r.frozen_sum / r.incrementals : 0.0,
             r.frozen_max, r.frozen_full,
@@ -337,7 +329,6 @@ int main(int argc, char** argv) {
           std::printf("%s\n", j.dump().c_str());
           std::fflush(stdout);
         }
-        runs.push_back(r);
       }
     ::unlink(out.c_str());
   }
