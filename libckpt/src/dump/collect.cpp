@@ -30,9 +30,24 @@ bool is_shared_anon_mapping(const proc::MapEntry& m) {
   // MAP_SHARED|MAP_ANONYMOUS shows as "/dev/zero (deleted)".
   return m.inode != 0 && m.shared && m.path.rfind("/dev/zero", 0) == 0;
 }
+// A memfd shows as "/memfd:NAME (deleted)": it is restored the same way,
+// with memfd_create instead of a file under its old name.
 bool is_deleted_shared_mapping(const proc::MapEntry& m) {
-  return m.inode != 0 && m.shared && m.path.ends_with(" (deleted)") && m.path[0] == '/' &&
-         m.path.rfind("/memfd:", 0) != 0;
+  return m.inode != 0 && m.shared && m.path.ends_with(" (deleted)") && m.path[0] == '/';
+}
+
+// A memfd sealed against writing has only read-only shared mappings, which
+// the restore cannot fill: refused by name.
+Status check_memfd_seals(const proc::MapEntry& m, const std::string& map_file,
+                         const std::string& where) {
+  if (!m.path.starts_with("/memfd:")) return {};
+  UniqueFd fd(::open(map_file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return sys_error(where);
+  const int seals = ::fcntl(fd.get(), F_GET_SEALS);
+  if (seals > 0 && (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+    return make_error(ENOTSUP,
+                      where + ": memfd sealed against writing (F_SEAL_WRITE): not supported yet");
+  return {};
 }
 }  // namespace
 
@@ -90,6 +105,7 @@ Result<std::vector<VmaRecord>> collect_vmas(pid_t pid, const std::vector<proc::M
       struct stat st;
       if (::stat(mf.c_str(), &st) != 0) return sys_error(where);
       if (!S_ISREG(st.st_mode)) return make_error(ENOTSUP, where + ": unsupported mapping");
+      CKPT_TRY(check_memfd_seals(m, mf, where));
       v.flags |= image::kVmaDelShared;
       v.pgoff = m.offset;
       v.dev = st.st_dev;

@@ -550,6 +550,7 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
   if (!shared_links.empty()) {
     auto holders = other_holders(pid, shared_links, job);
     for (const FileRecord& f : *out) {
+      if (f.dup_of != -1) continue;  // a dup has no params; its original is checked
       const bool pty = f.kind == FileKind::kPtyMaster;
       auto h =
           holders.find(pty ? "/dev/pts/" + std::to_string(f.params[image::kPtyIndex]) : f.path);

@@ -11,9 +11,32 @@
 
 namespace ckpt::restore {
 
-// A deleted file mapped shared: made again under its old name and unlinked
-// at once (an unnamed O_TMPFILE in its directory if the name is taken),
-// with the content a member's fd record carries; the holder's memory then
+namespace {
+
+// The deleted file's inode again: a memfd of the same name, or a file made
+// under its old name and unlinked at once (an unnamed O_TMPFILE in its
+// directory if the name is taken).
+Result<UniqueFd> make_again(const std::string& path, const std::string& what) {
+  if (path.starts_with("/memfd:")) {
+    UniqueFd fd(::memfd_create(path.c_str() + 7, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd.valid()) return sys_error(what + ": making the memfd again");
+    return fd;
+  }
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (fd.valid()) {
+    if (::unlink(path.c_str()) != 0) return sys_error(what + ": unlink");
+    return fd;
+  }
+  const std::string dir = path.substr(0, path.rfind('/'));
+  fd.reset(::open(dir.empty() ? "/" : dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd.valid()) return sys_error(what + ": making the deleted file again in " + dir);
+  return fd;
+}
+
+}  // namespace
+
+// A deleted file (or memfd) mapped shared: made again (make_again), with the
+// content a member's fd record carries; the holder's memory then
 // writes what the mappings cover.
 Status SharedMemory::create_deleted(const std::vector<const image::ImageMeta*>& metas) {
   for (const image::ImageMeta* m : metas)
@@ -25,19 +48,12 @@ Status SharedMemory::create_deleted(const std::vector<const image::ImageMeta*>& 
       if (path.size() > 10 && path.compare(path.size() - 10, 10, " (deleted)") == 0)
         path.resize(path.size() - 10);
       const std::string what = "mapping " + hex(v.start) + "-" + hex(v.end) + " " + v.name;
-      UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-      if (fd.valid()) {
-        if (::unlink(path.c_str()) != 0) return sys_error(what + ": unlink");
-      } else {
-        const std::string dir = path.substr(0, path.rfind('/'));
-        fd.reset(::open(dir.empty() ? "/" : dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-        if (!fd.valid()) return sys_error(what + ": making the deleted file again in " + dir);
-      }
+      CKPT_ASSIGN(UniqueFd fd, make_again(path, what));
       const image::FileRecord* rec = nullptr;  // an fd of the same file, with its content
       for (const image::ImageMeta* o : metas)
         for (const image::FileRecord& f : o->files)
-          if (f.kind == image::FileKind::kDeleted && f.dev == v.dev && f.ino == v.ino &&
-              (!rec || !f.data.empty()))
+          if ((f.kind == image::FileKind::kDeleted || f.kind == image::FileKind::kMemfd) &&
+              f.dev == v.dev && f.ino == v.ino && (!rec || !f.data.empty()))
             rec = &f;
       uint64_t bytes = v.file_size;
       if (rec && !rec->data.empty()) {
@@ -52,6 +68,14 @@ Status SharedMemory::create_deleted(const std::vector<const image::ImageMeta*>& 
         gid = uint32_t(rec->params[image::kDeletedGid]);
       if (::fchown(fd.get(), uid, gid) != 0 || ::fchmod(fd.get(), mode) != 0)
         return sys_error(what + ": owner and mode");
+      // A memfd's seals, but those against writing (refused at checkpoint
+      // time: the mappings could not be filled).
+      if (rec && rec->kind == image::FileKind::kMemfd &&
+          rec->params.size() >= image::kMemfdParams) {
+        const int seals =
+            int(rec->params[image::kMemfdSeals]) & ~(F_SEAL_WRITE | F_SEAL_FUTURE_WRITE);
+        if (seals && ::fcntl(fd.get(), F_ADD_SEALS, seals) != 0) return sys_error(what + ": seals");
+      }
       paths_[*v.shared_object()] =
           "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd.get());
       deleted_[key] = fd.get();

@@ -228,8 +228,17 @@ Result<UniqueFd> restore_tcp(const FileRecord& f, const std::string& what,
       CKPT_TRY(bind_to(s, local, what));
       CKPT_TRY(repair(s, kRepairOffNoProbe, what));
     }
-    if (reuse) CKPT_TRY(set_int(s, SOL_SOCKET, SO_REUSEADDR, 1, what, "SO_REUSEADDR"));
+    // The job's connections on this port (accepted from this listener, or
+    // sharing its port) may already exist, bound in repair mode, whatever
+    // the order of the descriptors: listen(2) checks the port again and
+    // lets them stand only if this socket allows reuse. So it does while it
+    // starts listening, then takes the program's own setting back.
+    const bool reuse_for_listen = state == TCP_LISTEN && bound;
+    if (reuse || reuse_for_listen)
+      CKPT_TRY(set_int(s, SOL_SOCKET, SO_REUSEADDR, 1, what, "SO_REUSEADDR"));
     if (state == TCP_LISTEN) CKPT_TRY(listen_again(s, local, int(p[image::kTcpBacklog]), what));
+    if (reuse_for_listen && !reuse)
+      CKPT_TRY(set_int(s, SOL_SOCKET, SO_REUSEADDR, 0, what, "SO_REUSEADDR"));
   } else {
     return make_error(EBADMSG, what + ": TCP record has an unsupported state");
   }
