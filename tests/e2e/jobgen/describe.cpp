@@ -139,6 +139,9 @@ std::string describe(const Job& job) {
     if (g.fd >= 0) o << ", fd " << g.fd;
     o << "\n";
   }
+  for (const SharedFile& f : job.files)
+    o << "  f" << f.id << " file opened by m" << f.creator << " at fd " << f.fd << ", written by m"
+      << f.writer << ", " << f.record << " B per step\n";
   const Plan& p = job.plan;
   o << "  plan: full after " << p.full_delay_ms << " ms" << (p.full_live ? " live" : "");
   for (size_t i = 0; i < p.incr_delay_ms.size(); ++i)

@@ -14,6 +14,7 @@ namespace {
 constexpr int kMaxMembers = 8;
 constexpr int kMaxDepth = 4;                // depth 0..4: five levels
 constexpr int kFirstFd = 3, kLastFd = 899;  // placement numbers; 900+ are temporaries
+constexpr int kTrackerFd = 1000;
 
 // Job-wide distinct descriptor numbers: a number one process uses is never
 // another object's in any process, so inherited descriptors never collide.
@@ -23,6 +24,9 @@ class FdPool {
     free_.resize(kLastFd - kFirstFd + 1);
     std::iota(free_.begin(), free_.end(), kFirstFd);
     for (size_t i = free_.size() - 1; i > 0; --i) std::swap(free_[i], free_[rng->below(i + 1)]);
+    // Sometimes the number the pagemap-scan tracker prefers for its own
+    // userfaultfd: the job's must win.
+    if (rng->chance(0.15)) free_.push_back(kTrackerFd);
   }
   int take() {
     int fd = free_.back();
@@ -204,6 +208,22 @@ void draw_regions(Rng* r, FdPool* fds, Job* job) {
   }
 }
 
+void draw_files(Rng* r, FdPool* fds, Job* job) {
+  const int n = r->chance(0.5) ? int(r->range(1, 2)) : 0;
+  for (int i = 0; i < n; ++i) {
+    SharedFile f;
+    f.id = i;
+    f.creator = int(r->below(job->members.size()));
+    std::vector<int> below;
+    for (const Member& m : job->members)
+      if (m.index != f.creator && in_subtree(*job, f.creator, m.index)) below.push_back(m.index);
+    f.writer = below.empty() ? f.creator : r->pick(below);
+    f.fd = fds->take();
+    f.record = size_t(r->range(8, 200));
+    job->files.push_back(f);
+  }
+}
+
 void draw_refusal(Rng* r, FdPool* fds, Job* job) {
   if (!r->chance(0.07)) return;
   Member& m = job->members[r->below(job->members.size())];
@@ -241,6 +261,7 @@ Job draw(uint64_t seed) {
   for (Member& m : job.members) draw_member_state(&r, &fds, &job, &m);
   draw_channels(&r, &fds, &job);
   draw_regions(&r, &fds, &job);
+  draw_files(&r, &fds, &job);
   draw_refusal(&r, &fds, &job);
   for (int* p : {job.ctl_up, job.ctl_go, job.ctl_fin}) {
     p[0] = fds.take();

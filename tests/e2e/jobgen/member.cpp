@@ -92,6 +92,10 @@ void become(int index) {
       region_base[g.id] = nullptr;
     }
   }
+  for (const SharedFile& f : job().files)
+    if (f.creator != index && in_subtree(job(), f.creator, index) &&
+        !in_subtree(job(), index, f.writer))
+      ::close(f.fd);
   ::close(job().ctl_up[0]);
   ::close(job().ctl_go[1]);
   ::close(job().ctl_fin[1]);
@@ -147,10 +151,75 @@ void drop_inherited() {
       region_base[g.id] = nullptr;
     }
   }
+  for (const SharedFile& f : job().files)
+    if (f.creator != self.index && f.writer != self.index &&
+        in_subtree(job(), f.creator, self.index) && in_subtree(job(), self.index, f.writer))
+      ::close(f.fd);
   if (self.index == 0) {
     ::close(job().ctl_up[1]);
     ::close(job().ctl_go[0]);
     ::close(job().ctl_fin[0]);
+  }
+}
+
+std::string file_path(const SharedFile& f) {
+  return self.work + "/file." + std::to_string(f.id);
+}
+
+void record(const SharedFile& f, int step, std::vector<uint8_t>* out) {
+  out->resize(f.record);
+  for (size_t i = 0; i < f.record; i += 8) {
+    uint64_t w = mix(job().seed, 0xf11e + uint64_t(f.id), uint64_t(step), i / 8);
+    std::memcpy(out->data() + i, &w, std::min<size_t>(8, f.record - i));
+  }
+}
+
+void open_files() {
+  for (const SharedFile& f : job().files) {
+    if (f.creator != self.index) continue;
+    int fd = ::open(file_path(f).c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) die_errno("opening " + file_path(f));
+    place(park(fd), f.fd);
+  }
+}
+
+void write_records(int step) {
+  std::vector<uint8_t> rec;
+  for (const SharedFile& f : job().files)
+    if (f.writer == self.index) {
+      record(f, step, &rec);
+      write_all(f.fd, rec.data(), rec.size(), "a shared file");
+    }
+}
+
+// The offset is the open file description's: the writer's and the
+// creator's must both be at the end of every record.
+void check_offsets() {
+  for (const SharedFile& f : job().files)
+    if (f.writer == self.index || f.creator == self.index) {
+      const off_t want = off_t(f.record) * job().steps, at = ::lseek(f.fd, 0, SEEK_CUR);
+      if (at != want)
+        die("f" + std::to_string(f.id) + ": the shared offset is " + std::to_string(at) + ", not " +
+            std::to_string(want));
+    }
+}
+
+void check_files() {
+  std::vector<uint8_t> want, got;
+  for (const SharedFile& f : job().files) {
+    if (f.creator != self.index) continue;
+    got.resize(f.record);
+    for (int step = 0; step < job().steps; ++step) {
+      record(f, step, &want);
+      if (::pread(f.fd, got.data(), f.record, off_t(f.record) * step) != ssize_t(f.record) ||
+          got != want)
+        die("f" + std::to_string(f.id) + ": record " + std::to_string(step) + " differs");
+    }
+    struct stat st;
+    if (::fstat(f.fd, &st) != 0 || st.st_size != off_t(f.record) * job().steps)
+      die("f" + std::to_string(f.id) + " has " + std::to_string(st.st_size) + " bytes");
+    ::close(f.fd);
+    ::unlink(file_path(f).c_str());
   }
 }
 
@@ -316,6 +385,7 @@ int run_steps(const Ends& ends, std::vector<Writer>* ws) {
   for (int s = 0; s < job().steps; ++s) {
     if (me().thread) pthread_barrier_wait(&step_barrier);
     for (Writer& w : *ws) write_step(w.slice, &w.walk, s, &scratch);
+    write_records(s);
     for (auto& [c, side] : ends.list) send_step(*c, side, s);
     if (me().epoll_fd >= 0 && !ends.list.empty()) wait_epoll(ends);
     for (auto& [c, side] : ends.list) {
@@ -413,6 +483,7 @@ void run_member_body(const char* ready_file) {
     if (is_inherited(c.kind) && c.creator == self.index) make_inherited(c);
   for (const Region& g : job().regions)
     if (g.creator == self.index) region_base[g.id] = map_region(g);
+  open_files();
   fork_children();
   drop_inherited();
   pid_t zombie = -1;
@@ -463,6 +534,8 @@ void run_member_body(const char* ready_file) {
   if (::getsid(0) != sid && led_in_job(self.index, true)) die("its session changed");
   check_local_fds();
   reap_children(zombie);
+  check_offsets();
+  check_files();
   write_result(msgs, verify_memory());
 }
 

@@ -87,6 +87,16 @@ struct Region {
   bool by_thread = false;  // private region written by the member's second thread
 };
 
+// A regular file opened before a fork: one open file description (one
+// offset) that the creator and a writer below it share; the writer appends
+// a record per step through it.
+struct SharedFile {
+  int id = 0;
+  int creator = 0, writer = 0;
+  int fd = -1;
+  size_t record = 0;
+};
+
 // What a checkpoint must refuse (drawn rarely): the job goes on unharmed.
 enum class Refusal { kNone, kInFlight, kOutsidePeer };
 
@@ -129,6 +139,7 @@ struct Job {
   std::vector<Channel> channels;
   std::vector<Service> services;
   std::vector<Region> regions;
+  std::vector<SharedFile> files;
   int ctl_up[2] = {-1, -1};   // members -> root: set up
   int ctl_go[2] = {-1, -1};   // root -> members: start the steps
   int ctl_fin[2] = {-1, -1};  // root -> members: finish (the driver said so)
