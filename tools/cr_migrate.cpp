@@ -1,5 +1,7 @@
 // cr_migrate --to HOST:PORT --token FILE (--frozen|--live) [--tree] [--json] PID:
 // move a running process (--tree: its whole job) to the node where cr_recv listens.
+#include <signal.h>
+
 #include <ckpt/migrate.hpp>
 #include <ckpt/tracker.hpp>
 #include <cstdio>
@@ -45,9 +47,14 @@ int main(int argc, char** argv) {
   opts.progress = ckpt::cli::progress_line("migrate");
   auto r = ckpt::migrate_process(opts);
   ckpt::cli::progress_done();
-  if (!r.ok())
-    return ckpt::cli::fail(
-        "cr_migrate", r.error().message + " (PID " + std::to_string(opts.pid) + " continues here)");
+  if (!r.ok()) {
+    // Say what became of the process: it runs on here, unless it ended by
+    // itself (a job that finished during the pre-copy, a PID that was not there).
+    const bool alive = ::kill(opts.pid, 0) == 0 && !ckpt::cli::is_zombie(opts.pid);
+    const std::string fate = alive ? " (PID " + std::to_string(opts.pid) + " continues here)"
+                                   : " (PID " + std::to_string(opts.pid) + " is not running)";
+    return ckpt::cli::fail("cr_migrate", r.error().message + fate);
+  }
   const ckpt::MigrateStats& s = *r;
   if (json) {
     nlohmann::json rounds = nlohmann::json::array(), per = nlohmann::json::array();

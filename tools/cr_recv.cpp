@@ -9,6 +9,18 @@
 
 #include "common/cli.hpp"
 
+namespace {
+
+// Until a migration is restored, a termination signal ends the receiver
+// (as its default action would, also where that action does not apply: as
+// the first process of a PID namespace); half-built processes die with it
+// (they are its children, killed with their tracer).
+void end_now(int sig) {
+  ::_exit(128 + sig);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{
       "Receive migrated processes (from cr_migrate) and restore them here. The sender\n"
@@ -49,6 +61,9 @@ int main(int argc, char** argv) {
   };
   opts.warm = !cold;
 
+  struct sigaction end {};
+  end.sa_handler = end_now;
+  for (int sig : {SIGTERM, SIGHUP, SIGINT}) ::sigaction(sig, &end, nullptr);
   auto rc = ckpt::Receiver::open(opts);
   if (!rc.ok()) return ckpt::cli::fail("cr_recv", rc.error());
   std::unique_ptr<ckpt::Receiver> recv = std::move(*rc);

@@ -23,7 +23,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(crowd once)
+TESTS=(crowd once sigterm)
 (($# == 2)) && [[ " ${TESTS[*]} " == *" $2 "* ]] || {
   echo "usage: $0 BIN_DIR TEST (${TESTS[*]})" >&2
   exit 2
@@ -218,5 +218,24 @@ case $TEST in
     wait "${CLIENTS[-1]}" || true
     grep -q "closed-by-peer 1" "$WORK/silent.out" || fail "the silent client's connection outlived cr_recv --once"
     pass "$(grep -c . "$WORK/recv.err") refusals reported before the migration landed"
+    ;;
+  sigterm)
+    # SIGTERM ends a receiver that is waiting, after a failed migration
+    # too, also as the first process of its PID namespace (where a signal
+    # without a handler does nothing).
+    start_receiver --once
+    migrate --token "$WORK/token" --frozen 4194000
+    ((MIG_RC != 0)) || fail "cr_migrate of a PID that does not exist succeeded"
+    for ((i = 0; i < 100; i++)); do
+      (($(refusals "nothing restored") == 1)) && break
+      sleep 0.05
+    done
+    (($(refusals "nothing restored") == 1)) || fail "the failed migration was not reported"
+    recv=$(cat /proc/"$RPID"/task/*/children 2>/dev/null | awk '{ print $1 }')
+    [[ -n $recv ]] || fail "cr_recv is gone before SIGTERM"
+    kill -TERM "$recv"
+    wait_exit "$RPID" 5 || fail "cr_recv --once still runs 5 s after SIGTERM"
+    ((EXIT_STATUS == 143)) || fail "cr_recv ended with $(describe_status "$EXIT_STATUS") after SIGTERM, not 143"
+    pass "ended by SIGTERM after a failed migration"
     ;;
 esac

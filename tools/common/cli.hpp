@@ -28,6 +28,9 @@ void print_json(const nlohmann::json& j);
 // exit code, or 128 + the signal that ended it.
 int wait_child(pid_t pid);
 
+// Whether PID names a zombie (a process that ended, not yet reaped).
+bool is_zombie(pid_t pid);
+
 // --compress[=LEVEL] of cr_full and cr_incr (CheckpointOptions::compress_level).
 void add_compress_option(CLI::App& app, int& level);
 

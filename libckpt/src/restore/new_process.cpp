@@ -9,17 +9,33 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
-#include "proc/maps.hpp"
+#include <string>
 
 namespace ckpt::restore {
 
 namespace {
 
-bool is_zombie(pid_t pid) {
-  auto st = proc::read_stat_mm(pid);
-  return st.ok() && st->state == 'Z';
+// Whether the process holding `pid` is on its way out: a zombie, or still
+// exiting (a SIGKILLed process frees its memory before it becomes a zombie,
+// which takes a while for a large one). A thread of a killed process counts
+// the same way.
+bool is_going(pid_t pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "re");
+  if (!f) return true;  // gone meanwhile
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');
+  char state = 0;
+  unsigned long flags = 0;
+  // After "(comm)": state ppid pgrp session tty_nr tpgid flags.
+  if (!p || std::sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2) return false;
+  constexpr unsigned long kPfExiting = 0x4;
+  return state == 'Z' || state == 'X' || (flags & kPfExiting);
 }
 
 }  // namespace
@@ -31,12 +47,13 @@ long clone_with_pid(pid_t want, bool new_pid) {
   args.set_tid_size = 1;
   long pid = -1;
   int err = 0;
-  for (int tries = 0; tries < 100; ++tries) {
+  // A just-killed original may still be exiting, or linger as a zombie
+  // until its parent reaps it: retry while the holder is going (10 s at
+  // most), fail at once for a live one.
+  for (int tries = 0; tries < 200; ++tries) {
     pid = ::syscall(SYS_clone3, &args, sizeof args);
     err = errno;
-    // A just-killed original may linger as a zombie until its parent reaps
-    // it: retry while the holder is a zombie (or just gone).
-    if (pid >= 0 || err != EEXIST || (!is_zombie(want) && ::kill(want, 0) == 0)) break;
+    if (pid >= 0 || err != EEXIST || !is_going(want)) break;
     ::usleep(50 * 1000);
   }
   // EPERM: choosing a PID needs CAP_CHECKPOINT_RESTORE; any PID will do.

@@ -70,11 +70,9 @@ sockaddr_in udp_addr(uint16_t port) {
   return in;
 }
 
+// rd and wr are parked (out of the way of every placement number).
 void place_side(const Side& s, int rd, int wr) {
-  // Park first: one of the two may sit where the other goes.
   const bool one = wr == rd;
-  rd = park(rd);
-  wr = one ? rd : park(wr);
   if (one) {
     place(rd, s.rd, s.cloexec, s.nonblock);
   } else {
@@ -152,6 +150,13 @@ void make_inherited(const Channel& c) {
       a_rd = a_wr = sv[0], b_rd = b_wr = sv[1];
     }
   }
+  // All four parked before any is placed: a number the kernel gave one end
+  // may be where another end goes.
+  const bool a_one = a_rd == a_wr, b_one = b_rd == b_wr;
+  a_rd = park(a_rd);
+  a_wr = a_one ? a_rd : park(a_wr);
+  b_rd = park(b_rd);
+  b_wr = b_one ? b_rd : park(b_wr);
   place_side(c.sa, a_rd, a_wr);
   place_side(c.sb, b_rd, b_wr);
 }
