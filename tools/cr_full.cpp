@@ -45,6 +45,11 @@ int main(int argc, char** argv) {
   if (!r->moved_aside.empty())
     std::fprintf(stderr, "cr_full: moved the chain that was in %s to %s\n", opts.dir.c_str(),
                  r->moved_aside.c_str());
+  if (!r->members_changed.empty())
+    std::fprintf(stderr,
+                 "cr_full: %s during the pre-copy; the checkpoint holds the job as it was at the "
+                 "final freeze\n",
+                 r->members_changed.c_str());
   if (json) ckpt::cli::print_json(ckpt::cli::stats_json(*r));
   return 0;
 }

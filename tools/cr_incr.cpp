@@ -1,5 +1,6 @@
 // cr_incr --dir DIR [--tracker T] [--tree] [--kill] [--json] PID: incremental checkpoint.
 #include <ckpt/tracker.hpp>
+#include <cstdio>
 
 #include "common/cli.hpp"
 
@@ -37,6 +38,11 @@ int main(int argc, char** argv) {
   auto r = ckpt::checkpoint_incremental(opts);
   ckpt::cli::progress_done();
   if (!r.ok()) return ckpt::cli::fail("cr_incr", r.error());
+  if (!r->members_changed.empty())
+    std::fprintf(stderr,
+                 "cr_incr: %s during the pre-copy; the checkpoint holds the job as it was at the "
+                 "final freeze\n",
+                 r->members_changed.c_str());
   if (json) ckpt::cli::print_json(ckpt::cli::stats_json(*r));
   return 0;
 }

@@ -20,6 +20,9 @@
 #                        job's PIDs are taken (by the source job itself):
 #                        its restore fails, cr_migrate reports it in one
 #                        line, the job runs on at A untouched and finishes
+#   changed              a member joins the job during the pre-copy of
+#                        cr_migrate --live --tree: refused in one line
+#                        naming it, the job runs on at A untouched
 #   pause, tcp-pause     cr_full --tree, the job works on (3 s), cr_pause rolls
 #                        it back (kill and restore with the same PIDs): its
 #                        round counters (read from its shared memory) go
@@ -32,7 +35,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(frozen tcp-frozen live tcp-live recv-killed restore-fails pause tcp-pause pause-refused)
+TESTS=(frozen tcp-frozen live tcp-live recv-killed restore-fails changed pause tcp-pause pause-refused)
 (($# == 2)) && [[ " ${TESTS[*]} " == *" $2 "* ]] || {
   echo "usage: $0 BIN_DIR TEST (${TESTS[*]})" >&2
   exit 2
@@ -221,6 +224,35 @@ case $TEST in
     wait_exit "$ROOT" 60 || fail "the job still runs 60 s later"
     ((EXIT_STATUS == 0)) || fail "the job at the source $(describe_status "$EXIT_STATUS"): $(first_line "$WORK/prog.err")"
     expect_done "at the source"
+    ;;
+
+  changed)
+    # A member joins the job while the pre-copy runs (link throttled, so the
+    # first round takes seconds): the migration is refused in one line
+    # naming it, nothing is restored on B, and every member runs on at A.
+    ip netns exec "$NS_A" tc qdisc add dev "j$TAG-A" root tbf rate 20mbit burst 64kb latency 200ms ||
+      skip "no tc/tbf to throttle the link"
+    start_receiver
+    (close_fds && exec ip netns exec "$NS_A" bash -c \
+      '"$1" "$2/ready" 16 100000 & sleep 1.5; exec -a "$2/joiner" sleep 300 & wait' \
+      _ "$PROG_DIR/heap_pattern" "$WORK" </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
+    ROOT=$!
+    OWN_PIDS+=("$ROOT")
+    wait_file "$WORK/ready" "$ROOT" 30 || fail "job not ready: $(first_line "$WORK/prog.err")"
+    rc=0
+    (close_fds && exec timeout 120 ip netns exec "$NS_A" "$BIN_DIR/cr_migrate" --to "$ADDR_B:$PORT" \
+      --token "$WORK/token" --live --tree "$ROOT" </dev/null >"$WORK/migrate.out" 2>"$WORK/migrate.err") || rc=$?
+    MEMBERS=$(tree_pids "$ROOT" | tr '\n' ' ')
+    for p in $MEMBERS; do OWN_PIDS+=("$p"); done
+    (($(echo $MEMBERS | wc -w) == 3)) || fail "the job has $(echo $MEMBERS | wc -w) processes, expected 3"
+    ((rc != 0 && rc < 124)) || fail "cr_migrate $(describe_status "$rc") although the job changed: $(cat "$WORK/migrate.out")"
+    is_one_line "$WORK/migrate.err" || fail "cr_migrate failed without one line: $(head -c 300 "$WORK/migrate.err")"
+    grep -q "changed during the pre-copy.*joined" "$WORK/migrate.err" ||
+      fail "refused for another reason: $(first_line "$WORK/migrate.err")"
+    grep -q '"pid"' "$WORK/recv.out" && fail "the receiver restored something"
+    echo "  cr_migrate -> $(first_line "$WORK/migrate.err")"
+    job_untouched
+    pass "refused"
     ;;
 
   pause | tcp-pause)

@@ -68,7 +68,8 @@ nlohmann::json stats_json(const CheckpointStats& s) {
           {"live_rounds", s.live_rounds},
           {"precopy_bytes", s.precopy_bytes},
           {"precopy_frozen_max_seconds", s.precopy_frozen_max_seconds},
-          {"live_stop", s.live_stop}};
+          {"live_stop", s.live_stop},
+          {"members_changed", s.members_changed}};
 }
 
 void print_json(const nlohmann::json& j) {

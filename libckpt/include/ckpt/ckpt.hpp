@@ -75,6 +75,9 @@ struct CheckpointStats {
   uint64_t precopy_bytes = 0;       // live: bytes those rounds copied
   double precopy_frozen_max_seconds = 0;  // live: the longest stop of a pre-copy round
   std::string live_stop;                  // live: why the final round came when it did
+  // live, a job: who left or joined it during the pre-copy ("PID 12 (cg.A.x)
+  // left"); the checkpoint holds the members of the final freeze. Empty: none.
+  std::string members_changed;
 };
 
 // Writes a full checkpoint of `pid` as a new generation in opts.dir. The

@@ -213,6 +213,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   std::unique_ptr<job::FrozenJob> frozen;
   double t_frozen = 0;
   std::map<pid_t, std::unique_ptr<dump::Precopy>> precopies;
+  std::vector<pid_t> first_members;  // live: the job at its first pre-copy round
   if (prev) {
     // While the job runs: what keeps the (first) collect small
     // (dirty::Tracker::before_freeze), and what reads as written already: a
@@ -294,6 +295,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
         now[ms[i].pid] = std::move(pc);
       }
       pt.mark("plan (collect)");
+      if (round == 1) first_members = pids;
       precopies = std::move(now);  // members gone since the last round are dropped
       for (auto it = member_writers.begin(); it != member_writers.end();)
         it = precopies.count(it->first) ? std::next(it) : member_writers.erase(it);
@@ -328,6 +330,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   const std::vector<job::Member>& members = frozen->members();
   std::vector<pid_t> pids;
   for (const job::Member& m : members) pids.push_back(m.pid);
+  if (!first_members.empty()) stats.members_changed = job::membership_change(first_members, pids);
   const SharedOwners owners = shared_memory_owners(members);
   pt.mark("shared owners");
   job::OutsideTcp outside;  // --tcp-established: held back until the job runs (or is restored)

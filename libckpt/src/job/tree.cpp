@@ -73,4 +73,21 @@ Result<std::vector<Member>> list_job(pid_t root, bool tree) {
   return out;
 }
 
+std::string membership_change(const std::vector<pid_t>& was, const std::vector<pid_t>& now) {
+  auto list = [](const std::vector<pid_t>& a, const std::vector<pid_t>& b, bool comm) {
+    std::string out;
+    for (pid_t p : a) {
+      if (std::find(b.begin(), b.end(), p) != b.end()) continue;
+      out += (out.empty() ? "PID " : ", ") + std::to_string(p);
+      if (auto c = read_file("/proc/" + std::to_string(p) + "/comm"); comm && c.ok() && !c->empty())
+        out += " (" + c->substr(0, c->find('\n')) + ")";
+    }
+    return out;
+  };
+  const std::string left = list(was, now, false), joined = list(now, was, true);
+  std::string out = left.empty() ? "" : left + " left the job";
+  if (!joined.empty()) out += (out.empty() ? "" : ", ") + joined + " joined it";
+  return out;
+}
+
 }  // namespace ckpt::job

@@ -27,6 +27,11 @@ inline Error name_member(const Error& e, pid_t pid, size_t members) {
   return members > 1 ? e.context("PID " + std::to_string(pid)) : e;
 }
 
+// Who left or joined a job between two lists of its members, for a
+// message: "PID 12 left the job, PID 40 (make) joined it"; empty if the
+// same processes.
+std::string membership_change(const std::vector<pid_t>& was, const std::vector<pid_t>& now);
+
 // The children of `pid` (of all its threads), ascending.
 std::vector<pid_t> children_of(pid_t pid);
 

@@ -7,6 +7,7 @@
 // failure releases them untouched). Live: the same, after pre-copy rounds
 // (a full, then incrementals of what the members wrote since) taken and
 // sent while the job runs; the final incremental is the short stop.
+#include <signal.h>
 #include <unistd.h>
 
 #include <ckpt/migrate.hpp>
@@ -16,6 +17,7 @@
 #include "image/store.hpp"
 #include "job/checkpoint.hpp"
 #include "job/generation.hpp"
+#include "job/tree.hpp"
 #include "migrate/job_stream.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sender_link.hpp"
@@ -57,6 +59,23 @@ Status wait_applied(FrameReader& r, uint64_t g) {
     if (f.type != kApplied || f.len != 8) return unexpected_frame(f, kApplied, "receiver");
     if (get_u64(f.data) == g) return {};
   }
+}
+
+// The members of a generation the job checkpoint wrote (zombies too).
+std::vector<pid_t> members_of(const std::string& gen_dir) {
+  std::vector<pid_t> out;
+  if (auto jm = job::read_job_or_root(gen_dir); jm.ok())
+    for (const image::JobMember& m : jm->members) out.push_back(m.pid);
+  return out;
+}
+
+// A job whose members change during the pre-copy is not moved: the part
+// left is not the job that was asked for.
+Status same_members(const std::vector<pid_t>& first, const std::vector<pid_t>& now) {
+  const std::string change = job::membership_change(first, now);
+  if (change.empty()) return {};
+  return make_error(ECHILD, "the job changed during the pre-copy (" + change +
+                                "): not migrated; migrate it again once it is stable");
 }
 
 }  // namespace
@@ -101,6 +120,7 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHoo
     (void)w.send(kError, msg.data(), std::min<size_t>(msg.size(), 4000));
     return e;
   };
+  std::vector<pid_t> first_members;  // live: the job as its first round found it
   for (int round = 1;; ++round) {
     // Whether this round is the last is decided before it starts, from what
     // the previous round found dirty (the job is running, not frozen, here).
@@ -118,6 +138,7 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHoo
     const uint64_t sent_before = w.bytes();
     double t_sent = 0, t_running = 0;
     job::CommittedHook send_and_commit = [&](const std::string& gen_dir) -> Status {
+      if (round > 1) CKPT_TRY(same_members(first_members, members_of(gen_dir)));
       const uint64_t g = std::stoull(gen_dir.substr(gen_dir.rfind('-') + 1));
       CKPT_TRY(send_job_generation(w, gen_dir, g));
       t_sent = now_seconds();
@@ -160,8 +181,19 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHoo
     };
     auto res = job::checkpoint_round(co, first_gen, final ? send_and_commit : job::CommittedHook{});
     const double t_back = now_seconds();
-    if (!res.ok()) return give_up(res.error());
+    if (!res.ok()) {
+      // The job's root gone since the first round: the job ended meanwhile.
+      if (round > 1 && ::kill(opts.pid, 0) != 0)
+        return give_up(make_error(ESRCH, "the job ended during the pre-copy (its root, PID " +
+                                             std::to_string(opts.pid) +
+                                             ", exited): nothing was migrated"));
+      return give_up(res.error());
+    }
     if (!final) {  // a pre-copy round: sent while the job runs
+      const std::vector<pid_t> now =
+          members_of(image::generation_dir(local.s.dir, res->generation));
+      if (round == 1) first_members = now;
+      if (Status s = same_members(first_members, now); !s.ok()) return give_up(s.error());
       Status s = send_job_generation(w, image::generation_dir(local.s.dir, res->generation),
                                      res->generation);
       if (!s.ok()) return give_up(s.error());
