@@ -113,8 +113,14 @@ void draw_channels(Rng* r, FdPool* fds, Job* job) {
     c.id = i;
     c.kind = draw_kind(r);
     c.a = int(r->below(n));
-    do c.b = int(r->below(n));
-    while (c.b == c.a);
+    // Sometimes both ends in one process (a pipe to itself, a connection
+    // accepted from its own listener).
+    if (r->chance(0.1)) {
+      c.b = c.a;
+    } else {
+      do c.b = int(r->below(n));
+      while (c.b == c.a);
+    }
     c.creator = lca(*job, c.a, c.b);
     c.msg = draw_msg(r, c.kind);
     c.sa = draw_side(r, fds, c.kind);
