@@ -1,4 +1,5 @@
 #include "dump/collect.hpp"
+#include "dump/unsupported.hpp"
 #include "ipc/sysv_shm.hpp"
 
 #include <dirent.h>
@@ -84,6 +85,7 @@ Result<std::vector<VmaRecord>> collect_vmas(pid_t pid, const std::vector<proc::M
     v.name = m.path;
     const std::string where = "mapping " + hex(m.start) + "-" + hex(m.end) + " " + m.path;
     if (m.path == "[vsyscall]") continue;  // a fixed kernel page, not part of the mm
+    if (is_secretmem(m.path)) return make_error(ENOTSUP, where + ": " + kSecretmemRefusal);
     if (m.path == "[vvar]" || m.path == "[vvar_vclock]") {
       v.flags |= image::kVmaVvar;
     } else if (m.path == "[vdso]") {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dump/collect.hpp"
+#include "dump/unsupported.hpp"
 #include "proc/fd_links.hpp"
 #include "sockets/tcp.hpp"
 #include "sockets/udp.hpp"
@@ -403,6 +404,7 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
     f.size = uint64_t(r.st.st_size);
     f.mtime_ns = mtime_ns(r.st);
     const std::string what = "fd " + std::to_string(r.fd) + ": " + f.path;
+    if (is_secretmem(f.path)) return make_error(ENOTSUP, what + ": " + kSecretmemRefusal);
 
     const bool is_pipe = S_ISFIFO(r.st.st_mode) && f.path.starts_with("pipe:");
     const bool is_tty =
@@ -533,7 +535,7 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
       }
     } else {
       if (f.path.starts_with("anon_inode:"))  // inotify, pidfd, io_uring, perf_event...
-        return make_error(ENOTSUP, what + ": not supported yet");
+        return make_error(ENOTSUP, what + anon_inode_name(f.path) + ": not supported yet");
       const char* kind = is_tty                  ? "terminal"
                          : S_ISCHR(r.st.st_mode) ? "character device"
                          : S_ISBLK(r.st.st_mode) ? "block device"

@@ -21,7 +21,9 @@
 #include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
@@ -141,6 +143,22 @@ int main(int argc, char** argv) {
       e2e_fail("an empty datagram: %s", strerror(errno));
     close(s);
     if (u != 3 && (dup2(u, 3) != 3 || close(u))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "secretmem") == 0 || strcmp(mode, "secretmem-mapped") == 0) {
+    int m = (int)syscall(SYS_memfd_secret, 0);
+    if (m < 0 && (errno == ENOSYS || errno == EINVAL)) {
+      printf("no memfd_secret on this kernel\n");
+      return 77;
+    }
+    char* p = MAP_FAILED;
+    if (m < 0 || ftruncate(m, 4096) != 0 ||
+        (p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, m, 0)) == MAP_FAILED)
+      e2e_fail("memfd_secret: %s", strerror(errno));
+    strcpy(p, "secret");
+    if (strcmp(mode, "secretmem-mapped") == 0) {
+      close(m);  // only the mapping is left; fd 3 holds /dev/null
+      m = open("/dev/null", O_RDONLY);
+    }
+    if (m != 3 && (dup2(m, 3) != 3 || close(m))) e2e_fail("dup2: %s", strerror(errno));
   } else {
     e2e_fail("unknown mode %s", mode);
   }
