@@ -519,10 +519,14 @@ void run_member_body(const char* ready_file) {
   const Ends ends = my_ends();
   std::vector<Writer> ws = writers_of(false);
   const int msgs = run_steps(ends, &ws);
+  // Nobody closes anything before every member has read all its messages
+  // (a pty drops what its slave did not read when the master closes).
   if (self.index == 0) {
+    for (int i = 1; i < n; ++i) read_all(job().ctl_up[0], &byte, 1, "the set-up pipe");
     while (!file_exists(self.work + "/finish")) sleep_us(10000);
     for (int i = 1; i < n; ++i) write_all(job().ctl_fin[1], &byte, 1, "the finish pipe");
   } else {
+    write_all(job().ctl_up[1], &byte, 1, "the set-up pipe");
     read_all(job().ctl_fin[0], &byte, 1, "the finish pipe");
   }
   compare_fd_tables(fds, fd_table());
