@@ -12,7 +12,9 @@
 #                killed, restarted twice
 #   no-restarts  --restarts 0: the killed job is not restarted, cr_run exits 137
 #   resume-alive cr_run itself SIGKILLed; cr_run --resume adopts the running
-#                job (checkpoint, end, restore as its child) and finishes it;
+#                job (a full checkpoint; the same process runs on, watched),
+#                checkpoints it on, restarts it when it is SIGKILLed, and
+#                finishes it;
 #                --resume with a schedule option is refused, --buffered is kept
 #   resume-dead  cr_run and the whole job SIGKILLed (a node reboot);
 #                cr_run --resume restores the newest generation
@@ -194,8 +196,18 @@ resume-alive | resume-dead)
   CR=$!
   OWN_PIDS+=("$CR")
   if [[ $MODE == resume-alive ]]; then
+    start=$(awk '{ print $22 }' "/proc/$ROOT/stat")
     wait_lines "full checkpoint (adopt)" 1 "$CR" 30
     wait_lines "adopting the running job" 1 "$CR" 30
+    # Adopted, not killed and restored: the same process runs on, and the
+    # schedule goes on with it.
+    [[ $(awk '{ print $22 }' "/proc/$ROOT/stat" 2>/dev/null) == "$start" ]] ||
+      die "the adopted job's root $ROOT is not the process that was running"
+    n=$(grep -c "checkpoint (scheduled): chain" "$LOG")
+    wait_lines "checkpoint (scheduled): chain" $((n + 2)) "$CR" 30
+    # Its death by a signal reaches the new launcher, which restarts it.
+    kill -9 "$ROOT"
+    wait_lines "restored chain" 1 "$CR" 30
   else
     wait_lines "resume: the job is gone" 1 "$CR" 30
   fi

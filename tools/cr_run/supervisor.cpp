@@ -157,7 +157,10 @@ bool Supervisor::checkpoint(const std::string& why) {
     chain = chains.empty() ? 1 : chains.back() + 1;
   }
   ckpt::CheckpointOptions o = job_checkpoint(dir_, chain, state_);
+  // An adopted job's root is let go of while the checkpoint traces the job.
+  if (adopted_) (void)adopted_->let_go();
   auto r = checkpoint_isolated(o, full);
+  if (adopted_ && !adopted_root_gone()) (void)adopted_->watch();  // else the loop finds it gone
   if (!r.ok()) {
     std::error_code ec;
     if (full) std::filesystem::remove(o.dir, ec);  // only if still empty
@@ -233,6 +236,7 @@ bool Supervisor::restore_newest(const std::string& why) {
   // Tracking of the old chain is not continued: the next checkpoint starts
   // a new chain with a full.
   state_.chain = 0;
+  adopted_.reset();  // the restored root is our child
   record_root(r->pid);
   nlohmann::json fields = {{"reason", why},
                            {"chain", p.chain},
@@ -273,7 +277,8 @@ int Supervisor::loop() {
   for (;;) {
     int st = 0;
     pid_t w;
-    while ((w = ::waitpid(-1, &st, WNOHANG)) > 0) {
+    while ((w = ::waitpid(-1, &st, WNOHANG | __WALL)) > 0) {
+      if (w == state_.root && adopted_ && adopted_->resume_from(st)) continue;
       if (w != state_.root) continue;  // an orphaned member, reaped
       log_.event("died", "job " + std::to_string(w) + " " + describe_status(st),
                  {{"pid", w},
@@ -291,6 +296,19 @@ int Supervisor::loop() {
                           std::to_string(state_.schedule.restarts)))
         return finish(st);
       next = period() > 0 ? now() + period() : 0;
+    }
+    if (adopted_ && !adopted_->watching() && !adopted_root_gone()) (void)adopted_->watch();
+    if (adopted_ && !adopted_->watching() && adopted_root_gone()) {
+      // It ended while cr_run had let go of it for a checkpoint: its status
+      // went to its parent. Not restarted (it may have finished).
+      log_.event(
+          "died",
+          "the adopted job " + std::to_string(state_.root) +
+              " ended while it was being checkpointed; its exit status is not known here "
+              "(cr_run --resume restores it from the newest checkpoint if it did not finish)",
+          {{"pid", state_.root}});
+      adopted_.reset();
+      return finish(1 << 8);
     }
     if (period() > 0 && now() >= next) {
       checkpoint("scheduled");
@@ -327,12 +345,13 @@ int Supervisor::run() {
 }
 
 bool Supervisor::adopt() {
-  // The job outlived its launcher and is nobody's child we can wait for:
-  // checkpoint it whole, end it, and restore it as our child.
+  // The job outlived its launcher and is nobody's child we can wait for: a
+  // full checkpoint of it (a new chain the schedule goes on with), then it
+  // runs on, watched (cr_run/adopted.hpp). It is not killed to be restored
+  // as our child: a job that could not be restored would be lost.
   auto chains = list_chains(dir_);
   const uint64_t chain = chains.empty() ? 1 : chains.back() + 1;
   ckpt::CheckpointOptions o = job_checkpoint(dir_, chain, state_);
-  o.kill_after = true;
   // The dead launcher's checkpointing child may still be letting go of the
   // job (it dies with its parent): EPERM while it is the tracer.
   auto r = checkpoint_isolated(o, true);
@@ -360,8 +379,32 @@ bool Supervisor::adopt() {
               {"bytes", r->bytes_written},
               {"frozen_seconds", r->frozen_seconds},
               {"processes", r->processes}});
+  state_.chain = chain;
+  save();
   prune(dir_, state_.schedule.keep);
-  return restore_newest("adopting the running job " + std::to_string(o.pid));
+  adopted_.emplace(state_.root);
+  if (auto s = adopted_->watch(); !s.ok()) {
+    adopted_.reset();
+    log_.event("adopt_failed",
+               "cannot take over running job " + std::to_string(o.pid) + ": " + s.error().message,
+               {{"pid", o.pid}, {"message", s.error().message}});
+    return false;
+  }
+  log_.event("adopt",
+             "adopting the running job " + std::to_string(o.pid) +
+                 ": it runs on, watched by cr_run (its tracer), and is restarted if it dies",
+             {{"pid", o.pid}});
+  return true;
+}
+
+bool Supervisor::adopted_root_gone() const {
+  if (!adopted_) return false;
+  std::ifstream in("/proc/" + std::to_string(state_.root) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return true;
+  const size_t at = line.rfind(')');
+  return at == std::string::npos || line.compare(at, 3, ") Z") == 0 ||
+         start_time(state_.root) != state_.root_start;
 }
 
 int Supervisor::resume() {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "cr_run/adopted.hpp"
 #include "cr_run/auto_interval.hpp"
 #include "cr_run/log.hpp"
 #include "cr_run/state.hpp"
@@ -22,8 +23,9 @@ class Supervisor {
       : dir_(std::move(dir)), state_(std::move(state)), log_(log) {}
   // A new job: starts the command. Returns cr_run's exit status.
   int run();
-  // After cr_run died: adopts the job if it still runs, else restores it from
-  // the newest committed generation (or starts it again if none).
+  // After cr_run died: adopts the job if it still runs (a full checkpoint,
+  // then watched as it runs on: never killed to be restored), else restores
+  // it from the newest committed generation (or starts it again if none).
   int resume();
 
  private:
@@ -33,6 +35,7 @@ class Supervisor {
   bool restore_newest(const std::string& why);
   bool adopt();
   int finish(int status);
+  bool adopted_root_gone() const;
   void kill_leftovers();
   void save();
   void record_root(pid_t pid);
@@ -45,6 +48,7 @@ class Supervisor {
   Log& log_;
   bool terminating_ = false;          // a termination signal was forwarded: no restart
   std::optional<AutoInterval> auto_;  // --interval auto
+  std::optional<Adopted> adopted_;    // --resume found the job running: watched, not our child
 };
 
 // Blocks the signals the loop takes synchronously (call before any fork).
