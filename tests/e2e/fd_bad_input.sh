@@ -137,6 +137,14 @@ refused_at_checkpoint() {
   [[ $st != - && $st != Z ]] || fail "target is gone after the refusal"
   [[ $st != T && $st != t ]] || fail "target left stopped (state $st)"
   [[ $(tracer_of "${CK_PID:-$TPID}") == 0 ]] || fail "target left traced"
+  # A live checkpoint arms tracking before its final round finds what it
+  # must refuse: it takes it back (the program's own check at its end sees
+  # a descriptor that appeared, too).
+  tool "$BIN_DIR/cr_full" --live --dir "$WORK/ck" "${CK_PID:-$TPID}"
+  expect_refusal "cr_full --live" "$1"
+  if ls -l "/proc/${CK_PID:-$TPID}/fd" 2>/dev/null | grep -q userfaultfd; then
+    fail "cr_full --live left a userfaultfd in the target"
+  fi
   wait_exit "$TPID" 30 || fail "target still running 30s later"
   ((EXIT_STATUS == 0)) || fail "target $(describe_status "$EXIT_STATUS") after the refusal: $(first_line "$WORK/prog.err")"
 }

@@ -233,6 +233,26 @@ bool is_unset_uffd(pid_t pid, int fd) {
          features == 0;
 }
 
+// The userfaultfd number of the last install in a process, beside its
+// ledger entry (a plain file: written at once, not deferred like side states).
+void record_uffd_number(pid_t pid, int fd) {
+  auto path = ledger_side_file(pid, ".uffd", true);
+  if (!path) return;
+  const std::string tmp = *path + ".tmp", text = std::to_string(fd) + "\n";
+  UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (f.valid() && ::write(f.get(), text.data(), text.size()) == ssize_t(text.size()))
+    (void)::rename(tmp.c_str(), path->c_str());
+}
+
+std::optional<int> recorded_uffd_number(pid_t pid) {
+  auto path = ledger_side_file(pid, ".uffd", false);
+  if (!path) return std::nullopt;
+  auto text = read_file(*path);
+  if (!text.ok() || text->empty()) return std::nullopt;
+  const int fd = std::atoi(text->c_str());
+  return fd >= 3 ? std::optional<int>(fd) : std::nullopt;
+}
+
 // kTrackerFd if free in the target, else the next free number below its
 // RLIMIT_NOFILE, else the highest free one below kTrackerFd. Never an fd in
 // use: the target's own descriptors are not ours to replace. Except our
@@ -248,6 +268,9 @@ Result<int> choose_target_fd(pid_t pid) {
   while (dirent* e = ::readdir(d))
     if (e->d_name[0] != '.') used.insert(std::atoi(e->d_name));
   ::closedir(d);
+  if (auto n = recorded_uffd_number(pid);
+      n && (check_target_uffd(pid, *n).ok() || is_unset_uffd(pid, *n)))
+    return *n;
   if (check_target_uffd(pid, kTrackerFd).ok() || is_unset_uffd(pid, kTrackerFd)) return kTrackerFd;
   long limit = kTrackerFd + 1;
   CKPT_ASSIGN(std::string limits, read_file(proc_path(pid, "limits")));
@@ -497,6 +520,7 @@ Result<UniqueFd> PagemapScanTracker::install_fresh(pid_t pid, TrackerState* stat
     CKPT_ASSIGN(number, choose_target_fd(pid));
   }
   CKPT_ASSIGN(int fd, create_target_uffd(pid, number));
+  record_uffd_number(pid, fd);
   auto uffd = proc::take_fd(pid, fd);
   Status st = uffd.ok() ? Status{} : Status{uffd.error()};
   if (st.ok()) {
@@ -541,6 +565,11 @@ Result<bool> PagemapScanTracker::install(pid_t pid, TrackerState* state) {
 
 // Tracking restarts for the generation in `state`; the ledger says so (when
 // it cannot be written, the next collect finds it stale and saves all).
+int own_uffd_number(pid_t pid) {
+  auto n = recorded_uffd_number(pid);
+  return n && check_target_uffd(pid, *n).ok() ? *n : kTrackerFd;
+}
+
 Result<bool> PagemapScanTracker::release(pid_t pid, const TrackerState& state) {
   if (state.target_fd < 0) return false;
   Status ours = check_target_uffd(pid, state.target_fd);

@@ -67,6 +67,12 @@ namespace ckpt::dirty {
 
 // Where the tracker's userfaultfd lives in the target (unless taken).
 constexpr int kTrackerFd = 1000;
+// The number of the userfaultfd this tracker made in `pid` last if it is
+// still there and still ours (recorded next to the process's ledger entry,
+// so one made at another number because the job holds fd 1000 is known
+// too, e.g. after a checkpoint that failed once it had armed); else
+// kTrackerFd. A checkpoint does not save it, and a new arm reuses it.
+int own_uffd_number(pid_t pid);
 // Larger private VMAs are reported `unknown` rather than tracked.
 
 class PagemapScanTracker : public Tracker {

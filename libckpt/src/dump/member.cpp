@@ -90,7 +90,8 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   CKPT_TRY(proc::read_task_states(pid, &meta.threads, &meta.state, &meta.credentials, masks.caught,
                                   &meta.process.sigactions));
   pt.mark("states, handlers");
-  int tracker_fd = earlier && earlier->tracker_fd >= 0 ? earlier->tracker_fd : dirty::kTrackerFd;
+  int tracker_fd =
+      earlier && earlier->tracker_fd >= 0 ? earlier->tracker_fd : dirty::own_uffd_number(pid);
   if (spec.precopy && spec.precopy->tstate.target_fd >= 0)
     tracker_fd = spec.precopy->tstate.target_fd;
   CKPT_TRY(collect_files(pid, tracker_fd, &meta.files, spec.job, spec.tcp_established));
@@ -175,6 +176,12 @@ Status MemberDump::prepare_final_live(CheckpointStats* stats) {
   }
   live_dirty_ = std::move(dirty);
   return {};
+}
+
+void MemberDump::disarm() {
+  if (!armed_ || spec_.prev || !tracker_) return;
+  armed_ = false;
+  (void)tracker_->release(pid(), tstate_);
 }
 
 Status MemberDump::arm() {

@@ -86,6 +86,10 @@ class MemberDump {
   Result<PageSink> capture_sink(image::SnapshotWriter& writer);
   Status captured(bool arm_after);
   void finish_write();
+  // A full that fails after its tracking was armed (here, or by its live
+  // rounds) takes it back, the process still frozen: a checkpoint that
+  // fails leaves no userfaultfd behind.
+  void disarm();
 
   pid_t pid() const { return spec_.fp->pid(); }
   image::ImageMeta meta;

@@ -340,6 +340,16 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   // Describe every member and plan its memory, all frozen.
   std::vector<std::unique_ptr<dump::MemberDump>> dumps;
   std::vector<dump::MemberDump*> live;
+  // A full that fails from here until the job runs again takes back the
+  // tracking it armed (its live rounds', or the arm after the copy): the
+  // job is left as it was found.
+  auto undo_arms = [&](Error e) -> Error {
+    if (prev) return e;
+    for (auto& [pid, pc] : precopies)
+      if (pc && pc->tracker) (void)pc->tracker->release(pid, pc->tstate);
+    for (auto& d : dumps) d->disarm();
+    return e;
+  };
   dump::ScratchSaved scratch_saved;  // a tmpfs file held by several members is read once
   for (size_t i = 0; i < members.size(); ++i) {
     if (members[i].zombie) continue;
@@ -349,9 +359,9 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     if (precopies.count(pid)) ms.precopy = precopies[pid].get();
     auto md = std::make_unique<dump::MemberDump>();
     Status s = md->prepare(ms, &stats);
-    if (!s.ok()) return job::name_member(s.error(), pid, members.size());
-    live.push_back(md.get());
     dumps.push_back(std::move(md));
+    if (!s.ok()) return undo_arms(job::name_member(s.error(), pid, members.size()));
+    live.push_back(dumps.back().get());
   }
   for (auto it = member_writers.begin(); it != member_writers.end();)  // gone since the last round
     it = precopies.count(it->first) && frozen_has(members, it->first) ? std::next(it)
@@ -380,7 +390,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     CKPT_ASSIGN(image::SnapshotWriter * w, writer_for(d->pid()));
     writers.push_back(w);
     auto sink = d->capture_sink(*w);
-    if (!sink.ok()) return job::name_member(sink.error(), d->pid(), members.size());
+    if (!sink.ok()) return undo_arms(job::name_member(sink.error(), d->pid(), members.size()));
     sinks.push_back(std::move(*sink));
   }
   // The copy runs on a second thread while this one, the tracer, arms each
@@ -412,11 +422,12 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     capture.report();  // on this thread, as ckpt.h promises
   Status copied = copy.get();
   if (!copied.ok())
-    return job::name_member(copied.error(), live[failed_member]->pid(), members.size());
-  if (!armed.ok()) return job::name_member(armed.error(), arm_failed, members.size());
+    return undo_arms(job::name_member(copied.error(), live[failed_member]->pid(), members.size()));
+  if (!armed.ok()) return undo_arms(job::name_member(armed.error(), arm_failed, members.size()));
   pt.mark("copy+arm");
 
-  if (hooks && hooks->captured) CKPT_TRY(hooks->captured());
+  if (hooks && hooks->captured)
+    if (Status s = hooks->captured(); !s.ok()) return undo_arms(s.error());
   // Memory is copied: a running job cannot change the image any more, so it
   // goes back to work while the files are written and made durable. With
   // --kill it stays stopped until the checkpoint is committed.
