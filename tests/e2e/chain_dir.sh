@@ -8,7 +8,8 @@
 #                 leaves one generation and no leftover
 #   job-bind      job.img deleted, or taken from another generation, or a
 #                 member's meta.img taken from another generation: cr_info
-#                 --verify and cr_restart refuse in one line; cr_info --verify
+#                 --verify, cr_restart and cr_incr refuse in one line (the
+#                 job keeps running); cr_info --verify
 #                 --generation 77 (no such generation) refuses in one line
 #   run-dir       a directory of chains as cr_run writes them (DIR/chain-N):
 #                 cr_info lists the chains and describes the newest, --chain N
@@ -111,6 +112,9 @@ case $CASE in
       grep -q "$copy/gen-00000[12]" "$WORK/tool.err" || fail "$name: names no generation: $(first_line "$WORK/tool.err")"
       tool "$BIN_DIR/cr_restart" --dir "$copy"
       expect_refusal "cr_restart ($name)"
+      tool "$BIN_DIR/cr_incr" --dir "$copy" "$PID"
+      expect_refusal "cr_incr ($name)"
+      [[ $(proc_state "$PID") == [SR] ]] || fail "$name: the job's root is $(proc_state "$PID") after cr_incr"
     }
     damage no-job rm "$WORK/no-job/gen-000002/job.img"
     damage other-job cp "$CK/gen-000001/job.img" "$WORK/other-job/gen-000002/job.img"

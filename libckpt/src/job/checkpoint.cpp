@@ -25,6 +25,7 @@
 #include "dump/member.hpp"
 #include "dump/precopy_rule.hpp"
 #include "dump/vma_flags.hpp"
+#include "image/chain_link.hpp"
 #include "image/job_image.hpp"
 #include "image/page_codec.hpp"
 #include "image/reader.hpp"
@@ -59,6 +60,12 @@ Result<PreviousJob> open_previous(const std::string& gen_dir) {
     CKPT_ASSIGN(auto r, image::SnapshotReader::open(image::member_dir(gen_dir, m.pid, root)));
     p.members.emplace(m.pid, std::move(r));
   }
+  // An incremental continues what the generation binds, as a restore reads it.
+  const image::SnapshotReader& top = *p.root();
+  CKPT_TRY(image::check_job_link(top, p.job));
+  for (const image::JobMember& m : p.job.members)
+    if (!m.zombie() && m.pid != root)
+      CKPT_TRY(image::check_member_link(*p.members.at(m.pid), m, top.meta().link.binds_job));
   return p;
 }
 
