@@ -1,8 +1,11 @@
-// cr_info --dir DIR [--generation N] [--verify] [--json] [--maps]: describe a checkpoint directory.
+// cr_info --dir DIR [--chain N] [--generation N] [--verify] [--json] [--maps]:
+// describe a checkpoint directory (a chain, or cr_run's directory of chains).
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
 #include "common/cli.hpp"
+#include "image/chain_link.hpp"
 #include "image/chain_verify.hpp"
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
@@ -59,27 +62,59 @@ nlohmann::json describe(const ckpt::image::SnapshotReader& r, bool maps) {
   return j;
 }
 
+// The chains of cr_run's directory `given` ([] when it is a chain itself),
+// listed on stdout unless `json`; `shown` is the one described below.
+nlohmann::json list_chains(const std::string& given, const std::string& shown, bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  if (shown == given) return out;
+  for (uint64_t c : ckpt::run_chains(given)) {
+    const std::string d = ckpt::run_chain_dir(given, c);
+    auto g = ckpt::image::list_generations(d);
+    nlohmann::json gens = g.ok() ? nlohmann::json(*g) : nlohmann::json::array();
+    out.push_back({{"chain", c}, {"dir", d}, {"generations", gens}, {"shown", d == shown}});
+    if (json) continue;
+    std::printf("chain %llu: %s, ", (unsigned long long)c, d.c_str());
+    if (!g.ok() || g->empty())
+      std::printf("no committed generation");
+    else
+      std::printf("%zu generation%s (%llu to %llu)", g->size(), g->size() == 1 ? "" : "s",
+                  (unsigned long long)g->front(), (unsigned long long)g->back());
+    std::printf("%s\n", d == shown ? ", described below" : "");
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Describe the checkpoints in a directory; --verify checks every checksum."};
-  std::string dir;
-  uint64_t generation = 0;
+  std::string given;
+  uint64_t generation = 0, chain = 0;
   bool json = false, verify = false, maps = false;
-  app.add_option("--dir", dir, "checkpoint directory")->required();
+  app.add_option("--dir", given, "checkpoint directory (a chain, or cr_run's directory of chains)")
+      ->required();
+  app.add_option("--chain", chain, "a directory of chains: this chain (default: the newest)");
   app.add_option("--generation", generation, "only this generation");
   app.add_flag("--verify", verify, "check every checksum (exit 1 on any mismatch)");
   app.add_flag("--json", json, "machine-readable output");
   app.add_flag("--maps", maps, "list the memory mappings of each generation");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
 
+  auto resolved = ckpt::resolve_checkpoint_dir(given, chain);
+  if (!resolved.ok()) return ckpt::cli::fail("cr_info", resolved.error());
+  const std::string dir = *resolved;
   auto gens = ckpt::image::list_generations(dir);
   if (!gens.ok()) return ckpt::cli::fail("cr_info", gens.error());
   if (gens->empty()) return ckpt::cli::fail("cr_info", "no checkpoint in " + dir);
-  // The whole chain a restore would read: links, missing parents, content.
+  if (generation && std::find(gens->begin(), gens->end(), generation) == gens->end())
+    return ckpt::cli::fail("cr_info", "no generation " + std::to_string(generation) + " in " + dir);
+  // The whole chain a restore would read, every member: links, missing
+  // parents, job.img, content.
   if (verify)
     if (auto v = ckpt::image::verify_chains(dir, *gens, generation); !v.ok())
       return ckpt::cli::fail("cr_info", v.error());
+  // A directory of chains (cr_run): its chains, then the one described.
+  nlohmann::json chains = list_chains(given, dir, json);
   nlohmann::json out = nlohmann::json::array();
   for (uint64_t g : *gens) {
     if (generation && g != generation) continue;
@@ -88,7 +123,7 @@ int main(int argc, char** argv) {
     nlohmann::json j = describe(**r, maps);
     // The job's members: the root above, the others in their own files.
     const std::string gen_dir = ckpt::image::generation_dir(dir, g);
-    auto job = ckpt::job::read_job_or_root(gen_dir);
+    auto job = ckpt::image::read_bound_job(**r);
     if (!job.ok()) return ckpt::cli::fail("cr_info", job.error());
     nlohmann::json procs = nlohmann::json::array();
     for (const ckpt::image::JobMember& m : job->members) {
@@ -104,8 +139,6 @@ int main(int argc, char** argv) {
         auto mr = ckpt::image::SnapshotReader::open(
             ckpt::image::member_dir(gen_dir, m.pid, job->members[0].pid));
         if (!mr.ok()) return ckpt::cli::fail("cr_info", mr.error());
-        if (verify)
-          if (auto v = (*mr)->verify_all(); !v.ok()) return ckpt::cli::fail("cr_info", v.error());
         nlohmann::json d = describe(**mr, false);
         p["comm"] = d["comm"];
         p["threads"] = d["threads"];
@@ -167,6 +200,13 @@ int main(int argc, char** argv) {
     }
     out.push_back(j);
   }
-  if (json) ckpt::cli::print_json({{"dir", dir}, {"generations", out}});
+  if (json) {
+    nlohmann::json j = {{"dir", dir}, {"generations", out}};
+    if (!chains.empty()) {
+      j["run_dir"] = given;
+      j["chains"] = chains;
+    }
+    ckpt::cli::print_json(j);
+  }
   return 0;
 }

@@ -1,4 +1,4 @@
-// cr_pause --dir DIR [--tree] [--detach] [--json] PID: roll a live process
+// cr_pause --dir DIR [--chain N] [--tree] [--detach] [--json] PID: roll a live process
 // back in place to its newest checkpoint; a job (a chain taken with --tree)
 // by kill and restore with the same PIDs.
 #include <ckpt/pause.hpp>
@@ -16,13 +16,21 @@ int main(int argc, char** argv) {
       "and exits with its status (like cr_restart; --detach returns at once)."};
   ckpt::PauseOptions opts;
   bool json = false, detach = false;
-  app.add_option("--dir", opts.dir, "checkpoint directory of the process")->required();
+  uint64_t chain = 0;
+  app.add_option("--dir", opts.dir,
+                 "checkpoint directory of the process (a chain, or cr_run's directory of chains)")
+      ->required();
+  app.add_option("--chain", chain, "a directory of chains: this chain (default: the newest)");
   app.add_option("pid", opts.pid, "process to roll back")->required();
   app.add_flag("--tree", opts.tree,
                "the job of PID (implied by a chain taken with --tree): kill and restore");
   app.add_flag("--detach", detach, "a job: return once it runs instead of waiting for its root");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (auto d = ckpt::resolve_checkpoint_dir(opts.dir, chain); d.ok())
+    opts.dir = *d;
+  else
+    return ckpt::cli::fail("cr_pause", d.error());
   auto r = ckpt::pause_process(opts);
   if (!r.ok()) return ckpt::cli::fail("cr_pause", r.error());
   const ckpt::PauseStats& s = *r;

@@ -239,12 +239,33 @@ int run_interval(const Common& c, Inputs& in) {
   if (!C)
     return ckpt::cli::fail(
         kTool, missing("C", "checkpoint time", !c.from.empty(), "a cr_full --json line"));
-  if (!R)
-    return ckpt::cli::fail(
-        kTool, missing("R", "restart time", !c.from.empty(), "a cr_restart --json line of a full"));
   if (!M) return ckpt::cli::fail(kTool, err);
+  // No R measured or given: a chain gives an estimate; without a chain the
+  // plan is Young/Daly's alone, which does not use R.
+  json r_in = nullptr;
+  std::string r_label;
+  if (!R && !c.from.empty()) {
+    auto e = plan::estimate_restart(c.from);
+    if (!e.ok()) return ckpt::cli::fail(kTool, "estimating R: " + e.error().message);
+    R = e->restart_s;
+    rf.source = "estimate";
+    r_in = {{"value", *R},
+            {"source", "estimate"},
+            {"restore_bytes", e->restore_bytes},
+            {"sampled_bytes", e->sampled_bytes},
+            {"read_bytes_per_s", e->read_bytes_per_s}};
+    r_label = "R = " + fmt(*R) + " s is an ESTIMATE (no restart measured): " +
+              fmt(double(e->restore_bytes) / (1 << 20), "%.1f") +
+              " MiB a restore of the chain writes, at " +
+              fmt(e->read_bytes_per_s / (1 << 20), "%.0f") +
+              " MiB/s, this machine's speed reading and checking the chain's pages now; --R or "
+              "a cr_restart --json line in --stats gives a measured one";
+  } else if (R) {
+    r_in = {{"value", *R}, {"source", rf.source}};
+  }
   p.checkpoint_s = *C;
-  p.restart_s = *R;
+  p.restart_s = R.value_or(0);
+  p.restart_known = R.has_value();
   p.mtbf_s = *M;
   p.verify_s = in.time("V").value_or(0);
   p.silent_mtbf_s = in.time("silent-mtbf").value_or(0);
@@ -253,7 +274,7 @@ int run_interval(const Common& c, Inputs& in) {
   auto r = plan::plan_interval(p);
   if (!r.ok()) return ckpt::cli::fail(kTool, r.error());
   out["inputs"] = {{"C", {{"value", *C}, {"source", cf.source}}},
-                   {"R", {{"value", *R}, {"source", rf.source}}},
+                   {"R", r_in},
                    {"mtbf_s", p.mtbf_s},
                    {"V", p.verify_s},
                    {"silent_mtbf_s", p.silent_mtbf_s},
@@ -261,17 +282,33 @@ int run_interval(const Common& c, Inputs& in) {
   out["young_daly"] = {{"period_s", r->young_daly_period_s},
                        {"overhead", r->young_daly_overhead},
                        {"exact_overhead_at_period", r->exact_overhead_at_young_daly}};
-  out["exact"] = {{"period_s", r->exact_period_s}, {"overhead", r->exact_overhead}};
-  out["period_difference"] = r->period_difference;
-  out["overhead_difference"] = r->overhead_difference;
-  out["first_order_ok"] = r->first_order_ok;
+  if (r->exact_computed) {
+    out["exact"] = {{"period_s", r->exact_period_s}, {"overhead", r->exact_overhead}};
+    out["period_difference"] = r->period_difference;
+    out["overhead_difference"] = r->overhead_difference;
+    out["first_order_ok"] = r->first_order_ok;
+  } else {
+    out["young_daly"].erase("exact_overhead_at_period");
+    out["exact"] = nullptr;
+    out["omitted"] = {"exact", "young_daly.exact_overhead_at_period", "period_difference",
+                      "overhead_difference", "first_order_ok"};
+  }
   out["note"] = r->note;
+  if (!r_label.empty()) out["estimated"] = {"R"};
   if (c.json_out) {
     ckpt::cli::print_json(out);
     return 0;
   }
+  if (!r_label.empty()) std::printf("%s\n", r_label.c_str());
   std::printf("platform MTBF %s s, effective failure rate %s /s\n", fmt(p.mtbf_s).c_str(),
               fmt(r->lambda).c_str());
+  if (!r->exact_computed) {
+    std::printf("Young/Daly: T* = %s s, H* = %s %%\n", fmt(r->young_daly_period_s, "%.1f").c_str(),
+                fmt(100 * r->young_daly_overhead, "%.3g").c_str());
+    std::printf(
+        "omitted: the exact E(T), and what T* costs exactly: they need --R (restart time)\n");
+    return 0;
+  }
   std::printf("Young/Daly: T* = %s s, H* = %s %% (exactly %s %% at T*)\n",
               fmt(r->young_daly_period_s, "%.1f").c_str(),
               fmt(100 * r->young_daly_overhead, "%.3g").c_str(),

@@ -1,4 +1,4 @@
-// cr_restart --dir DIR [--generation N] [--detach] [--new-pid] [--force] [--json]:
+// cr_restart --dir DIR [--chain N] [--generation N] [--detach] [--new-pid] [--force] [--json]:
 // restore a checkpointed process, wait for it and exit with its status.
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,7 +14,12 @@ int main(int argc, char** argv) {
       "exit with its exit status (128 + N if signal N ended it)."};
   ckpt::RestoreOptions opts;
   bool json = false, detach = false;
-  app.add_option("--dir", opts.dir, "checkpoint directory")->required();
+  uint64_t chain = 0;
+  app.add_option("--dir", opts.dir,
+                 "checkpoint directory (a chain, or cr_run's directory of chains)")
+      ->required();
+  app.add_option("--chain", chain,
+                 "a directory of chains: restore from this chain (default: the newest)");
   app.add_option("--generation", opts.generation, "restore this generation (default: newest)");
   app.add_flag("--detach", detach, "print the restored PID and return once it runs");
   app.add_flag("--new-pid", opts.new_pid, "use a new PID if the original one is taken");
@@ -22,6 +27,10 @@ int main(int argc, char** argv) {
                "restore even if files the process uses changed on disk since the checkpoint");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (auto d = ckpt::resolve_checkpoint_dir(opts.dir, chain); d.ok())
+    opts.dir = *d;
+  else
+    return ckpt::cli::fail("cr_restart", d.error());
 
   opts.progress = ckpt::cli::progress_line("restore");
   auto r = ckpt::restore_process(opts);

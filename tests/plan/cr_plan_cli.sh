@@ -86,7 +86,12 @@ ok interval.first-order-off 'first order is off' interval --C 1800 --R 600 --mtb
 bad interval.negative-C 'checkpoint cost C must be a positive number' interval --C=-5 --R 0 --mtbf 3600
 bad interval.p-one 'predicted fraction p must be in \[0, 1\)' interval --C 5 --R 0 --mtbf 3600 --predicted 1
 bad interval.mtbf-short 'MTBF \(30 s\) must be longer than the checkpoint cost' interval --C 60 --R 0 --mtbf 30
-bad interval.no-R 'need --R' interval --C 60 --mtbf 3600
+# No R: Young/Daly (which does not use R), the exact formula said to be omitted.
+ok interval.no-R 'T\* = 455\.0 s' interval --C 23 --mtbf 1.25h
+ok interval.no-R-omitted '^omitted: the exact E\(T\).*need --R' interval --C 23 --mtbf 4500
+jq_ok interval.no-R.json '(.young_daly.period_s | round) == 455 and .exact == null and .inputs.R == null and
+  (.omitted | index("exact")) != null and (.young_daly | has("exact_overhead_at_period") | not)' \
+  interval --C 23 --mtbf 1.25h
 bad interval.no-mtbf 'need --mtbf' interval --C 60 --R 1
 bad interval.both-mtbf 'not both' interval --C 60 --R 1 --mtbf 3600 --node-mtbf 1y --nodes 10
 bad interval.garbage 'cannot read "abc"' interval --C abc --R 1 --mtbf 3600
@@ -168,6 +173,17 @@ if [[ -x $BIN/cr_full && -x $BIN/cr_incr && -x $BIN/cr_info ]]; then
       interval --from "$DIR/chain" --R 1 --mtbf 1d
     jq_ok from.stats-C ".inputs.C.source == \"stats\" and .inputs.C.value == $of" \
       interval --from "$DIR/chain" --stats "$DIR/stats" --R 1 --mtbf 1d
+    # No restart measured: R estimated from the chain, and labelled so.
+    jq_ok from.estimate '.inputs.R.source == "estimate" and .inputs.R.value > 0 and
+      .inputs.R.restore_bytes > 0 and .inputs.R.read_bytes_per_s > 0 and .estimated == ["R"] and
+      .exact.period_s > 0' interval --from "$DIR/chain" --stats "$DIR/stats" --mtbf 4500
+    ok from.estimate-text '^R = .* s is an ESTIMATE \(no restart measured\)' \
+      interval --from "$DIR/chain" --stats "$DIR/stats" --mtbf 4500
+    jq_ok from.measured-R '.inputs.R.source == "flag" and (has("estimated") | not)' \
+      interval --from "$DIR/chain" --stats "$DIR/stats" --R 2 --mtbf 4500
+    # A directory of chains (cr_run's layout): its newest chain.
+    mkdir -m 0700 "$DIR/run" && cp -a "$DIR/chain" "$DIR/run/chain-000001"
+    jq_ok from.run-dir '.chain.generations == 3' migrate --from "$DIR/run" --lead 5 --bandwidth 1G --R 0.1
     echo '{"kind":' >"$DIR/garbage"
     bad from.bad-stats 'line 1: not a JSON object' interval --stats "$DIR/garbage" --R 1 --mtbf 1d
   else

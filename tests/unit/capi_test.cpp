@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -303,6 +304,25 @@ TEST(CApi, CheckpointAndRestoreAttachedAndDetached) {
   kill(pid, SIGKILL);
   for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+
+  // A generation the directory lacks: refused, not "verified".
+  EXPECT_EQ(ckpt_verify(x.c, dir.c_str(), 77), -ENOENT);
+  EXPECT_NE(msg(x.c).find("no generation 77"), std::string::npos) << msg(x.c);
+
+  // A directory of chains as cr_run writes them: its newest chain.
+  const std::string run = tmp.path() + "/run";
+  ASSERT_EQ(mkdir(run.c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((run + "/chain-000001").c_str(), 0700), 0);  // nothing committed
+  ASSERT_EQ(rename(dir.c_str(), (run + "/chain-000002").c_str()), 0);
+  n = 4;
+  ASSERT_EQ(ckpt_generations(x.c, run.c_str(), gens, &n), 0) << msg(x.c);
+  EXPECT_EQ(n, 1u);
+  gi = {sizeof gi};
+  ASSERT_EQ(ckpt_info(x.c, run.c_str(), 0, &gi), 0) << msg(x.c);
+  EXPECT_EQ(gi.pid, pid);
+  EXPECT_EQ(ckpt_verify(x.c, run.c_str(), 0), 0) << msg(x.c);
+  EXPECT_EQ(ckpt_verify(x.c, run.c_str(), 77), -ENOENT);
+  ASSERT_EQ(rename((run + "/chain-000002").c_str(), dir.c_str()), 0);
 
   // Damage is found by ckpt_verify, with the cause on the handle.
   {

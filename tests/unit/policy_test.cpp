@@ -233,6 +233,26 @@ TEST(PolicyExact, SaysWhenFirstOrderIsOff) {
   EXPECT_NE(large->note.find("first order is off"), std::string::npos);
 }
 
+TEST(PolicyExact, YoungDalyWithoutR) {
+  // R unknown: the first order, which does not use R, and nothing computed with R.
+  plan::IntervalInput in = fail_stop(23, 0, 4500);
+  in.restart_known = false;
+  auto p = plan::plan_interval(in);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_NEAR(p->young_daly_period_s, std::sqrt(2 * 4500.0 * 23), 1e-9);
+  EXPECT_NEAR(p->young_daly_overhead, std::sqrt(2 * 23 / 4500.0), 1e-12);
+  EXPECT_FALSE(p->exact_computed);
+  EXPECT_EQ(p->exact_period_s, 0);
+  EXPECT_EQ(p->exact_overhead_at_young_daly, 0);
+  EXPECT_NE(p->note.find("needs the restart time R"), std::string::npos) << p->note;
+  // With R = 0 known, the exact optimum is computed.
+  auto known = plan::plan_interval(fail_stop(23, 0, 4500));
+  ASSERT_TRUE(known.ok());
+  EXPECT_TRUE(known->exact_computed);
+  EXPECT_GT(known->exact_period_s, 0);
+  EXPECT_DOUBLE_EQ(known->young_daly_period_s, p->young_daly_period_s);
+}
+
 // ---- Monte Carlo -------------------------------------------------------------
 
 // Runs `periods` periods of `T` s of work under exponential fail-stop errors

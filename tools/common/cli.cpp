@@ -15,7 +15,19 @@ namespace ckpt::cli {
 
 int fail(const std::string& tool, const std::string& message) {
   progress_done();
-  std::fprintf(stderr, "%s: %s\n", tool.c_str(), message.c_str());
+  // One line whatever the cause quotes (a message may carry names read from
+  // an image or the command line): control bytes are written as \xNN.
+  std::string line;
+  for (unsigned char c : message) {
+    if (c >= 0x20 && c != 0x7f) {
+      line += char(c);
+      continue;
+    }
+    char b[8];
+    std::snprintf(b, sizeof b, "\\x%02x", c);
+    line += b;
+  }
+  std::fprintf(stderr, "%s: %s\n", tool.c_str(), line.c_str());
   return 1;
 }
 

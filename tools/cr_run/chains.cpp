@@ -1,7 +1,9 @@
 #include "cr_run/chains.hpp"
 
 #include <ckpt/ckpt.h>
+
 #include <unistd.h>
+#include <ckpt/ckpt.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -11,24 +13,14 @@ namespace cr_run {
 
 namespace fs = std::filesystem;
 
+// The layout is the library's (ckpt::resolve_checkpoint_dir reads it for
+// every other tool).
 std::string chain_dir(const std::string& dir, uint64_t chain) {
-  char name[32];
-  std::snprintf(name, sizeof name, "chain-%06llu", (unsigned long long)chain);
-  return dir + "/" + name;
+  return ckpt::run_chain_dir(dir, chain);
 }
 
 std::vector<uint64_t> list_chains(const std::string& dir) {
-  std::vector<uint64_t> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    unsigned long long n = 0;
-    char tail = 0;
-    if (name.size() == 12 && std::sscanf(name.c_str(), "chain-%6llu%c", &n, &tail) == 1 && n)
-      out.push_back(n);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+  return ckpt::run_chains(dir);
 }
 
 std::vector<uint64_t> generations(const std::string& chain_dir) {

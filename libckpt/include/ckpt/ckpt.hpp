@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace ckpt {
 
@@ -132,6 +133,21 @@ struct CompactStats {
   uint64_t bytes_written = 0;
   double seconds = 0;
 };
+
+// A checkpoint directory as the tools take it (`--dir`): either a chain
+// itself (the generations gen-NNNNNN of one full and its incrementals, what
+// cr_full writes), or a directory of chains, DIR/chain-NNNNNN, as cr_run
+// writes them. Returns the chain to read: DIR itself when it holds
+// generations (or neither generations nor chains: the caller then reports
+// that there is no checkpoint); DIR/chain-N for `chain` N (ENOENT if DIR has
+// no such chain, EINVAL if DIR is a chain itself); else the newest chain that
+// holds a committed generation. restore_process, pause_process,
+// compact_chain and the C API resolve their directory with chain 0.
+Result<std::string> resolve_checkpoint_dir(const std::string& dir, uint64_t chain = 0);
+// The chains of a directory of chains, ascending (empty for a chain itself).
+std::vector<uint64_t> run_chains(const std::string& dir);
+// DIR/chain-NNNNNN (six digits at least).
+std::string run_chain_dir(const std::string& dir, uint64_t chain);
 
 // Folds the newest chain in `dir` into one new full generation (offline; no
 // process is touched), then deletes the chain it replaces. Atomic: until the

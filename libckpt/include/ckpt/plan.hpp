@@ -33,6 +33,20 @@ struct ChainFigures {
 // Reads the newest chain in `dir` (the same reader as cr_info).
 Result<ChainFigures> chain_figures(const std::string& dir);
 
+// R estimated for a chain without a measured restart: what a restore of its
+// newest generation writes (ChainFigures::resident_bytes), at the speed this
+// machine reads and checks the chain's page content, measured now on up to
+// 256 MiB of it (the work a restore does before it copies a run in). Only an
+// estimate: a restore also rebuilds the process and copies the pages into
+// it, and content in the page cache reads faster than from the device.
+struct RestartEstimate {
+  double restart_s = 0;
+  uint64_t restore_bytes = 0;
+  uint64_t sampled_bytes = 0;  // page content read and checked for the speed
+  double read_bytes_per_s = 0;
+};
+Result<RestartEstimate> estimate_restart(const std::string& dir);
+
 // ---- Failures and the checkpoint period -------------------------------------
 
 // Platform MTBF from a node's: M = node_mtbf / nodes.
@@ -45,6 +59,9 @@ struct IntervalInput {
   double verify_s = 0;       // V, a verification that detects silent errors
   double silent_mtbf_s = 0;  // 1/lambda_s; 0: no silent errors
   double predicted = 0;      // p: fraction of fail-stop errors predicted and avoided
+  // false: R is not known. Young/Daly does not use it, the exact E(T) does:
+  // the plan then gives the first order only (IntervalPlan::exact_computed).
+  bool restart_known = true;
 };
 
 struct IntervalPlan {
@@ -61,6 +78,9 @@ struct IntervalPlan {
   double overhead_difference = 0;           // (H* - H_exact)/H_exact
   bool first_order_ok = true;               // both differences within 10 %
   std::string note;                         // why first order is off, when it is
+  // false (R not known): the exact fields, the differences and
+  // first_order_ok are not computed (0, true) and `note` says so.
+  bool exact_computed = true;
 };
 
 // Exact expected wall time of one period of `work_s` useful work: fail-stop

@@ -13,6 +13,7 @@
 #include "dump/vma_flags.hpp"
 #include "job/tree.hpp"
 #include "util/clock.hpp"
+#include "util/text.hpp"
 
 namespace ckpt::dump {
 
@@ -29,6 +30,12 @@ Result<std::string> choose_tracker(const std::string& want) {
 Result<std::string> chain_tracker(const CheckpointOptions& opts, const image::ImageMeta* prev) {
   if (!prev) return choose_tracker(opts.tracker);
   std::string tracker = prev->tracker.empty() ? "hash" : prev->tracker;
+  // The metadata is input: a name this build does not know (a newer build's
+  // tracker, or damage) has no kernel side to continue from.
+  if (!find_tracker(tracker))
+    return make_error(EBADMSG, "the chain names dirty tracker " + printable(tracker) +
+                                   ", which this build does not know: start a new chain "
+                                   "with cr_full");
   if (opts.tracker != "auto" && opts.tracker != tracker)
     return make_error(EINVAL, "this chain uses the " + tracker +
                                   " tracker; start a new chain with cr_full --tracker " +
@@ -103,6 +110,7 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
     hints.write();
   }
   const double t_mem = now_seconds();
+  md.meta.link.binds_job = true;  // a job of one: its link says it has no job.img
   CKPT_TRY(md.write(*writer, opts.progress, !kill && !precopy));
   stats.memory_seconds = now_seconds() - t_mem;
 

@@ -10,6 +10,10 @@ bool decode_chain_link(ByteReader& r, ChainLink* out) {
   if (!r.u64(&l.generation) || !r.bytes(l.chain_id.data(), 16) || !r.u64(&l.parent_generation) ||
       !r.u64(&l.parent_digest) || !r.u64(&l.addr_digest))
     return false;
+  if (r.left() > 0) {  // appended: absent in images written before job.img was bound
+    if (!r.u64(&l.job_digest)) return false;
+    l.binds_job = true;
+  }
   l.present = true;
   *out = l;
   return true;
@@ -18,12 +22,13 @@ bool decode_chain_link(ByteReader& r, ChainLink* out) {
 void append_chain_link(const ChainLink& l, std::vector<uint8_t>& stream, uint64_t* nrecords) {
   ByteWriter w;
   w.u32(uint32_t(RecordType::kChainLink));
-  w.u32(48);
+  w.u32(l.binds_job ? 56 : 48);
   w.u64(l.generation);
   w.bytes(l.chain_id.data(), 16);
   w.u64(l.parent_generation);
   w.u64(l.parent_digest);
   w.u64(l.addr_digest);
+  if (l.binds_job) w.u64(l.job_digest);
   const uint64_t h = xxh3(w.data().data(), w.data().size());
   w.u64(h);
   stream.insert(stream.end(), w.data().begin(), w.data().end());
@@ -67,6 +72,56 @@ Status check_parent_link(const SnapshotReader& child, const SnapshotReader& pare
     return make_error(EBADMSG, child.path() + ": its parent " + parent.path() +
                                    " is not the generation it was taken on (digest mismatch)");
   return {};
+}
+
+Status check_job_link(const SnapshotReader& root, const JobMeta& job) {
+  const ImageMeta& m = root.meta();
+  const ChainLink& l = m.link;
+  const std::string path = root.path() + "/" + kJobFile;
+  if (job.from_file) {
+    if (job.generation != m.generation || job.chain_id != m.chain_id)
+      return make_error(EBADMSG, path + ": belongs to another checkpoint than " + root.path());
+    if (job.members.empty() || job.members[0].pid != m.process.pid)
+      return make_error(
+          EBADMSG, path + ": names another root process than " + root.path() + "/" + kMetaFile);
+  }
+  if (!l.binds_job) return {};  // written before job.img was bound: only the checks above
+  if (!job.from_file && l.job_digest != 0)
+    return make_error(ENOENT, path + ": missing (the generation's metadata binds one)");
+  if (job.from_file && l.job_digest == 0)
+    return make_error(EBADMSG, path + ": the generation's metadata binds none (added?)");
+  if (job.from_file && job.file_digest != l.job_digest)
+    return make_error(EBADMSG,
+                      path + ": is not the one this generation's metadata binds (digest mismatch)");
+  return {};
+}
+
+Status check_member_link(const SnapshotReader& member, const JobMember& m, bool job_bound) {
+  if (member.meta().process.pid != m.pid)
+    return make_error(EBADMSG, member.path() + ": holds the images of PID " +
+                                   std::to_string(member.meta().process.pid) + ", not of member " +
+                                   std::to_string(m.pid));
+  if (m.meta_digest == 0 && !job_bound) return {};  // a job.img written before members were bound
+  if (m.meta_digest != member.meta_digest())
+    return make_error(EBADMSG, member.path() + "/" + kMetaFile +
+                                   ": is not the one job.img binds (digest mismatch)");
+  return {};
+}
+
+Result<JobMeta> read_bound_job(const SnapshotReader& root) {
+  auto job = read_job_file(root.path());
+  if (!job.ok() && job.error().code != ENOENT) return job.error();
+  JobMeta one;
+  if (!job.ok()) {
+    one.generation = root.meta().generation;
+    one.chain_id = root.meta().chain_id;
+    JobMember m;
+    m.pid = root.meta().process.pid;
+    one.members.push_back(m);
+  }
+  const JobMeta& j = job.ok() ? *job : one;
+  CKPT_TRY(check_job_link(root, j));
+  return j;
 }
 
 }  // namespace ckpt::image

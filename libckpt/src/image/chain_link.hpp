@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "image/format.hpp"
+#include "image/job_image.hpp"
 #include "image/model.hpp"
 
 namespace ckpt::image {
@@ -37,5 +38,19 @@ std::string check_own_link(const ImageMeta& meta, uint32_t version, uint64_t add
 // `child` was taken on.
 Status check_directory_holds(const SnapshotReader& r, uint64_t expected);
 Status check_parent_link(const SnapshotReader& child, const SnapshotReader& parent);
+
+// The generation's job.img (`job`, as read: !job.from_file when it has none)
+// against its root's snapshot: the same generation and chain, the same root
+// process and, where the root's chain link binds job.img, its digest (a
+// job.img missing, added, or taken from another generation is refused).
+Status check_job_link(const SnapshotReader& root, const JobMeta& job);
+// A member's snapshot against what job.img binds of it (its meta.img digest,
+// and its PID). `job_bound`: the root's link binds job.img, so every member's
+// digest must be there.
+Status check_member_link(const SnapshotReader& member, const JobMember& m, bool job_bound);
+
+// The generation's members: its job.img, or for a generation without one a
+// job of one described from its root `root`; checked with check_job_link.
+Result<JobMeta> read_bound_job(const SnapshotReader& root);
 
 }  // namespace ckpt::image

@@ -19,7 +19,8 @@ static_assert(kZeroBytes >= image::kMaxRunPages * image::kPageSize, "zero runs f
 
 using image::kPageSize;
 
-Result<CompactStats> compact_chain(const std::string& dir) {
+Result<CompactStats> compact_chain(const std::string& given) {
+  CKPT_ASSIGN(const std::string dir, resolve_checkpoint_dir(given));
   const double t0 = now_seconds();
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(dir));
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + dir);
@@ -37,7 +38,8 @@ Result<CompactStats> compact_chain(const std::string& dir) {
   image::ImageMeta meta = chain.newest();
   meta.generation = gens.back() + 1;
   meta.parent_generation = 0;
-  meta.link = {};  // a new chain: no parent to bind
+  meta.link = {};              // a new chain: no parent to bind
+  meta.link.binds_job = true;  // a single process, written without job.img
   meta.complete.clear();
   if (::getrandom(meta.chain_id.data(), meta.chain_id.size(), 0) != ssize_t(meta.chain_id.size()))
     return sys_error("getrandom");

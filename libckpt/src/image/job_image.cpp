@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "image/chain_link.hpp"
 #include "util/fd.hpp"
+#include "util/hash.hpp"
 
 namespace ckpt::image {
 
@@ -11,7 +13,8 @@ std::string member_dir(const std::string& gen_dir, pid_t pid, pid_t root) {
   return pid == root ? gen_dir : gen_dir + "/member-" + std::to_string(pid);
 }
 
-Status write_job_file(const std::string& gen_dir, const JobMeta& job, bool durable) {
+Status write_job_file(const std::string& gen_dir, const JobMeta& job, bool durable,
+                      uint64_t* digest) {
   ByteWriter body;
   uint64_t n = 0;
   for (const JobMember& m : job.members) {
@@ -19,6 +22,7 @@ Status write_job_file(const std::string& gen_dir, const JobMeta& job, bool durab
     for (int32_t v : {m.pid, m.ppid, m.pgid, m.sid}) w.i32(v);
     w.u32(m.flags);
     w.i32(m.exit_status);
+    w.u64(m.meta_digest);
     append_record(body, RecordType::kJobMember, w, &n);
   }
   for (const JobShare& s : job.shares) {
@@ -39,6 +43,7 @@ Status write_job_file(const std::string& gen_dir, const JobMeta& job, bool durab
   CKPT_TRY(write_all(fd.get(), head.data(), head.size(), path));
   CKPT_TRY(write_all(fd.get(), body.data().data(), body.data().size(), path));
   if (durable && ::fsync(fd.get()) != 0) return sys_error("fsync " + path);
+  if (digest) *digest = file_digest(head, body.data());
   return {};
 }
 
@@ -59,6 +64,8 @@ Result<JobMeta> read_job_file(const std::string& gen_dir) {
   if (!decode_header(all.data(), all.size(), kJobMagic, &h, &err))
     return make_error(EBADMSG, path + ": " + err);
   JobMeta job;
+  job.from_file = true;
+  job.file_digest = xxh3(all.data(), all.size());
   job.generation = h.generation;
   job.chain_id = h.chain_id;
   auto record = [&](RecordType type, ByteReader& r) {
@@ -66,6 +73,7 @@ Result<JobMeta> read_job_file(const std::string& gen_dir) {
       JobMember m;
       bool ok = r.i32(&m.pid) && r.i32(&m.ppid) && r.i32(&m.pgid) && r.i32(&m.sid) &&
                 r.u32(&m.flags) && r.i32(&m.exit_status) && m.pid > 0;
+      if (ok && r.left() > 0) ok = r.u64(&m.meta_digest);  // appended
       job.members.push_back(m);
       return ok;
     }

@@ -30,6 +30,9 @@ struct JobMember {
   int32_t pid = 0, ppid = 0, pgid = 0, sid = 0;
   uint32_t flags = 0;
   int32_t exit_status = 0;  // zombies: the wait status
+  // xxh3 of the member's whole meta.img; 0 for the root (its meta.img binds
+  // job.img instead), zombies, and in job.img files written before it.
+  uint64_t meta_digest = 0;
   bool zombie() const { return flags & kMemberZombie; }
 };
 
@@ -45,6 +48,10 @@ struct JobMeta {
   std::array<uint8_t, 16> chain_id{};
   std::vector<JobMember> members;  // pre-order: members[0] is the root, parents before children
   std::vector<JobShare> shares;
+  // Read from a job.img: xxh3 of the whole file. false: a generation without
+  // one, described from its root's metadata (a job of one).
+  bool from_file = false;
+  uint64_t file_digest = 0;
 
   // Whether `pid` is one of the members: a group or session comes back only
   // where its leader is (restore makes it; cr_info marks the others).
@@ -58,8 +65,10 @@ struct JobMeta {
 // Where member `pid`'s three files are inside generation directory `gen_dir`.
 std::string member_dir(const std::string& gen_dir, pid_t pid, pid_t root);
 
-// Writes gen_dir/job.img (O_EXCL, 0600, fsynced unless !durable).
-Status write_job_file(const std::string& gen_dir, const JobMeta& job, bool durable = true);
+// Writes gen_dir/job.img (O_EXCL, 0600, fsynced unless !durable); *digest:
+// xxh3 of the whole file, which the root's chain link binds.
+Status write_job_file(const std::string& gen_dir, const JobMeta& job, bool durable = true,
+                      uint64_t* digest = nullptr);
 // Reads and checks gen_dir/job.img. ENOENT when the generation has none
 // (a job of one: its root is the snapshot at the top).
 Result<JobMeta> read_job_file(const std::string& gen_dir);

@@ -392,6 +392,11 @@ struct ChainLink {
   uint64_t parent_generation = 0;
   uint64_t parent_digest = 0;  // xxh3 of the parent's whole meta.img; 0 for a full
   uint64_t addr_digest = 0;    // xxh3 of this generation's whole addr.img
+  // Appended field: whether the record binds the generation's job.img (absent
+  // in images written before it), and the digest: xxh3 of the whole job.img,
+  // 0 for a generation that has none.
+  bool binds_job = false;
+  uint64_t job_digest = 0;
 };
 
 // A file on tmpfs that the process holds open or maps shared (/dev/shm

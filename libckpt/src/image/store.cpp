@@ -85,6 +85,7 @@ void remove_stale_temps(const std::string& dir) {
     if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(dir + "/" + name);
   }
   ::closedir(d);
+  remove_stale_removals(dir);
   for (const std::string& t : stale) {
     if (DIR* td = ::opendir(t.c_str())) {
       while (dirent* f = ::readdir(td))
@@ -107,13 +108,38 @@ void remove_generation_files(const std::string& d) {
   ::rmdir(d.c_str());
 }
 
+static std::string removal_dir_name(const std::string& dir, uint64_t generation) {
+  return dir + "/" + kRemovalPrefix + std::to_string(generation) + "-" + temp_prefix_host() + "-" +
+         std::to_string(::getpid());
+}
+
+void remove_stale_removals(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> doomed;
+  // Renamed away already: garbage whoever left it (another host's remover
+  // deleting the same names at the same time only sees ENOENT).
+  while (dirent* e = ::readdir(d))
+    if (std::strncmp(e->d_name, kRemovalPrefix, std::strlen(kRemovalPrefix)) == 0)
+      doomed.push_back(dir + "/" + e->d_name);
+  ::closedir(d);
+  for (const std::string& r : doomed) remove_generation_files(r);
+}
+
 void remove_generations_before(const std::string& dir, uint64_t generation) {
   auto gens = list_generations(dir);
   if (!gens.ok()) return;
-  for (uint64_t g : *gens) {
-    if (g >= generation) break;
-    remove_generation_files(generation_dir(dir, g));
+  // Newest first: an interrupted removal leaves the oldest generations, a
+  // chain whose every generation still has its parent.
+  std::vector<std::string> renamed;
+  for (auto g = gens->rbegin(); g != gens->rend(); ++g) {
+    if (*g >= generation) continue;
+    const std::string away = removal_dir_name(dir, *g);
+    remove_generation_files(away);  // left by an earlier process of this PID
+    if (::rename(generation_dir(dir, *g).c_str(), away.c_str()) == 0) renamed.push_back(away);
   }
+  for (const std::string& r : renamed) remove_generation_files(r);
+  remove_stale_removals(dir);
 }
 
 Status fsync_dir(const std::string& dir) {

@@ -22,14 +22,20 @@ std::string temp_dir_name(const std::string& dir, uint64_t generation);
 std::string temp_prefix_host();
 // Removes temporary directories left by this host's writers that died (PID
 // gone): they never became visible, but take space. Other hosts' temporaries
-// (a shared directory) are left alone.
+// (a shared directory) are left alone. Also removes what
+// remove_stale_removals does.
 void remove_stale_temps(const std::string& dir);
 // Removes a generation's directory and what a generation holds in it (the
 // three files, job.img, members' directories); anything else stays.
 void remove_generation_files(const std::string& gen_dir);
 // Deletes the generations older than `generation`: the chain a new full
-// checkpoint superseded (called only once that full is committed).
+// checkpoint superseded (called only once that full is committed). Each is
+// first renamed to DIR/.removing-GEN-HOST-PID (atomically: a generation's
+// name never shows part of one), newest first, then deleted.
 void remove_generations_before(const std::string& dir, uint64_t generation);
+// Deletes the DIR/.removing-* directories of removals that were interrupted.
+void remove_stale_removals(const std::string& dir);
+constexpr const char* kRemovalPrefix = ".removing-";
 // fsync of a directory, so a rename inside it is durable.
 Status fsync_dir(const std::string& dir);
 

@@ -25,6 +25,7 @@
 #include "dump/member.hpp"
 #include "dump/precopy_rule.hpp"
 #include "dump/vma_flags.hpp"
+#include "image/chain_link.hpp"
 #include "image/job_image.hpp"
 #include "image/page_codec.hpp"
 #include "image/reader.hpp"
@@ -59,6 +60,12 @@ Result<PreviousJob> open_previous(const std::string& gen_dir) {
     CKPT_ASSIGN(auto r, image::SnapshotReader::open(image::member_dir(gen_dir, m.pid, root)));
     p.members.emplace(m.pid, std::move(r));
   }
+  // An incremental continues what the generation binds, as a restore reads it.
+  const image::SnapshotReader& top = *p.root();
+  CKPT_TRY(image::check_job_link(top, p.job));
+  for (const image::JobMember& m : p.job.members)
+    if (!m.zombie() && m.pid != root)
+      CKPT_TRY(image::check_member_link(*p.members.at(m.pid), m, top.meta().link.binds_job));
   return p;
 }
 
@@ -125,7 +132,9 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   CKPT_ASSIGN(std::string tracker, dump::chain_tracker(opts, prev_root));
   // A tracker's self-test (pagemap-scan: milliseconds) and the VMA-flags
   // program's load run now, not in the freeze where their first use would.
-  if (const TrackerInfo* t = find_tracker(tracker)) (void)dirty::probe_tracker(t->kind);
+  const TrackerInfo* tracker_info = find_tracker(tracker);
+  if (!tracker_info) return make_error(EINVAL, "unknown tracker " + tracker);
+  (void)dirty::probe_tracker(tracker_info->kind);
   (void)dump::vma_flags_available();
   std::array<uint8_t, 16> chain_id{};
   if (prev)
@@ -235,13 +244,13 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   // hash tracker (it compares after the copy): the writer recycles their
   // buffers (dump::kFullCopy). A live one copies only what its last round
   // leaves, and its rounds fault buffers in as they go.
-  if ((!prev || !find_tracker(tracker)->kernel) && !opts.live) expected = dump::kFullCopy;
+  if ((!prev || !tracker_info->kernel) && !opts.live) expected = dump::kFullCopy;
   {
     PhaseTrace pf("before freeze");
     capture.prefault(dump::capture_prefault_bytes(opts.pid, expected));
     pf.mark("buffers");
   }
-  if (opts.live && !find_tracker(tracker)->kernel) {
+  if (opts.live && !tracker_info->kernel) {
     stats.live_stop = "the hash tracker cannot pre-copy: pages copied into memory while frozen";
   } else if (opts.live) {
     // Pre-copy rounds while the job runs (dump/precopy); the round the
@@ -445,8 +454,18 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   stats.memory_seconds = now_seconds() - t_mem;
   stats.capture_peak_bytes = capture.peak_bytes();
   pt.mark("write (after release)");
-  for (size_t i = 0; i < live.size(); ++i) CKPT_TRY(writers[i]->commit(live[i]->meta));
-  CKPT_TRY(image::write_job_file(gen->path(), jm, !opts.no_sync));
+  // Bound bottom-up (docs/format.md): job.img holds the other members'
+  // meta.img digests, and the root's meta.img (live[0], written last) the
+  // digest of job.img, so the root's digest covers every file of the
+  // generation.
+  for (size_t i = 1; i < live.size(); ++i) {
+    CKPT_TRY(writers[i]->commit(live[i]->meta));
+    for (image::JobMember& m : jm.members)
+      if (m.pid == live[i]->pid()) m.meta_digest = writers[i]->meta_digest();
+  }
+  live[0]->meta.link.binds_job = true;
+  CKPT_TRY(image::write_job_file(gen->path(), jm, !opts.no_sync, &live[0]->meta.link.job_digest));
+  CKPT_TRY(writers[0]->commit(live[0]->meta));
   if (hooks && hooks->written) CKPT_TRY(hooks->written());
   CKPT_TRY(gen->commit(!opts.no_sync));
   pt.mark("commit");

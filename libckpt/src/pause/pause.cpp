@@ -126,7 +126,9 @@ Status roll_back(pid_t pid, const image::Chain& chain, const image::RestorePlan&
 
 }  // namespace
 
-Result<PauseStats> pause_process(const PauseOptions& opts) {
+Result<PauseStats> pause_process(const PauseOptions& given) {
+  PauseOptions opts = given;
+  CKPT_ASSIGN(opts.dir, resolve_checkpoint_dir(given.dir));
   const double t0 = now_seconds();
   PauseStats st;
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts.dir));

@@ -1,12 +1,14 @@
 // The one input of the planners that reads files: sizes and dirty rates of a
 // real checkpoint chain, so a plan uses this job's own figures. A job of
 // several processes (cr_full --tree) adds up its members' figures.
+#include <ckpt/ckpt.hpp>
 #include <ckpt/plan.hpp>
 
 #include "image/chain.hpp"
 #include "image/job_image.hpp"
 #include "image/store.hpp"
 #include "job/generation.hpp"
+#include "util/clock.hpp"
 
 namespace ckpt::plan {
 
@@ -49,7 +51,8 @@ Result<ChainFigures> member_figures(const image::Chain& chain) {
 
 }  // namespace
 
-Result<ChainFigures> chain_figures(const std::string& dir) {
+Result<ChainFigures> chain_figures(const std::string& given) {
+  CKPT_ASSIGN(const std::string dir, resolve_checkpoint_dir(given));
   CKPT_ASSIGN(auto gens, image::list_generations(dir));
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + dir);
   const uint64_t newest = gens.back();
@@ -80,6 +83,30 @@ Result<ChainFigures> chain_figures(const std::string& dir) {
     sum.dirty_bytes_per_s += f.dirty_bytes_per_s;
   }
   return sum;
+}
+
+Result<RestartEstimate> estimate_restart(const std::string& given) {
+  constexpr uint64_t kSampleBytes = 256ull << 20;
+  CKPT_ASSIGN(const std::string dir, resolve_checkpoint_dir(given));
+  CKPT_ASSIGN(ChainFigures f, chain_figures(dir));
+  CKPT_ASSIGN(auto gens, image::list_generations(dir));
+  CKPT_ASSIGN(image::Chain chain, image::open_chain(dir, gens.back()));
+  RestartEstimate e;
+  e.restore_bytes = f.resident_bytes;
+  // Newest first, as a restore reads: the runs it reads first.
+  const double t0 = now_seconds();
+  for (const auto& link : chain.links)
+    for (const image::PageRun& run : link->runs()) {
+      if (run.zero() || e.sampled_bytes >= kSampleBytes) continue;
+      CKPT_TRY(link->verify_run(run));
+      e.sampled_bytes += run.bytes();
+    }
+  const double seconds = now_seconds() - t0;
+  if (e.sampled_bytes == 0 || seconds <= 0)
+    return make_error(ENODATA, "the chain in " + dir + " holds no page content to time a read of");
+  e.read_bytes_per_s = double(e.sampled_bytes) / seconds;
+  e.restart_s = double(e.restore_bytes) / e.read_bytes_per_s;
+  return e;
 }
 
 }  // namespace ckpt::plan

@@ -69,6 +69,11 @@ Result<IntervalPlan> plan_interval(const IntervalInput& in) {
   double rate = p.lambda_silent + p.lambda / 2;  // Young/Daly: 2*C/lambda = C/(lambda/2)
   p.young_daly_period_s = std::sqrt(cost / rate);
   p.young_daly_overhead = 2 * std::sqrt(rate * cost);
+  if (!in.restart_known) {
+    p.exact_computed = false;
+    p.note = "exact E(T) not computed: it needs the restart time R (Young/Daly does not use it)";
+    return p;
+  }
 
   // H(T) falls then rises (for fail-stop errors alone its derivative has one
   // root, see docs/policy.md), so a golden-section search over log T finds

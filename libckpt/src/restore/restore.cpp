@@ -12,6 +12,7 @@
 
 #include "dirty/ledger.hpp"
 #include "dirty/tracker.hpp"
+#include "image/chain_link.hpp"
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
@@ -127,7 +128,9 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
 }  // namespace
 
 Result<RestoreStats> restore_process(const RestoreOptions& opts) {
-  return restore::restore_held(opts, nullptr);
+  RestoreOptions o = opts;
+  CKPT_ASSIGN(o.dir, resolve_checkpoint_dir(opts.dir));
+  return restore::restore_held(o, nullptr);
 }
 
 Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const ReadyHook& ready,
@@ -159,6 +162,13 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
       return image::member_dir(image::generation_dir(opts.dir, g), m.pid, root);
     });
     if (!chain.ok()) return named(m.pid, chain.error());
+    // job.img as the root's metadata binds it, each member as job.img does.
+    if (i == 0) CKPT_TRY(image::check_job_link(*chain->links[0], job));
+    if (i > 0)
+      if (Status s = image::check_member_link(*chain->links[0], m,
+                                              chains[0].links[0]->meta().link.binds_job);
+          !s.ok())
+        return named(m.pid, s.error());
     if (chain->newest().process.pid != m.pid)
       return make_error(EBADMSG, gen_dir + ": member " + std::to_string(m.pid) +
                                      " holds the images of PID " +

@@ -43,6 +43,23 @@ void for_each_line(const std::string& text, F&& fn, size_t skip = 0) {
   }
 }
 
+// `s` quoted for a one-line message: control and non-ASCII bytes as \xNN,
+// cut after `max` bytes (names read from images are untrusted input).
+inline std::string printable(const std::string& s, size_t max = 64) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      out += b;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + (s.size() > max ? "\"..." : "\"");
+}
+
 // "/proc/PID/WHAT".
 inline std::string proc_path(pid_t pid, const std::string& what) {
   return "/proc/" + std::to_string(pid) + "/" + what;
