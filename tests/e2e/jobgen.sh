@@ -73,6 +73,29 @@ all_running() {
   done
 }
 
+# diagnose: what every process of this namespace waits in (a hung job):
+# PID, name, state, kernel wait channel, system call and what its first
+# argument names when it is a descriptor.
+diagnose() {
+  local p nr a0 link
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    read -r nr a0 _ <"/proc/$p/syscall" 2>/dev/null || continue
+    link=""
+    [[ $a0 == 0x* ]] && link=$(readlink "/proc/$p/fd/$((a0))" 2>/dev/null || true)
+    # poll(2): the first descriptor it waits for.
+    if [[ $nr == 7 ]]; then
+      a0=$(dd if="/proc/$p/mem" bs=1 skip=$((a0)) count=4 2>/dev/null | od -An -td4 | tr -d ' ')
+      link="fd $a0: $(readlink "/proc/$p/fd/$a0" 2>/dev/null || true)"
+    fi
+    echo "PID $p $(cat "/proc/$p/comm" 2>/dev/null) $(proc_state "$p") $(cat "/proc/$p/wchan" 2>/dev/null) syscall $nr $a0 ${link:+($link)}"
+  done
+  # Sockets with data waiting (queues, timers).
+  ss -tanpoi 2>/dev/null | awk 'NR == 1 || $2 != 0 || $3 != 0 { print; getline; print }' | head -40
+  # This namespace's TCP and UDP counters that moved (drops say why).
+  nstat -az 2>/dev/null | awk '$2 != 0' | grep -E "Tcp|Udp" | head -40
+}
+
 inside_plain() {
   local seed=$1 run=$2
   ip link set lo up
@@ -143,8 +166,16 @@ inside_checkpointed() {
     gen=(--generation "$RESTORE_GENERATION")
   fi
   touch "$RUN/finish"
-  timeout "$JOB_TIMEOUT" "$BIN_DIR/cr_restart" --dir "$CK" "${gen[@]}" </dev/null \
-    >>"$RUN/job.out" 2>>"$RUN/restart.err" || rc=$?
+  "$BIN_DIR/cr_restart" --dir "$CK" "${gen[@]}" </dev/null >>"$RUN/job.out" 2>>"$RUN/restart.err" &
+  local restorer=$!
+  if ! wait_exit "$restorer" "$JOB_TIMEOUT"; then
+    diagnose >"$RUN/hung.err"
+    kill -9 "$restorer"
+    wait_exit "$restorer" 10 || true
+    rc=124
+  else
+    rc=$EXIT_STATUS
+  fi
   ((rc == 0)) || {
     echo "restored job: $(describe_status "$rc"): $(first_line "$RUN/restart.err") $(first_line "$RUN/job.err")"
     return 1

@@ -37,6 +37,7 @@
 #include "job/outside_tcp.hpp"
 #include "job/round_hooks.hpp"
 #include "proc/maps.hpp"
+#include "sockets/tcp_settle.hpp"
 #include "util/clock.hpp"
 #include "util/phase_trace.hpp"
 
@@ -359,6 +360,10 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     for (auto& d : dumps) d->disarm();
     return e;
   };
+  // Loopback data between the members may still be on its way: the
+  // connections are read once it has arrived (sockets/tcp_settle.hpp).
+  if (Status s = sockets::settle_job_tcp(pids); !s.ok()) return undo_arms(s.error());
+  pt.mark("tcp settled");
   dump::ScratchSaved scratch_saved;  // a tmpfs file held by several members is read once
   for (size_t i = 0; i < members.size(); ++i) {
     if (members[i].zombie) continue;
