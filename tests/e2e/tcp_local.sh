@@ -6,7 +6,8 @@
 # the job, must see no reset and get correct answers afterwards:
 #   stream: programs/tcp_stream.c both ways (every byte checked by both ends);
 #   redis:  redis-server, and one redis-cli connection sending INCR every
-#           50 ms: its answers must be 1, 2, 3, ... with no error line.
+#           50 ms: its answers must be 1, 2, 3, ... with no error line, over
+#           that one connection (redis-cli would connect again after a reset).
 # Both: while the server is gone a rule of priority 0 comes before the
 # kernel's "lookup local" rule, and after the restore only that local rule
 # is left. Exit 77 (skip) where network namespaces cannot be made, or
@@ -105,6 +106,10 @@ else
   [[ ! -s $WORK/client.err ]] || fail "redis-cli reported: $(first_line "$WORK/client.err")"
   seq 1 "$COUNT" | cmp -s - "$WORK/client.out" ||
     fail "redis-cli's answers are not 1..$COUNT: $(grep -v '^[0-9]*$' "$WORK/client.out" | head -n 1)"
+  # redis-cli connects again after a reset, silently when it can: the
+  # server must have seen its one connection and this one only.
+  conns=$(in_ns redis-cli -p "$PORT" INFO stats | tr -d '\r' | awk -F: '$1 == "total_connections_received" { print $2 }')
+  [[ $conns == 2 ]] || fail "redis-server received $conns connections: the client connected again"
   { kill_tree "$RESTART" && wait "$RESTART"; } 2>/dev/null || true # it waits for the server
 fi
 rules=$(ip -n "$NS" rule show priority 0)
