@@ -194,9 +194,9 @@ Status take(int master, int slave, const termios& t, bool whole_lines, Queues* q
     if (!raw.empty()) q->input.push_back({Segment::kRaw, std::move(raw)});
     return {};
   }
-  // Canonical: one read per complete line.
+  // Canonical: one read per complete line (at most a full buffer of them).
   char buf[8192];
-  while (readable(slave)) {
+  for (int lines = 0; lines < 4096 && readable(slave); ++lines) {
     ssize_t n = ::read(slave, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) break;
