@@ -55,17 +55,19 @@ Status drain(int fd, std::string* out, const std::string& what) {
   return {};
 }
 
-// `n` bytes of non-canonical input: poll would wait for VMIN of them.
-Status read_raw(int slave, size_t n, std::string* out, const std::string& what) {
+// Non-canonical input: poll would wait for VMIN bytes, so read until the
+// line discipline has none. A read that finds none first waits for what the
+// master wrote and the line discipline has not taken in yet.
+Status read_raw(int slave, std::string* out, const std::string& what) {
   char buf[8192];
-  while (out->size() < n) {
-    ssize_t r = ::read(slave, buf, std::min(sizeof buf, n - out->size()));
+  for (;;) {
+    ssize_t r = ::read(slave, buf, sizeof buf);
     if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EAGAIN) return {};
     if (r < 0) return sys_error(what + ": reading its unread input");
-    if (r == 0) break;
+    if (r == 0) return {};
     out->append(buf, size_t(r));
   }
-  return {};
 }
 
 // Writes everything, waiting (2 s at most) while the other side's buffer
@@ -186,11 +188,9 @@ Status take(int master, int slave, const termios& t, bool whole_lines, Queues* q
     if (::ioctl(master, TIOCPKT, &off) != 0) return sys_error(what + ": leaving packet mode");
   }
   CKPT_TRY(drain(master, &q->output, what + ": reading its unread output"));
-  int unread = 0;
-  ::ioctl(slave, FIONREAD, &unread);
   if (!canonical(t)) {
     std::string raw;
-    CKPT_TRY(read_raw(slave, size_t(std::max(unread, 0)), &raw, what));
+    CKPT_TRY(read_raw(slave, &raw, what));
     if (!raw.empty()) q->input.push_back({Segment::kRaw, std::move(raw)});
     return {};
   }
