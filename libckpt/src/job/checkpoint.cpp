@@ -386,7 +386,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     if (!s.ok()) return undo_arms(job::name_member(s.error(), pid, members.size()));
     live.push_back(dumps.back().get());
   }
-  CKPT_TRY(check_terminals(members, live));
+  if (Status s = check_terminals(members, live); !s.ok()) return undo_arms(s.error());
   for (auto it = member_writers.begin(); it != member_writers.end();)  // gone since the last round
     it = precopies.count(it->first) && frozen_has(members, it->first) ? std::next(it)
                                                                       : member_writers.erase(it);
