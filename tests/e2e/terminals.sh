@@ -140,6 +140,7 @@ check_terminals "after the restore"
 wait_ticks one 0
 n=$(last_tick one)
 wait_ticks one "$n"
+after=$(last_tick one)
 
 interrupt
 wait_gone "${LOOPS[0]}" 5 || fail "Ctrl-C did not end the first loop (shell ${LOOPS[0]})"
@@ -148,4 +149,4 @@ quit
 wait_gone "${LOOPS[1]}" 5 || fail "ending the server left the second loop running (shell ${LOOPS[1]})"
 wait_gone "$SERVER" 5 || fail "the server still runs after it was told to end"
 wait_exit "$RESTART" 10 || fail "cr_restart did not return once the server ended"
-pass "2 loops, window one at tick $before before, $(last_tick one) after; Ctrl-C and the end of the server reached them"
+pass "2 loops, window one at tick $before before, $after after; Ctrl-C and the end of the server reached them"
