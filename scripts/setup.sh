@@ -19,7 +19,9 @@ PACKAGES=(build-essential cmake pkg-config gfortran
   # bench/overhead: the cr_bench harness and its plots.
   python3 gnuplot-nox
   # bench/workloads/mpi and tests/e2e/mpi.sh (docs/mpi.md)
-  openmpi-bin libopenmpi-dev mpich)
+  openmpi-bin libopenmpi-dev mpich
+  # tests/e2e/terminals.sh and tcp_local.sh: real programs on ptys and loopback TCP
+  tmux screen redis-server redis-tools)
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

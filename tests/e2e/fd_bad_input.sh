@@ -33,6 +33,10 @@
 #   udp-peeked-empty a UDP socket whose only queued datagram is an empty one
 #                    the program had peeked (no peek at an offset shows it):
 #                    refused; the program then still reads it, once
+#   pty-stopped      a pty whose output is stopped by flow control, with input
+#                    not read: refused; both are still so afterwards
+#   pty-session      a pty master whose slave is the controlling terminal of
+#                    a session led outside the job: refused naming the session
 # Prints "PASS fd_bad_input TEST" or "FAIL fd_bad_input TEST: reason". Exit
 # status: 0 pass, 1 fail, 2 usage.
 set -euo pipefail
@@ -42,7 +46,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/lib.sh"
 
 TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket unix-inflight
-  shared-pipe shared-fifo flock inotify secretmem secretmem-mapped udp-multicast udp-peeked-empty)
+  shared-pipe shared-fifo flock inotify secretmem secretmem-mapped udp-multicast udp-peeked-empty pty-stopped pty-session)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
   echo "  TEST: ${TESTS[*]}" >&2
@@ -230,6 +234,15 @@ case $TEST in
   udp-peeked-empty)
     start fd_unsupported udp-peeked-empty
     refused_at_checkpoint "^cr_full: fd 3: socket:\[[0-9]+\] \(UDP socket 127\.0\.0\.1:[0-9]+\): datagrams queued that a peek cannot show \(an empty datagram read with MSG_PEEK before\): not supported$"
+    ;;
+  pty-stopped)
+    start fd_unsupported pty-stopped
+    refused_at_checkpoint "^cr_full: fd 3: /dev/ptmx: output stopped by flow control \(\^S or tcflow\): not supported yet$"
+    ;;
+  pty-session)
+    start fd_unsupported pty-session
+    CK_PID=$(cut -d' ' -f1 "$WORK/ready")
+    refused_at_checkpoint "^cr_full: /dev/pts/[0-9]+: controlling terminal of session $TPID, whose leader is not in the job: checkpoint the whole session \(--tree of its leader or an ancestor\)$"
     ;;
 esac
 pass

@@ -553,7 +553,7 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
     auto holders = other_holders(pid, shared_links, job);
     for (const FileRecord& f : *out) {
       if (f.dup_of != -1) continue;  // a dup has no params; its original is checked
-      const bool pty = f.kind == FileKind::kPtyMaster;
+      const bool pty = tty::is_master(f.kind);
       auto h =
           holders.find(pty ? "/dev/pts/" + std::to_string(f.params[image::kPtyIndex]) : f.path);
       if (h == holders.end() || (f.kind != FileKind::kPipe && f.kind != FileKind::kFifo && !pty))

@@ -24,6 +24,9 @@ constexpr const char* kJobFile = "job.img";
 enum JobMemberFlag : uint32_t {
   kMemberZombie = 1u << 0,  // exited, not reaped: restored as a zombie with `exit_status`
   kMemberTree = 1u << 1,    // on the root: the job is its whole tree (cr_full --tree)
+  // In a session whose leader has a controlling terminal, without one itself
+  // (it gave it up with TIOCNOTTY): it drops the one it inherits at restore.
+  kMemberNoCtty = 1u << 2,
 };
 
 struct JobMember {

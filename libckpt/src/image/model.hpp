@@ -158,27 +158,29 @@ struct SignalAction {
 };
 
 enum class FileKind : uint32_t {
-  kRegular = 1,       // reopened by path with flags, at offset
-  kInheritStdio = 2,  // a terminal or pipe on fd 0-2: connected to cr_restart's same fd
-  kCharDevice = 3,    // /dev/null, /dev/zero, /dev/urandom...: reopened by path
-  kDeleted = 4,       // a regular file deleted while open: recreated from `data`, then unlinked
-  kPipe = 5,          // one end of a pipe (flags say which); ends pair by `ino`
-  kFifo = 6,          // a named FIFO: reopened by path
-  kEventfd = 7,       // params: kEventfd*
-  kTimerfd = 8,       // params: kTimerfd*
-  kSignalfd = 9,      // params: kSignalfdMask
-  kEpoll = 10,        // params: (tfd, events, data) triples, the interest list
-  kMemfd = 11,        // a memfd_create(2) file: recreated from `data`, params kDeleted* + seals
-  kTcp = 12,          // a TCP socket (unbound, bound, listening or established): params kTcp*,
-                      // `data` = receive queue then send queue (established only)
-  kPtyMaster = 13,    // /dev/ptmx of a pty whose slave is in the job: params kPty*, `data` =
-                      // output not yet read from it
-  kPtySlave = 14,     // /dev/pts/N of such a pty: params kPty*
-  kUnix = 15,         // a UNIX socket whose peer (if any) is in the job: params kUnix* and,
-                      // per queued message, (length, sender name length); `data` = name, peer
-                      // name, then each message's sender name and bytes (sockets/unix.hpp)
-  kUdp = 16,          // a UDP socket (IPv4 or IPv6): params kUdp* and, per queued datagram,
-                      // kUdpDgramWords words; `data` = the datagrams' bytes (sockets/udp.hpp)
+  kRegular = 1,           // reopened by path with flags, at offset
+  kInheritStdio = 2,      // a terminal or pipe on fd 0-2: connected to cr_restart's same fd
+  kCharDevice = 3,        // /dev/null, /dev/zero, /dev/urandom...: reopened by path
+  kDeleted = 4,           // a regular file deleted while open: recreated from `data`, then unlinked
+  kPipe = 5,              // one end of a pipe (flags say which); ends pair by `ino`
+  kFifo = 6,              // a named FIFO: reopened by path
+  kEventfd = 7,           // params: kEventfd*
+  kTimerfd = 8,           // params: kTimerfd*
+  kSignalfd = 9,          // params: kSignalfdMask
+  kEpoll = 10,            // params: (tfd, events, data) triples, the interest list
+  kMemfd = 11,            // a memfd_create(2) file: recreated from `data`, params kDeleted* + seals
+  kTcp = 12,              // a TCP socket (unbound, bound, listening or established): params kTcp*,
+                          // `data` = receive queue then send queue (established only)
+  kPtyMaster = 13,        // /dev/ptmx of a pty whose slave is in the job: params kPty*, `data` =
+                          // output not yet read from it
+  kPtySlave = 14,         // /dev/pts/N of such a pty: params kPty*
+  kUnix = 15,             // a UNIX socket whose peer (if any) is in the job: params kUnix* and,
+                          // per queued message, (length, sender name length); `data` = name, peer
+                          // name, then each message's sender name and bytes (sockets/unix.hpp)
+  kUdp = 16,              // a UDP socket (IPv4 or IPv6): params kUdp* and, per queued datagram,
+                          // kUdpDgramWords words; `data` = the datagrams' bytes (sockets/udp.hpp)
+  kPtyMasterQueued = 17,  // kPtyMaster whose pty holds what earlier readers would drop: input
+                          // not read by the slave, or packet mode; `data` = output, then input
 };
 
 // FileRecord::params, by kind.
@@ -236,10 +238,16 @@ enum : size_t {
   kPtyCflag = 3,
   kPtyLflag = 4,
   kPtyLine = 5,
-  kPtyCc = 6,        // c_cc[32], four words
-  kPtyWinsize = 10,  // rows | cols << 16 | xpixel << 32 | ypixel << 48
-  kPtyLocked = 11,   // 1: the slave is locked (TIOCSPTLCK)
-  kPtyParams = 12,
+  kPtyCc = 6,             // c_cc[32], four words
+  kPtyWinsize = 10,       // rows | cols << 16 | xpixel << 32 | ypixel << 48
+  kPtyLocked = 11,        // 1: the slave is locked (TIOCSPTLCK)
+  kPtyParamsV1 = 12,      // records written before the words below end here
+  kPtySession = 12,       // the session it is the controlling terminal of (0: none)
+  kPtyForeground = 13,    // that session's foreground process group (TIOCGPGRP)
+  kPtyPacket = 14,        // 1: packet mode (TIOCPKT) on the master
+  kPtyPacketStatus = 15,  // packet mode: the status byte not yet read by the master
+  kPtyOutputLen = 16,     // bytes of `data` that are output not read by the master
+  kPtyParams = 17,        // then one word per input segment: length | kind << 32 (tty/pty.hpp)
   // kUnix (sockets/unix.hpp).
   kUnixType = 0,      // SOCK_STREAM, SOCK_DGRAM or SOCK_SEQPACKET
   kUnixState = 1,     // kUnixListening, kUnixConnected, kUnixUnconnected, kUnixPeerClosed

@@ -38,6 +38,7 @@
 #include "job/round_hooks.hpp"
 #include "proc/maps.hpp"
 #include "sockets/tcp_settle.hpp"
+#include "tty/pty.hpp"
 #include "util/clock.hpp"
 #include "util/phase_trace.hpp"
 
@@ -90,6 +91,19 @@ SharedOwners shared_memory_owners(const std::vector<job::Member>& members) {
       if (auto o = dump::shared_object_of(e)) owner.emplace(*o, m.pid);
   }
   return owner;
+}
+
+// The job's ptys that are controlling terminals must come back as such: their
+// session leaders and foreground groups must be members.
+Status check_terminals(const std::vector<job::Member>& members,
+                       const std::vector<dump::MemberDump*>& dumps) {
+  std::vector<const image::ImageMeta*> metas;
+  for (const dump::MemberDump* d : dumps) metas.push_back(&d->meta);
+  std::vector<tty::SessionMember> in_job;
+  for (const job::Member& m : members) in_job.push_back({m.pid, m.pgid, m.sid});
+  for (const tty::Controlling& c : tty::controlling_ttys(metas))
+    CKPT_TRY(tty::check_controlling(c, in_job));
+  return {};
 }
 
 // Descriptors of a member that are the same open file description as one of
@@ -377,6 +391,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     if (!s.ok()) return undo_arms(job::name_member(s.error(), pid, members.size()));
     live.push_back(dumps.back().get());
   }
+  if (Status s = check_terminals(members, live); !s.ok()) return undo_arms(s.error());
   for (auto it = member_writers.begin(); it != member_writers.end();)  // gone since the last round
     it = precopies.count(it->first) && frozen_has(members, it->first) ? std::next(it)
                                                                       : member_writers.erase(it);
@@ -388,6 +403,12 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     jm.members.push_back({m.pid, m.ppid, m.pgid, m.sid, m.zombie ? image::kMemberZombie : 0u,
                           m.zombie ? m.exit_status : 0});
   if (opts.tree) jm.members[0].flags |= image::kMemberTree;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const job::Member& m = members[i];
+    if (m.ctty || m.zombie || m.sid == m.pid) continue;
+    for (const job::Member& leader : members)
+      if (leader.pid == m.sid && leader.ctty) jm.members[i].flags |= image::kMemberNoCtty;
+  }
   jm.shares = find_shared_files(live);
   pt.mark("describe+plan");
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
@@ -96,8 +97,15 @@ long fork_member(const Ctx& ctx, size_t i) {
   ::sigprocmask(SIG_BLOCK, &all, nullptr);
 
   if (m.sid == m.pid && ::setsid() < 0) fail(fd, "PID %d: setsid: %s", std::strerror(errno));
+  if (m.sid == m.pid && sm.ctty_fd >= 0 && ::ioctl(sm.ctty_fd, TIOCSCTTY, 0) != 0)
+    fail(fd, "PID %d: taking its controlling terminal (TIOCSCTTY): %s", std::strerror(errno));
   if (m.sid != m.pid && m.pgid == m.pid && ::setpgid(0, 0) != 0)
     fail(fd, "PID %d: setpgid: %s", std::strerror(errno));
+  // Its group exists now, in the session (SIGTTOU is blocked: no stop).
+  if (sm.foreground && sm.ctty_fd >= 0 && ::ioctl(sm.ctty_fd, TIOCSPGRP, &m.pid) != 0)
+    fail(fd, "PID %d: making its group the foreground one (TIOCSPGRP): %s", std::strerror(errno));
+  if ((m.flags & image::kMemberNoCtty) && sm.ctty_fd >= 0 && !m.zombie())
+    (void)::ioctl(sm.ctty_fd, TIOCNOTTY);
 
   // Children are made before this process sets up its own descriptors:
   // they inherit the restorer's prepared files and pick their own.

@@ -1,7 +1,9 @@
 // Creates a job's processes for restore: a tree of children of the caller
 // with their checkpointed PIDs (clone3 + set_tid), each made by its own
 // parent so parent/child links are the original ones; sessions and process
-// groups led by a member are recreated in order; zombies exit as they had;
+// groups led by a member are recreated in order, with the controlling
+// terminal and foreground group of a session whose pty is the job's;
+// zombies exit as they had;
 // every live member sets up its descriptors, working directory, umask, name
 // and signal dispositions, then waits to be seized. The caller gets them
 // seized and stopped (ptrace), ready to be rebuilt from the outside.
@@ -22,6 +24,13 @@ struct SpawnMember {
   const image::JobMember* member = nullptr;
   const image::ImageMeta* meta = nullptr;  // nullptr for a zombie
   restore::PreparedFiles* files = nullptr;
+  // The slave of the pty that is its session's controlling terminal (-1:
+  // none), a descriptor of the restorer that every member inherits: the
+  // session leader takes it as its controlling terminal before it makes
+  // any child (they inherit it), the leader of its foreground group makes
+  // that group the foreground one.
+  int ctty_fd = -1;
+  bool foreground = false;
 };
 
 // `members` in job order (the root first). Returns their PIDs; the live

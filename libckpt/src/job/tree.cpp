@@ -48,6 +48,7 @@ Status add(pid_t pid, bool tree, std::vector<Member>* out) {
   m.ppid = st->ppid;
   m.pgid = st->pgid;
   m.sid = st->sid;
+  m.ctty = st->tty_nr != 0;
   m.zombie = st->state == 'Z';
   m.exit_status = st->exit_code;
   out->push_back(m);

@@ -13,6 +13,7 @@ namespace ckpt::job {
 struct Member {
   pid_t pid = 0, ppid = 0, pgid = 0, sid = 0;
   bool zombie = false;
+  bool ctty = false;    // has a controlling terminal (/proc/PID/stat tty_nr)
   int exit_status = 0;  // a zombie's wait status
 };
 

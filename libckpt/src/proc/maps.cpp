@@ -54,6 +54,7 @@ Result<StatMm> read_stat_mm(pid_t pid) {
   s.ppid = pid_t(u(4));
   s.pgid = pid_t(u(5));
   s.sid = pid_t(u(6));
+  s.tty_nr = u(7);
   if (f.size() > 52) s.exit_code = int(u(52));
   s.start_code = u(26);
   s.end_code = u(27);

@@ -30,6 +30,7 @@ struct StatMm {
   unsigned long flags = 0;  // field 9 (PF_*)
   char state = '?';
   pid_t ppid = 0, pgid = 0, sid = 0;  // fields 4-6
+  uint64_t tty_nr = 0;                // field 7: its controlling terminal's device (0: none)
   int exit_code = 0;                  // field 52: a zombie's wait status
 };
 Result<StatMm> read_stat_mm(pid_t pid);

@@ -399,6 +399,7 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
           break;
         }
         case FileKind::kPtyMaster:
+        case FileKind::kPtyMasterQueued:
         case FileKind::kPtySlave: {
           CKPT_ASSIGN(UniqueFd fd, tty::restore_pty(f, what, &shared->ptys));
           source = keep(std::move(fd));

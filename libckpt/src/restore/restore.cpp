@@ -1,5 +1,7 @@
 // cr_restart: verify the image, create the process, rebuild it, let it run.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -30,6 +32,7 @@
 #include "restore/spawn.hpp"
 #include "restore/syscall_restart.hpp"
 #include "restore/tasks.hpp"
+#include "tty/pty.hpp"
 #include "util/clock.hpp"
 #include "util/phase_trace.hpp"
 
@@ -122,6 +125,29 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
                                          restore::AddressSpaceBuilder::kTrampolineLen));
   if (ret != 0) return sys_error("removing the restore trampoline", int(-ret));
   pb.mark("tasks");
+  return {};
+}
+
+// The slave of each pty that was a session's controlling terminal, for the
+// members of that session (spawn makes it theirs again).
+Status controlling_terminals(const std::vector<const image::ImageMeta*>& metas,
+                             const tty::Pairs& ptys, std::vector<job::SpawnMember>* spawn,
+                             std::vector<UniqueFd>* fds) {
+  for (const tty::Controlling& c : tty::controlling_ttys(metas)) {
+    auto pair = ptys.masters.find(c.index);
+    if (pair == ptys.masters.end()) continue;
+    UniqueFd slave(::ioctl(pair->second.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (!slave.valid())
+      return sys_error("/dev/pts/" + std::to_string(c.index) +
+                       ": opening the controlling terminal of session " +
+                       std::to_string(c.session));
+    for (job::SpawnMember& sm : *spawn) {
+      if (sm.member->sid != c.session) continue;
+      sm.ctty_fd = slave.get();
+      sm.foreground = sm.member->pid == c.foreground;
+    }
+    fds->push_back(std::move(slave));
+  }
   return {};
 }
 
@@ -224,6 +250,8 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     }
     CKPT_TRY(restore::finish_files(&shared));
     held = std::move(shared.held);
+    std::vector<UniqueFd> ctty;  // each session's terminal, until its members took it
+    CKPT_TRY(controlling_terminals(metas, shared.ptys, &spawn, &ctty));
     CKPT_ASSIGN(pids, job::spawn_job(spawn, opts.new_pid));
   }
   pr.mark("files+spawn");

@@ -4,7 +4,9 @@
 //
 // The lock is a FIB rule in the node's network namespace that blackholes
 // every packet of one connection (TCP, local -> peer, both ports) that
-// carries no socket mark. While it holds: the frozen socket's ACKs never
+// carries no socket mark. It is tried before the kernel's local-table
+// lookup (priority 0, placed ahead of it), so it also holds when the peer
+// is on this node (its address is local; loopback). While it holds: the frozen socket's ACKs never
 // leave, so the peer keeps everything it sent as unacknowledged and
 // retransmits it later; once the process is gone, the kernel's reset for a
 // segment that finds no socket is dropped too, so the peer never sees one.

@@ -11,6 +11,7 @@
 
 #include "proc/fd_links.hpp"
 #include "tty/pty.hpp"
+#include "tty/pty_queue.hpp"
 #include "tty/termios_words.hpp"
 #include "util/text.hpp"
 
@@ -56,57 +57,76 @@ Status collect_master(int master, const std::string& info, const std::string& wh
   size_t at = info.find("tty-index:");
   if (at == std::string::npos) return make_error(EPROTO, what + ": no tty-index in fdinfo");
   f->params[image::kPtyIndex] = uint64_t(std::atoi(info.c_str() + at + 10));
-  int packet = 0, locked = 0;
-  if (::ioctl(master, TIOCGPKT, &packet) == 0 && packet)
-    return make_error(ENOTSUP, what + ": pty in packet mode: not supported yet");
+  int locked = 0;
   if (::ioctl(master, TIOCGPTLCK, &locked) == 0) f->params[image::kPtyLocked] = locked ? 1 : 0;
+  // The session and group of the slave side, asked through the master
+  // (which is nobody's controlling terminal): none gives ENOTTY.
+  pid_t sid = 0, fg = 0;
+  if (::ioctl(master, TIOCGSID, &sid) == 0 && sid > 0) {
+    f->params[image::kPtySession] = uint64_t(sid);
+    if (::ioctl(master, TIOCGPGRP, &fg) == 0 && fg > 0)
+      f->params[image::kPtyForeground] = uint64_t(fg);
+  }
   // The slave side through the master (TIOCGPTPEER): no path lookup, and the
   // same pty even where /dev/pts is another mount.
   UniqueFd slave(::ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC));
   if (!slave.valid()) return sys_error(what + ": opening its slave side");
   CKPT_TRY(save_settings(slave.get(), what, f));
-  int to_slave = 0, to_master = 0;
-  if (::ioctl(slave.get(), FIONREAD, &to_slave) != 0 || ::ioctl(master, FIONREAD, &to_master) != 0)
-    return sys_error(what + ": measuring its unread data");
-  if (to_slave > 0)
-    return make_error(ENOTSUP, what + ": " + std::to_string(to_slave) +
-                                   " bytes of input not yet read by the slave side: not "
-                                   "supported yet");
-  if (to_master <= 0) return {};
-  // Read the output waiting for the master, then put it back: written to the
-  // slave with output processing off, it reaches the master byte for byte.
-  f->data.resize(size_t(to_master));
-  size_t got = 0;
-  while (got < f->data.size()) {
-    // The copy shares the program's file status flags: poll, so that a
-    // blocking master never blocks the tool.
-    pollfd pfd{master, POLLIN, 0};
-    if (::poll(&pfd, 1, 0) != 1) break;
-    ssize_t n = ::read(master, f->data.data() + got, f->data.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += size_t(n);
-  }
-  f->data.resize(got);
-  termios t{}, raw{};
+  termios t{};
   ::tcgetattr(slave.get(), &t);
-  raw = t;
-  raw.c_oflag &= ~tcflag_t(OPOST);
-  Status s;
-  if (::tcsetattr(slave.get(), TCSANOW, &raw) != 0)
-    s = sys_error(what + ": pausing output processing");
-  if (s.ok())
-    s = write_all(slave.get(), f->data.data(), f->data.size(),
-                  what + ": putting back its unread output");
-  ::tcsetattr(slave.get(), TCSANOW, &t);
-  return s;
+  CKPT_TRY(check_takeable(master, slave.get(), what));
+  // Taken out and put back at once, refused or not: the program keeps it.
+  Queues q;
+  Status s = take(master, slave.get(), t, can_inject_input(), &q, what);
+  Status ok = s.ok() ? check_puttable(t, q, what) : s;
+  Status back = put(master, slave.get(), t, q, what);
+  CKPT_TRY(back);
+  CKPT_TRY(ok);
+  store_queues(q, f);
+  return {};
 }
 
 Status collect_slave(int slave, int index, const std::string& what, image::FileRecord* f) {
   f->kind = image::FileKind::kPtySlave;
-  f->params.assign(image::kPtyParams, 0);
+  f->params.assign(image::kPtyParamsV1, 0);
   f->params[image::kPtyIndex] = uint64_t(index);
   return save_settings(slave, what, f);
+}
+
+void store_queues(const Queues& q, image::FileRecord* f) {
+  f->params.resize(image::kPtyParams);
+  f->params[image::kPtyPacket] = q.packet ? 1 : 0;
+  f->params[image::kPtyPacketStatus] = q.status;
+  f->params[image::kPtyOutputLen] = q.output.size();
+  f->data.assign(q.output.begin(), q.output.end());
+  for (const InputSegment& s : q.input) {
+    f->params.push_back(uint64_t(s.bytes.size()) | uint64_t(s.kind) << 32);
+    f->data.insert(f->data.end(), s.bytes.begin(), s.bytes.end());
+  }
+  if (q.packet || !q.input.empty()) f->kind = image::FileKind::kPtyMasterQueued;
+}
+
+Result<Queues> load_queues(const image::FileRecord& f, const std::string& what) {
+  Queues q;
+  const auto* bytes = reinterpret_cast<const char*>(f.data.data());
+  if (f.params.size() < image::kPtyParams) {  // written before packet mode and input were saved
+    q.output.assign(bytes, f.data.size());
+    return q;
+  }
+  auto bad = [&] { return make_error(EBADMSG, what + ": pty record is malformed"); };
+  q.packet = f.params[image::kPtyPacket] != 0;
+  q.status = uint8_t(f.params[image::kPtyPacketStatus]);
+  size_t at = f.params[image::kPtyOutputLen];
+  if (at > f.data.size()) return bad();
+  q.output.assign(bytes, at);
+  for (size_t i = image::kPtyParams; i < f.params.size(); ++i) {
+    const uint64_t len = f.params[i] & 0xffffffffu, kind = f.params[i] >> 32;
+    if (kind > uint64_t(Segment::kPartial) || len > f.data.size() - at) return bad();
+    q.input.push_back({Segment(kind), std::string(bytes + at, len)});
+    at += len;
+  }
+  if (at != f.data.size()) return bad();
+  return q;
 }
 
 }  // namespace ckpt::tty

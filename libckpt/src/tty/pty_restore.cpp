@@ -4,6 +4,7 @@
 #include <termios.h>
 
 #include "tty/pty.hpp"
+#include "tty/pty_queue.hpp"
 #include "tty/termios_words.hpp"
 
 namespace ckpt::tty {
@@ -29,27 +30,25 @@ Result<int> pair_of(const image::FileRecord& f, const std::string& what, Pairs* 
   return pairs->masters.emplace(index, std::move(master)).first->second.get();
 }
 
-// Output the master had not read yet, written through the slave with output
-// processing off so it arrives as it was saved.
+// What the pty held (packet mode, its status, output and input not read).
 Status refill(int master, const image::FileRecord& f, const std::string& what) {
-  UniqueFd slave(::ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  CKPT_ASSIGN(Queues q, load_queues(f, what));
+  if (!q.packet && q.output.empty() && q.input.empty()) return {};
+  UniqueFd slave(::ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC));
   if (!slave.valid()) return sys_error(what + ": opening the new pty's slave side");
-  termios t{}, raw{};
+  termios t;
+  winsize w;
+  load_termios(f.params, &t, &w);
+  // The kernel keeps a pty's c_cflag at CS8 | CREAD: compare what it holds.
   if (::tcgetattr(slave.get(), &t) != 0) return sys_error(what + ": reading terminal settings");
-  raw = t;
-  raw.c_oflag &= ~tcflag_t(OPOST);
-  if (::tcsetattr(slave.get(), TCSANOW, &raw) != 0)
-    return sys_error(what + ": pausing output processing");
-  Status s = write_all(slave.get(), f.data.data(), f.data.size(), what + ": refilling its output");
-  if (::tcsetattr(slave.get(), TCSANOW, &t) != 0 && s.ok())
-    s = sys_error(what + ": restoring terminal settings");
-  return s;
+  CKPT_TRY(check_puttable(t, q, what));
+  return put(master, slave.get(), t, q, what);
 }
 
 }  // namespace
 
 Result<UniqueFd> restore_pty(const image::FileRecord& f, const std::string& what, Pairs* pairs) {
-  if (f.params.size() < image::kPtyParams)
+  if (f.params.size() < image::kPtyParamsV1)
     return make_error(EBADMSG, what + ": pty record is malformed");
   CKPT_ASSIGN(int master, pair_of(f, what, pairs));
   const int nonblock = (f.flags & O_NONBLOCK) ? O_NONBLOCK : 0;
@@ -61,7 +60,7 @@ Result<UniqueFd> restore_pty(const image::FileRecord& f, const std::string& what
   }
   // The master: one open file description per pty, shared by dups.
   const uint64_t index = f.params[image::kPtyIndex];
-  if (!f.data.empty() && pairs->refilled.insert(index).second) CKPT_TRY(refill(master, f, what));
+  if (pairs->refilled.insert(index).second) CKPT_TRY(refill(master, f, what));
   if (f.params[image::kPtyLocked]) {
     int lock = 1;
     if (::ioctl(master, TIOCSPTLCK, &lock) != 0) return sys_error(what + ": locking the pty");

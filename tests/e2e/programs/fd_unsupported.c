@@ -16,16 +16,24 @@
 //                datagram, which the program peeked (MSG_PEEK): a peek at an
 //                offset cannot show it any more; it is still there after
 //                the refusal
+//   pty-stopped  a pty master at fd 3, its slave at fd 4, output stopped
+//                (tcflow TCOOFF) and a line of input not read: both are still
+//                so after the refusal
+//   pty-session  (in a forked child, the target) a pty master at fd 3 whose
+//                slave is the controlling terminal of the parent's session
+//                (the parent holds no fd of it)
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <termios.h>
 
 #include "e2e.h"
 
@@ -33,7 +41,7 @@ int main(int argc, char** argv) {
   e2e_init(argc, argv, 2,
            "READY "
            "tcp|unix|unix-inflight|shared-pipe|shared-fifo|flock|inotify|udp-multicast|udp-peeked-"
-           "empty");
+           "empty|pty-stopped|pty-session");
   const char* mode = argv[2];
   if (strcmp(mode, "tcp") == 0) {
     int l = socket(AF_INET, SOCK_STREAM, 0);
@@ -159,6 +167,43 @@ int main(int argc, char** argv) {
       m = open("/dev/null", O_RDONLY);
     }
     if (m != 3 && (dup2(m, 3) != 3 || close(m))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "pty-stopped") == 0) {
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    if (m < 0 || grantpt(m) || unlockpt(m)) e2e_fail("posix_openpt: %s", strerror(errno));
+    int sl = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_NONBLOCK);
+    if (sl < 0 || dup2(m, 100) < 0 || dup2(sl, 101) < 0) e2e_fail("pty: %s", strerror(errno));
+    close(m);
+    close(sl);
+    if (dup2(100, 3) != 3 || dup2(101, 4) != 4) e2e_fail("dup2: %s", strerror(errno));
+    close(100);
+    close(101);
+    if (write(3, "typed\n", 6) != 6 || tcflow(4, TCOOFF) != 0) e2e_fail("pty: %s", strerror(errno));
+  } else if (strcmp(mode, "pty-session") == 0) {
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    if (m < 0 || grantpt(m) || unlockpt(m)) e2e_fail("posix_openpt: %s", strerror(errno));
+    int gate[2];
+    if (pipe(gate) != 0) e2e_fail("pipe: %s", strerror(errno));
+    pid_t kid = fork();  // the child is the target; its parent leads the session
+    if (kid < 0) e2e_fail("fork: %s", strerror(errno));
+    if (kid > 0) {
+      int sl = -1;
+      signal(SIGHUP, SIG_IGN);  // the hangup when the child's master closes
+      if (setsid() < 0 || (sl = open(ptsname(m), O_RDWR)) < 0 || ioctl(sl, TIOCSCTTY, 0) != 0)
+        e2e_fail("taking the pty as controlling terminal: %s", strerror(errno));
+      close(sl);
+      close(m);
+      close(gate[0]);
+      close(gate[1]);  // the child may go on
+      int st = 0;
+      waitpid(kid, &st, 0);
+      _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+    }
+    e2e_pid = getpid();
+    close(gate[1]);
+    char c;
+    if (read(gate[0], &c, 1) != 0) e2e_fail("waiting for the parent");
+    close(gate[0]);
+    if (m != 3 && (dup2(m, 3) != 3 || close(m))) e2e_fail("dup2: %s", strerror(errno));
   } else {
     e2e_fail("unknown mode %s", mode);
   }
@@ -183,6 +228,13 @@ int main(int argc, char** argv) {
     memcpy(&got, CMSG_DATA(c), sizeof got);
     close(got);
     if (recv(3, &byte, 1, MSG_DONTWAIT) != -1 || errno != EAGAIN) e2e_fail("more data than sent");
+  }
+  if (strcmp(mode, "pty-stopped") == 0) {
+    char b[16];
+    if (write(4, "x", 1) != -1 || errno != EAGAIN)
+      e2e_fail("the pty's output is no longer stopped");
+    if (read(4, b, sizeof b) != 6 || memcmp(b, "typed\n", 6) != 0)
+      e2e_fail("the pty's input is gone");
   }
   if (strcmp(mode, "udp-peeked-empty") == 0) {
     char b[4];
