@@ -129,8 +129,11 @@ Status fits_user(const image::ImageMeta& meta, uid_t uid, const std::set<gid_t>&
                                    " could write the images");
     }
   }
+  // A temporary directory (/tmp) is only checked to be there, and a file
+  // too large to save is reopened by path like any other: neither is made.
   for (const image::ScratchFile& f : meta.scratch)
-    if (f.uid != uid || !allowed.count(f.gid))
+    if (!(f.flags & (image::kScratchBase | image::kScratchNotSaved)) &&
+        (f.uid != uid || !allowed.count(f.gid)))
       return make_error(EPERM, "scratch file " + f.path + " claims owner " + std::to_string(f.uid) +
                                    ":" + std::to_string(f.gid) + " but " + user +
                                    " could write the images");
