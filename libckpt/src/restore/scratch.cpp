@@ -151,9 +151,13 @@ const image::ScratchFile* not_saved(const image::ImageMeta& meta, const std::str
 Status restore_scratch(const std::vector<const image::ImageMeta*>& metas) {
   // A file several members hold has its content in one member's record.
   std::map<std::string, const image::ScratchFile*> with_content;
-  for (const image::ImageMeta* m : metas)
-    for (const image::ScratchFile& f : m->scratch)
-      if (!(f.flags & image::kScratchContentElsewhere)) with_content.emplace(f.path, &f);
+  // A member that could not save a file (its budget) defers to one that did.
+  for (bool take_unsaved : {false, true})
+    for (const image::ImageMeta* m : metas)
+      for (const image::ScratchFile& f : m->scratch)
+        if (!(f.flags & image::kScratchContentElsewhere) &&
+            bool(f.flags & image::kScratchNotSaved) == take_unsaved)
+          with_content.emplace(f.path, &f);
   std::set<std::string> done, bases;
   for (const image::ImageMeta* m : metas)
     for (const image::ScratchFile& f : m->scratch)
