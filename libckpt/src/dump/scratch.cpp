@@ -90,6 +90,10 @@ Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, u
   held.insert(held.end(), other.begin(), other.end());  // held ones take the budget first
 
   const std::vector<std::string> temps = temp_dirs(pid);
+  // Only the process's own files (its filesystem uid owns them): another
+  // user's file there was not made by the job, and stays reopened by path.
+  const bool any_owner = meta->credentials.empty();
+  const uint32_t fsuid = any_owner ? 0 : meta->credentials.front().uid[3];
   std::set<std::string> looked_at, seen;  // candidates; entries written
   uint64_t bytes = 0;
   for (const Candidate& c : held) {
@@ -103,6 +107,7 @@ Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, u
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0) return sys_error("scratch file " + path);
     if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISDIR(st.st_mode)) continue;
+    if (!any_owner && st.st_uid != fsuid) continue;
     image::ScratchFile f = entry(path, st);
     if (S_ISREG(st.st_mode) && saved && saved->count({st.st_dev, st.st_ino})) {
       f.flags |= image::kScratchContentElsewhere;
