@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
                "copy memory while the process runs, then freeze it only for what it wrote since");
   app.add_option_function<uint64_t>(
          "--scratch-max", [&opts](uint64_t mib) { opts.scratch_max_bytes = mib << 20; },
-         "MiB of files on tmpfs (saved with each checkpoint) a process may hold (default 512)")
+         "MiB of files on tmpfs and in temporary directories saved with each checkpoint, per "
+         "process (default 512)")
       ->check(CLI::Range(uint64_t(1), uint64_t(1) << 30));
   ckpt::cli::add_compress_option(app, opts.compress_level);
   app.add_flag("--no-sync", opts.no_sync,

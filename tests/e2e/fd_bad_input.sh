@@ -23,7 +23,7 @@
 #                    parent) holds: refused naming that process
 #   shared-fifo      a FIFO another process (this script) holds open too:
 #                    refused naming that process
-#   flock            a file with an flock(2) lock: refused
+#   lease            a file with a lease (F_SETLEASE): refused
 #   inotify          an inotify instance: refused naming it
 #   secretmem        memfd_secret memory held as an fd and mapped: refused
 #                    by name (no other process can read it)
@@ -37,6 +37,9 @@
 #                    not read: refused; both are still so afterwards
 #   pty-session      a pty master whose slave is the controlling terminal of
 #                    a session led outside the job: refused naming the session
+# The files of the first four are in a directory outside the temporary
+# directories (ondisk_dir): files in /tmp are saved whole by a checkpoint
+# and written back by the restore, so they cannot have changed.
 # Prints "PASS fd_bad_input TEST" or "FAIL fd_bad_input TEST: reason". Exit
 # status: 0 pass, 1 fail, 2 usage.
 set -euo pipefail
@@ -46,7 +49,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/lib.sh"
 
 TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket unix-inflight
-  shared-pipe shared-fifo flock inotify secretmem secretmem-mapped udp-multicast udp-peeked-empty pty-stopped pty-session)
+  shared-pipe shared-fifo lease inotify secretmem secretmem-mapped udp-multicast udp-peeked-empty pty-stopped pty-session)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
   echo "  TEST: ${TESTS[*]}" >&2
@@ -153,34 +156,41 @@ refused_at_checkpoint() {
   ((EXIT_STATUS == 0)) || fail "target $(describe_status "$EXIT_STATUS") after the refusal: $(first_line "$WORK/prog.err")"
 }
 
-mkdir "$WORK/d"
+D=$WORK/d
+case $TEST in
+  changed-file | replaced-file | shrunk-file | changed-mapping)
+    ondisk_dir
+    D=$ONDISK
+    ;;
+  *) mkdir "$D" ;;
+esac
 case $TEST in
   changed-file)
-    start fd_regular "$WORK/d"
+    start fd_regular "$D"
     checkpoint_and_kill
-    touch -d '2001-02-03 04:05:06' "$WORK/d/ro.txt"
-    restore_refused "^cr_restart: fd [0-9]+: $WORK/d/ro.txt: changed on disk since the checkpoint: modified \(mtime differs, same size\); use --force to restore anyway$"
+    touch -d '2001-02-03 04:05:06' "$D/ro.txt"
+    restore_refused "^cr_restart: fd [0-9]+: $D/ro.txt: changed on disk since the checkpoint: modified \(mtime differs, same size\); use --force to restore anyway$"
     restore_forced
     ;;
   replaced-file)
-    start fd_regular "$WORK/d"
+    start fd_regular "$D"
     checkpoint_and_kill
-    cp -p "$WORK/d/ro.txt" "$WORK/d/ro.new"
-    mv "$WORK/d/ro.new" "$WORK/d/ro.txt"
-    restore_refused "^cr_restart: fd [0-9]+: $WORK/d/ro.txt: changed on disk since the checkpoint: replaced by another file \(inode [0-9]+, was [0-9]+\); use --force"
+    cp -p "$D/ro.txt" "$D/ro.new"
+    mv "$D/ro.new" "$D/ro.txt"
+    restore_refused "^cr_restart: fd [0-9]+: $D/ro.txt: changed on disk since the checkpoint: replaced by another file \(inode [0-9]+, was [0-9]+\); use --force"
     restore_forced
     ;;
   shrunk-file)
-    start fd_regular "$WORK/d"
+    start fd_regular "$D"
     checkpoint_and_kill
-    truncate -s 100 "$WORK/d/reg.dat"
-    restore_refused "^cr_restart: fd [0-9]+: $WORK/d/reg.dat: changed on disk since the checkpoint: size now 100 bytes, was 65536; use --force"
+    truncate -s 100 "$D/reg.dat"
+    restore_refused "^cr_restart: fd [0-9]+: $D/reg.dat: changed on disk since the checkpoint: size now 100 bytes, was 65536; use --force"
     ;;
   changed-mapping)
-    start file_map_private "$WORK/d"
+    start file_map_private "$D"
     checkpoint_and_kill
-    touch -d '2001-02-03 04:05:06' "$WORK/d/file_map_private.dat"
-    restore_refused "^cr_restart: mapping 0x[0-9a-f]+-0x[0-9a-f]+: $WORK/d/file_map_private.dat: changed on disk since the checkpoint: modified"
+    touch -d '2001-02-03 04:05:06' "$D/file_map_private.dat"
+    restore_refused "^cr_restart: mapping 0x[0-9a-f]+-0x[0-9a-f]+: $D/file_map_private.dat: changed on disk since the checkpoint: modified"
     restore_forced
     ;;
   tcp-socket)
@@ -211,9 +221,9 @@ case $TEST in
     refused_at_checkpoint "^cr_full: fd 3: $WORK/ready.fifo: also open in PID $$ \(bash\), which is not in the job: checkpoint the whole job \(--tree of a common ancestor\)$"
     exec {HOLD}>&-
     ;;
-  flock)
-    start fd_unsupported flock
-    refused_at_checkpoint "^cr_full: fd 3: $WORK/ready.lock: holds a file lock \(flock/fcntl/lease\): not supported yet$"
+  lease)
+    start fd_unsupported lease
+    refused_at_checkpoint "^cr_full: fd 3: $WORK/ready.lease: holds a file lease \(F_SETLEASE\): not supported$"
     ;;
   inotify)
     start fd_unsupported inotify

@@ -6,6 +6,7 @@
 OWN_PIDS=()   # processes we started: killed on exit if still there
 MOUNTS=()     # mounts we made: unmounted on exit, newest first
 LOGS=()       # files shown when a test fails
+EXTRA_DIRS=() # directories outside WORK we made (ondisk_dir): removed on exit
 EXIT_STATUS=-1 # set by wait_exit
 
 # Closes every fd >= 3 of the current shell. Used in a subshell right before
@@ -161,6 +162,35 @@ cleanup_common() {
   if [[ -n ${WORK:-} && -d $WORK ]]; then
     if [[ ${E2E_KEEP:-0} == 1 ]]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
   fi
+  for i in "${EXTRA_DIRS[@]}"; do [[ ${E2E_KEEP:-0} == 1 ]] || rm -rf "$i"; done
+}
+
+# in_temp_dir PATH: whether PATH is below one of the directories whose files
+# a checkpoint saves whole (docs/state.md, "Files that vanish with the job").
+in_temp_dir() {
+  local d real
+  for d in /tmp /var/tmp /dev/shm /run/user ${TMPDIR:+"$TMPDIR"}; do
+    real=$(realpath -m "$d")
+    [[ $1 == "$real"/* ]] && return 0
+  done
+  return 1
+}
+
+# ondisk_dir: sets ONDISK to a new directory that is not on tmpfs nor below a
+# temporary directory, so that a checkpoint refers to its files by path: in
+# the build tree, else in /var/lib. Removed on exit.
+ondisk_dir() {
+  local base d
+  for base in "$BIN_DIR/.." /var/lib; do
+    base=$(realpath -m "$base")
+    in_temp_dir "$base/x" && continue
+    [[ $(stat -f -c %T "$base" 2>/dev/null) == tmpfs ]] && continue
+    d=$(mktemp -d "$base/ckpt-e2e-ondisk.XXXXXX" 2>/dev/null) || continue
+    EXTRA_DIRS+=("$d")
+    ONDISK=$d
+    return 0
+  done
+  fail "no directory outside the temporary directories to write into"
 }
 
 # elapsed SINCE: seconds since SINCE (an $EPOCHREALTIME value), one decimal.

@@ -32,6 +32,9 @@
 # The pacing holds only while $WORK/pace exists, and the job does not end
 # while it does: the test cannot lose a race with a fast job, and the
 # uninterrupted run and the restored job run at full speed. E2E_TRACKER: the tracker.
+# E2E_MPI_TMPDIR: where the job's TMPDIR (Open MPI's session directory) is:
+# "tmpfs" (default: a directory in /dev/shm) or "default" (TMPDIR unset, as
+# a job is usually run: Open MPI then uses /tmp, which may be on disk).
 # Prints PASS/FAIL like run_case.sh; exit 77 = skip (this MPI is not here).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -88,7 +91,24 @@ JOB_FILES=() # /dev/shm files and SysV segments of the job, removed after the ki
 # usually is (here /tmp is on disk): issue 11 saves files on tmpfs that vanish
 # with the job. The ranks run in WORK (cwd), which is how the cleanup
 # recognises them.
-JOB_TMP=$(mktemp -d /dev/shm/ckpt-e2e-mpi.XXXXXX)
+# With E2E_MPI_TMPDIR=default the job runs without TMPDIR: JOB_TMP is
+# empty, and the session directory is Open MPI's default under /tmp.
+case ${E2E_MPI_TMPDIR:-tmpfs} in
+  tmpfs) JOB_TMP=$(mktemp -d /dev/shm/ckpt-e2e-mpi.XXXXXX) ;;
+  default) JOB_TMP="" ;;
+  *)
+    echo "E2E_MPI_TMPDIR: tmpfs or default" >&2
+    exit 2
+    ;;
+esac
+[[ -n $JOB_TMP ]] || NAME+=" (default TMPDIR; /tmp is $(stat -f -c %T /tmp))"
+E2E_CASE="$NAME"
+# The environment the job runs in.
+job_env() {
+  if [[ -n $JOB_TMP ]]; then JOB_ENV=(TMPDIR="$JOB_TMP"); else JOB_ENV=(-u TMPDIR); fi
+  JOB_ENV+=(UCX_NET_DEVICES=lo)
+}
+job_env
 # $1: the pacing (ms per iteration while $PACE exists; 0: none).
 launch_cmd() {
   local pace=("$1" "$PACE")
@@ -116,7 +136,7 @@ start_job() {
     close_fds
     cd "$WORK"
     # shellcheck disable=SC2046 # the command is split on purpose (no spaces in its words)
-    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec $(launch_cmd "$MIN_MS") </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err"
+    exec env "${JOB_ENV[@]}" $(launch_cmd "$MIN_MS") </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err"
   ) &
   ROOT=$!
 }
@@ -134,7 +154,7 @@ reference() {
     close_fds
     cd "$WORK"
     # shellcheck disable=SC2046
-    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec $(launch_cmd 0) </dev/null >"$WORK/ref.out" 2>"$WORK/ref.err"
+    exec env "${JOB_ENV[@]}" $(launch_cmd 0) </dev/null >"$WORK/ref.out" 2>"$WORK/ref.err"
   ) || rc=$?
   ((rc == 0)) || fail "the uninterrupted run failed ($(describe_status $rc)): $(first_line "$WORK/ref.err")"
   REF=$(grep '^result: ' "$WORK/ref.out") || fail "the uninterrupted run printed no result"
@@ -147,14 +167,14 @@ case $ACTION in
     wait_computing
     echo "## $MODE, $WORKLOAD ($MIB MiB, launched as: $(launch_cmd "$MIN_MS" | sed "s|$BIN_DIR/||"))"
     echo
-    python3 "$HERE/helpers/job_inventory.py" "$ROOT" | sed "s|$WORK|\$WORK|g; s|$JOB_TMP|\$TMPDIR|g"
+    python3 "$HERE/helpers/job_inventory.py" "$ROOT" | sed "s|$WORK|\$WORK|g; s|${JOB_TMP:-/tmp}|\$TMPDIR|g"
     echo
     rc=0
     tool "$BIN_DIR/cr_full" --tree --dir "$CKPT" "$ROOT" || rc=$?
     echo "### cr_full --tree $ROOT (exit $rc)"
     echo
     echo '```'
-    sed "s|$WORK|\$WORK|g; s|$JOB_TMP|\$TMPDIR|g" "$WORK/tool.err"
+    sed "s|$WORK|\$WORK|g; s|${JOB_TMP:-/tmp}|\$TMPDIR|g" "$WORK/tool.err"
     echo '```'
     record_job_files
     kill_job

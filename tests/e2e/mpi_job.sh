@@ -3,7 +3,8 @@
 # checkpoint an MPI job by its launcher's PID (mpi.sh, bench/npb_mpi.sh).
 # Sourced after lib.sh; the sourcing script sets WORK (its directory, the
 # ranks' cwd), JOB_TMP (the job's TMPDIR, Open MPI's session directory in
-# it), TOOL_TIMEOUT and JOB_FILES=(), and ROOT (the launcher's PID) once the
+# it; empty: the job runs without TMPDIR, and Open MPI's session directory
+# is under /tmp), TOOL_TIMEOUT and JOB_FILES=(), and ROOT (the launcher's PID) once the
 # job runs; wait for it to compute, then set MEMBERS (tree_pids "$ROOT").
 
 # Every PID of the tree under $1 (the root first).
@@ -43,6 +44,7 @@ cleanup() {
   { wait; } 2>/dev/null || true
   remove_job_files
   [[ -n ${JOB_TMP:-} ]] && rm -rf "$JOB_TMP"
+  [[ -n ${JOB_TMP:-} || -z ${ROOT:-} ]] || rm -rf /tmp/ompi.*."$(id -u)"/pid."$ROOT"
   cleanup_common
 }
 
@@ -80,10 +82,21 @@ remove_job_files() {
 }
 
 # The session directory, as a job killed by SIGKILL (or a reboot) leaves it:
-# gone. Open MPI's is under the job's TMPDIR; hydra keeps none on disk.
+# gone. Open MPI's is under the job's TMPDIR (without one,
+# /tmp/ompi.<node>.<uid>/pid.<launcher>); hydra keeps none on disk.
 remove_session() {
   remove_job_files
-  empty_dir "${JOB_TMP:?}"
+  if [[ -n ${JOB_TMP:-} ]]; then
+    empty_dir "$JOB_TMP"
+    return
+  fi
+  local d found=0
+  for d in /tmp/ompi.*."$(id -u)"/pid."$ROOT"; do
+    [[ -d $d ]] || continue
+    rm -rf "$d"
+    found=1
+  done
+  [[ ${MODE:-} != ompi-* ]] || ((found)) || fail "no Open MPI session directory of PID $ROOT under /tmp"
 }
 
 tool() {

@@ -37,7 +37,7 @@ start_job_in() {
     close_fds
     cd "$WORK"
     # shellcheck disable=SC2046
-    TMPDIR=$JOB_TMP UCX_NET_DEVICES=lo exec ip netns exec "$1" $(launch_cmd "$MIN_MS") </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err"
+    exec env "${JOB_ENV[@]}" ip netns exec "$1" $(launch_cmd "$MIN_MS") </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err"
   ) &
   ROOT=$!
 }

@@ -1,7 +1,10 @@
 // restore::restore_scratch: a job's tmpfs files put back before its members
 // open them; what exists must be the kind and owner saved.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -115,4 +118,74 @@ TEST_F(ScratchRestore, NeverWritesIntoAnotherOwnersFile) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, EEXIST);
   EXPECT_EQ(file_text(path), "theirs");
+}
+
+// Files of a temporary directory on disk: written only below a directory
+// the image names as their base, made where missing; a file that holds the
+// saved content already is left as it is; one too large to save is not made.
+class ScratchOnDisk : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/var/tmp/ckpt-scratch-test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    struct statfs fs;
+    ASSERT_EQ(::statfs(root_.c_str(), &fs), 0);
+    if (fs.f_type == TMPFS_MAGIC) GTEST_SKIP() << "/var/tmp is on tmpfs here: no disk to test";
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  std::string root_;
+};
+
+TEST_F(ScratchOnDisk, WritesOnlyBelowATemporaryDirectoryTheImageNames) {
+  image::ImageMeta m;
+  m.scratch.push_back(entry(root_ + "/sess", S_IFDIR, 0750));
+  m.scratch.push_back(entry(root_ + "/sess/data", S_IFREG, 0640, "saved"));
+  auto r = restore::restore_scratch({&m});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("not on tmpfs here"), std::string::npos) << r.error().message;
+  image::ScratchFile base = entry(root_, S_IFDIR, 0700);
+  base.flags = image::kScratchBase;
+  m.scratch.insert(m.scratch.begin(), base);
+  ASSERT_TRUE(restore::restore_scratch({&m}).ok());
+  EXPECT_EQ(file_text(root_ + "/sess/data"), "saved");
+  struct stat st;
+  ASSERT_EQ(::stat((root_ + "/sess").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+}
+
+TEST_F(ScratchOnDisk, LeavesAFileWithTheSavedContentAlone) {
+  image::ScratchFile base = entry(root_, S_IFDIR, 0700);
+  base.flags = image::kScratchBase;
+  image::ImageMeta m;
+  m.scratch = {base, entry(root_ + "/same", S_IFREG, 0600, "content"),
+               entry(root_ + "/other", S_IFREG, 0600, "content")};
+  { std::ofstream(root_ + "/same") << "content"; }
+  { std::ofstream(root_ + "/other") << "changed"; }
+  ::chmod((root_ + "/same").c_str(), 0600);
+  ::chmod((root_ + "/other").c_str(), 0600);
+  timespec old[2] = {{1000000000, 0}, {1000000000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (root_ + "/same").c_str(), old, 0), 0);
+  ASSERT_EQ(::utimensat(AT_FDCWD, (root_ + "/other").c_str(), old, 0), 0);
+  ASSERT_TRUE(restore::restore_scratch({&m}).ok());
+  struct stat same, other;
+  ASSERT_EQ(::stat((root_ + "/same").c_str(), &same), 0);
+  ASSERT_EQ(::stat((root_ + "/other").c_str(), &other), 0);
+  EXPECT_EQ(same.st_mtim.tv_sec, 1000000000);   // not written
+  EXPECT_NE(other.st_mtim.tv_sec, 1000000000);  // written back
+  EXPECT_EQ(file_text(root_ + "/other"), "content");
+}
+
+TEST_F(ScratchOnDisk, AFileTooLargeToSaveIsNotMade) {
+  image::ScratchFile base = entry(root_, S_IFDIR, 0700);
+  base.flags = image::kScratchBase;
+  image::ScratchFile big = entry(root_ + "/big", S_IFREG, 0600);
+  big.flags = image::kScratchNotSaved;
+  big.file_size = 1 << 30;
+  image::ImageMeta m;
+  m.scratch = {base, big};
+  ASSERT_TRUE(restore::restore_scratch({&m}).ok());
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/big"));
+  EXPECT_EQ(restore::scratch_paths(m).count(root_ + "/big"), 0u);  // checked by path instead
+  ASSERT_NE(restore::not_saved(m, root_ + "/big"), nullptr);
 }

@@ -43,9 +43,10 @@ struct CheckpointOptions {
   // this network namespace) while the job is frozen, and with kill_after
   // until the restore rebuilds them (docs/nodes.md).
   bool tcp_established = false;
-  // Files on tmpfs a member holds (docs/jobs.md: they vanish with the job and
-  // are saved with each generation): at most this many bytes per process,
-  // beyond that the checkpoint is refused naming the file.
+  // Files a member holds that may vanish with the job (on tmpfs or in a
+  // temporary directory, docs/state.md: saved with each generation): at most
+  // this many bytes per process. Beyond that a file on tmpfs it holds
+  // refuses the checkpoint naming the file; others are reopened by path.
   uint64_t scratch_max_bytes = uint64_t(512) << 20;
   // zstd level (1-19) for page content, 0: stored plain. Each 1 MiB run is
   // compressed on its own, after the copy (off the freeze), on up to 4

@@ -23,6 +23,7 @@
 #include "dump/collect.hpp"
 #include "dump/unsupported.hpp"
 #include "proc/fd_links.hpp"
+#include "proc/file_locks.hpp"
 #include "sockets/tcp.hpp"
 #include "sockets/udp.hpp"
 #include "sockets/unix.hpp"
@@ -312,6 +313,53 @@ Status collect_epoll(pid_t pid, const RawFd& r, const std::string& what, FileRec
   return {};
 }
 
+// The locks held through this open file (docs/state.md, "File locks"):
+// flock and OFD locks of its open file description, POSIX locks of this
+// process taken through it. A line that cannot be read refuses the
+// checkpoint rather than drop a lock.
+Status collect_locks(const RawFd& r, const std::string& what, FileRecord* f) {
+  size_t lines = 0;
+  for_each_line(r.info, [&](const std::string& l) {
+    lines += l.compare(0, 5, "lock:") == 0;
+    return true;
+  });
+  const std::vector<proc::LockLine> locks = proc::fdinfo_locks(r.info);
+  if (locks.size() != lines) return make_error(EPROTO, what + ": unexpected lock line in fdinfo");
+  for (const proc::LockLine& l : locks) {
+    image::FileLock k;
+    if (l.kind == "FLOCK") {
+      k.kind = image::LockKind::kFlock;
+    } else if (l.kind == "POSIX") {
+      k.kind = image::LockKind::kPosix;
+    } else if (l.kind == "OFDLCK") {
+      k.kind = image::LockKind::kOfd;
+    } else if (l.kind == "LEASE") {
+      return make_error(ENOTSUP, what + ": holds a file lease (F_SETLEASE): not supported");
+    } else {
+      return make_error(ENOTSUP, what + ": holds a lock of kind " + l.kind + ": not supported");
+    }
+    if (l.type != "READ" && l.type != "WRITE")
+      return make_error(EPROTO, what + ": a lock of type " + l.type + " in fdinfo");
+    k.type = l.type == "READ" ? F_RDLCK : F_WRLCK;
+    k.start = l.start;
+    k.end = l.end;
+    k.pid = l.pid;
+    f->locks.push_back(k);
+  }
+  return {};
+}
+
+// Signal-driven I/O: who gets the signal (F_SETOWN, F_SETOWN_EX) and which
+// (F_SETSIG), both kept by the open file description, read on a copy of it.
+Status collect_owner(int copy, const std::string& what, FileRecord* f) {
+  f_owner_ex o{};
+  if (::fcntl(copy, F_GETOWN_EX, &o) != 0) return sys_error(what + ": F_GETOWN_EX");
+  const int sig = ::fcntl(copy, F_GETSIG);
+  if (sig < 0) return sys_error(what + ": F_GETSIG");
+  f->owner = {int32_t(o.type), int32_t(o.pid), int32_t(sig)};
+  return {};
+}
+
 // Reads a deleted file's content through the process's own link to it.
 Status collect_deleted(const std::string& link_path, const RawFd& r, const std::string& what,
                        FileRecord* f) {
@@ -440,12 +488,14 @@ Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
       continue;
     }
 
-    // State an open file can carry that a reopen would silently drop.
-    if (field(r.info, "lock:"))
-      return make_error(ENOTSUP,
-                        what + ": holds a file lock (flock/fcntl/lease): not supported yet");
-    if (flags & O_ASYNC)
-      return make_error(ENOTSUP, what + ": signal-driven I/O (O_ASYNC) not supported yet");
+    // State an open file can carry that a reopen would silently drop: its
+    // locks, and the owner of its signals (sockets have one for SIGURG
+    // even without O_ASYNC).
+    if (field(r.info, "lock:")) CKPT_TRY(collect_locks(r, what, &f));
+    if ((flags & O_ASYNC) || S_ISSOCK(r.st.st_mode)) {
+      CKPT_ASSIGN(UniqueFd copy, copy_of(r.fd, what));
+      CKPT_TRY(collect_owner(copy.get(), what, &f));
+    }
 
     const auto file_key = std::make_pair(uint64_t(r.st.st_dev), uint64_t(r.st.st_ino));
     const bool first_open = first_of_file.emplace(file_key, r.fd).second;

@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 
+#include <climits>
+#include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,6 +29,11 @@ std::string parent_of(const std::string& path) {
   return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
 }
 
+bool below(const std::string& path, const std::string& dir) {
+  return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+         path[dir.size()] == '/';
+}
+
 image::ScratchFile entry(const std::string& path, const struct stat& st) {
   image::ScratchFile f;
   f.path = path;
@@ -36,50 +44,115 @@ image::ScratchFile entry(const std::string& path, const struct stat& st) {
   return f;
 }
 
+// The temporary directories of the process, as the kernel spells them
+// (symbolic links resolved, as /proc shows the files): the system's, and
+// the TMPDIR it was started with (Open MPI's session directory goes there).
+std::vector<std::string> temp_dirs(pid_t pid) {
+  std::vector<std::string> names = {"/tmp", "/var/tmp", "/dev/shm", "/run/user"};
+  if (auto env = read_file(proc_path(pid, "environ")); env.ok())
+    for (size_t at = 0; at < env->size();) {
+      size_t end = env->find('\0', at);
+      if (end == std::string::npos) end = env->size();
+      if (env->compare(at, 7, "TMPDIR=") == 0) names.push_back(env->substr(at + 7, end - at - 7));
+      at = end + 1;
+    }
+  std::vector<std::string> out;
+  for (const std::string& n : names) {
+    char real[PATH_MAX];
+    if (n.empty() || n[0] != '/' || !::realpath(n.c_str(), real)) continue;
+    if (std::string(real) != "/") out.push_back(real);
+  }
+  return out;
+}
+
+// What a candidate is: a file held open (or mapped shared), which a
+// checkpoint saves or refuses, or one only mapped private (or a directory),
+// saved while the budget lasts.
+struct Candidate {
+  std::string path;
+  bool held;
+};
+
 }  // namespace
 
 Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, uint64_t max_bytes) {
-  std::vector<std::string> paths;
+  std::vector<Candidate> held, other;
   for (const image::FileRecord& f : meta->files)
     if ((f.kind == image::FileKind::kRegular || f.kind == image::FileKind::kFifo) && f.dup_of == -1)
-      paths.push_back(f.path);
-  for (const image::VmaRecord& v : meta->vmas)
-    if (v.is_file() && (v.flags & image::kVmaShared)) paths.push_back(v.name);
+      held.push_back({f.path, true});
+  for (const image::VmaRecord& v : meta->vmas) {
+    if (!v.is_file() || (v.flags & (image::kVmaSysv | image::kVmaDelShared))) continue;
+    if (v.name.ends_with(" (deleted)")) continue;
+    ((v.flags & image::kVmaShared) ? held : other)
+        .push_back({v.name, bool(v.flags & image::kVmaShared)});
+  }
+  other.push_back({meta->process.cwd, false});
+  held.insert(held.end(), other.begin(), other.end());  // held ones take the budget first
 
-  std::set<std::string> seen;
+  const std::vector<std::string> temps = temp_dirs(pid);
+  // Only the process's own files (its filesystem uid owns them): another
+  // user's file there was not made by the job, and stays reopened by path.
+  const bool any_owner = meta->credentials.empty();
+  const uint32_t fsuid = any_owner ? 0 : meta->credentials.front().uid[3];
+  std::set<std::string> looked_at, seen;  // candidates; entries written
   uint64_t bytes = 0;
-  for (const std::string& path : paths) {
-    if (path.empty() || path[0] != '/' || !seen.insert(path).second || !on_tmpfs(path)) continue;
+  for (const Candidate& c : held) {
+    const std::string& path = c.path;
+    if (path.empty() || path[0] != '/' || !looked_at.insert(path).second) continue;
+    const bool tmpfs = on_tmpfs(path);
+    std::string base;  // the outermost temporary directory it is below
+    for (const std::string& t : temps)
+      if (below(path, t) && (base.empty() || t.size() < base.size())) base = t;
+    if (!tmpfs && base.empty()) continue;
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0) return sys_error("scratch file " + path);
-    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) continue;
-    // Its directories below the mount point, outermost first.
-    std::vector<image::ScratchFile> dirs;
-    for (std::string dir = parent_of(path); dir != "/"; dir = parent_of(dir)) {
-      struct stat ds, ps;
-      if (::lstat(dir.c_str(), &ds) != 0 || ::lstat(parent_of(dir).c_str(), &ps) != 0)
-        return sys_error("scratch directory " + dir);
-      if (ds.st_dev != ps.st_dev) break;  // the mount point itself stays as it is
-      if (seen.insert(dir).second) dirs.insert(dirs.begin(), entry(dir, ds));
-    }
-    for (auto& d : dirs) meta->scratch.push_back(std::move(d));
+    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISDIR(st.st_mode)) continue;
+    if (!any_owner && st.st_uid != fsuid) continue;
     image::ScratchFile f = entry(path, st);
-    if (S_ISREG(st.st_mode) && saved && !saved->insert({st.st_dev, st.st_ino}).second) {
+    if (S_ISREG(st.st_mode) && saved && saved->count({st.st_dev, st.st_ino})) {
       f.flags |= image::kScratchContentElsewhere;
-    } else if (S_ISREG(st.st_mode)) {
-      bytes += uint64_t(st.st_size);
+    } else if (S_ISREG(st.st_mode) && bytes + uint64_t(st.st_size) > max_bytes) {
       // The metadata holds the content, and a restore reads it into memory.
-      if (bytes > max_bytes)
+      // A file on tmpfs vanishes with the node for certain: refused. One on
+      // disk outlives a kill: reopened by path, as before.
+      if (tmpfs && c.held)
         return make_error(EFBIG, "scratch file " + path + ": files on tmpfs held by PID " +
                                      std::to_string(pid) + " exceed the " +
                                      std::to_string(max_bytes >> 20) +
                                      " MiB a checkpoint saves of them (--scratch-max)");
+      f.flags |= image::kScratchNotSaved;
+      f.file_size = uint64_t(st.st_size);
+      if (seen.insert(path).second) meta->scratch.push_back(std::move(f));
+      continue;
+    } else if (S_ISREG(st.st_mode)) {
+      bytes += uint64_t(st.st_size);
       UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
       if (!fd.valid()) return sys_error("reading scratch file " + path);
       f.data.resize(size_t(st.st_size));
       CKPT_TRY(read_exact(fd.get(), f.data.data(), f.data.size(), 0, "scratch file " + path));
+      if (saved) saved->insert({st.st_dev, st.st_ino});
     }
-    meta->scratch.push_back(std::move(f));
+    // Its directories, outermost first: below the mount point on tmpfs (the
+    // mount point stays as it is), below the temporary directory elsewhere
+    // (which comes first, to be checked, and made only where missing).
+    std::vector<image::ScratchFile> dirs;
+    const std::string top = tmpfs ? std::string() : base;
+    for (std::string dir = S_ISDIR(st.st_mode) ? path : parent_of(path); dir != "/";
+         dir = parent_of(dir)) {
+      struct stat ds, ps;
+      if (::lstat(dir.c_str(), &ds) != 0 || ::lstat(parent_of(dir).c_str(), &ps) != 0)
+        return sys_error("scratch directory " + dir);
+      if (tmpfs ? ds.st_dev != ps.st_dev : !below(dir, top)) {
+        if (!tmpfs && seen.insert(dir).second) {
+          dirs.insert(dirs.begin(), entry(dir, ds));
+          dirs.front().flags |= image::kScratchBase;
+        }
+        break;
+      }
+      if (seen.insert(dir).second) dirs.insert(dirs.begin(), entry(dir, ds));
+    }
+    for (auto& d : dirs) meta->scratch.push_back(std::move(d));
+    if (!S_ISDIR(st.st_mode) && seen.insert(path).second) meta->scratch.push_back(std::move(f));
   }
   return {};
 }

@@ -244,6 +244,18 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
       w.u32(uint32_t(f.data.size()));
       w.bytes(f.data.data(), f.data.size());
     }
+    if (f.has_second()) {
+      w.u32(uint32_t(f.locks.size()));
+      for (const FileLock& l : f.locks) {
+        w.u32(uint32_t(l.kind));
+        w.u32(l.type);
+        put_u64s(w, {l.start, l.end});
+        w.i32(l.pid);
+      }
+      w.i32(f.owner.type);
+      w.i32(f.owner.pid);
+      w.i32(f.owner.signo);
+    }
     put_record(out, RecordType::kFile, w, nrecords);
   }
   for (const ScratchFile& f : m.scratch) {
@@ -252,7 +264,8 @@ std::vector<uint8_t> encode_meta(const ImageMeta& m, uint64_t* nrecords) {
     for (uint32_t v : {f.type, f.mode, f.uid, f.gid}) w.u32(v);
     w.u64(f.data.size());
     w.bytes(f.data.data(), f.data.size());
-    if (f.flags) w.u32(f.flags);
+    if (f.flags || f.file_size) w.u32(f.flags);
+    if (f.file_size) w.u64(f.file_size);
     put_record(out, RecordType::kScratchFile, w, nrecords);
   }
   return std::move(out.data());
@@ -392,6 +405,20 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
         f.data.resize(n);
         if (n && !r.bytes(f.data.data(), n)) return false;
       }
+      // The second block (locks, owner): all or nothing.
+      if (r.left() > 0) {
+        uint32_t n;
+        if (!r.u32(&n) || n > r.left() / 28) return false;
+        f.locks.resize(n);
+        for (FileLock& l : f.locks) {
+          uint32_t kind;
+          if (!r.u32(&kind) || !r.u32(&l.type) || !r.u64(&l.start) || !r.u64(&l.end) ||
+              !r.i32(&l.pid))
+            return false;
+          l.kind = LockKind(kind);
+        }
+        if (!r.i32(&f.owner.type) || !r.i32(&f.owner.pid) || !r.i32(&f.owner.signo)) return false;
+      }
       m->files.push_back(std::move(f));
       return true;
     }
@@ -404,6 +431,7 @@ bool decode_payload(RecordType type, ByteReader& r, ImageMeta* m) {
       f.data.resize(n);
       if (n && !r.bytes(f.data.data(), n)) return false;
       if (r.left() > 0 && !r.u32(&f.flags)) return false;
+      if (r.left() > 0 && !r.u64(&f.file_size)) return false;
       m->scratch.push_back(std::move(f));
       return true;
     }

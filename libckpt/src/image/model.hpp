@@ -325,6 +325,32 @@ enum : uint64_t {
   kTcpOptWscale = 1 << 10,
 };
 
+// A lock an open file holds, as /proc/PID/fdinfo/N's "lock:" lines show it
+// (docs/state.md, "File locks").
+enum class LockKind : uint32_t {
+  kFlock = 1,  // flock(2): belongs to the open file description
+  kPosix = 2,  // fcntl F_SETLK: belongs to the process (its fd table)
+  kOfd = 3,    // fcntl F_OFD_SETLK: belongs to the open file description
+};
+constexpr uint64_t kLockToEof = ~0ull;  // FileLock::end of a lock that runs to end of file
+
+struct FileLock {
+  LockKind kind = LockKind::kFlock;
+  uint32_t type = 0;          // F_RDLCK or F_WRLCK
+  uint64_t start = 0;         // first byte (flock: 0)
+  uint64_t end = kLockToEof;  // last byte, inclusive
+  int32_t pid = 0;            // the holder /proc named (OFD locks: -1)
+};
+
+// Who gets the signals of signal-driven I/O (O_ASYNC) and which signal:
+// F_GETOWN_EX and F_GETSIG of the open file description.
+struct FileOwner {
+  int32_t type = 0;   // F_OWNER_TID (0), F_OWNER_PID (1) or F_OWNER_PGRP (2)
+  int32_t pid = 0;    // 0: no owner
+  int32_t signo = 0;  // 0: SIGIO
+  bool set() const { return pid != 0 || signo != 0; }
+};
+
 struct FileRecord {
   int32_t fd = -1;
   FileKind kind = FileKind::kRegular;
@@ -339,8 +365,14 @@ struct FileRecord {
   std::vector<uint64_t> params;  // kind-specific numbers (see the enum above)
   std::vector<uint8_t> data;     // kDeleted/kMemfd: the file's content; kPipe/kFifo: unread bytes
                                  // (on the first fd of a file only)
+  // The second appended block: locks held through this fd, and its owner.
+  std::vector<FileLock> locks;
+  FileOwner owner;
 
-  bool has_appended() const { return dup_of != -1 || !params.empty() || !data.empty(); }
+  bool has_second() const { return !locks.empty() || owner.set(); }
+  bool has_appended() const {
+    return dup_of != -1 || !params.empty() || !data.empty() || has_second();
+  }
 };
 
 struct ProcessRecord {
@@ -407,16 +439,26 @@ struct ChainLink {
   uint64_t job_digest = 0;
 };
 
-// A file on tmpfs that the process holds open or maps shared (/dev/shm
-// segments, an MPI launcher's session directory placed on tmpfs). Such files
-// vanish with the node, and the job's launcher may remove them; their content
-// is part of the job's state (record 26). Directories are the file's parents
-// below the tmpfs mount, listed before it.
+// A file that may vanish with the job, which the process holds open or maps:
+// on tmpfs (/dev/shm segments), or in a temporary directory on any file
+// system (/tmp, /var/tmp, the job's TMPDIR: an MPI launcher's session
+// directory, a compiler's temporary files). The node's end, a reboot or the
+// launcher's cleanup removes them; their content is part of the job's state
+// (record 26, docs/state.md "Files that vanish with the job"). Directories
+// are the file's parents, listed before it: below the tmpfs mount, or below
+// the temporary directory, which comes first with kScratchBase.
 // ScratchFile::flags bits.
 enum ScratchFlag : uint32_t {
   // S_IFREG held by several members: another member's record of the same
   // generation has the content; this one has none.
   kScratchContentElsewhere = 1u << 0,
+  // S_IFDIR: a temporary directory the entries after it are below. It must
+  // exist at restore; it is never made or changed there.
+  kScratchBase = 1u << 1,
+  // S_IFREG in a temporary directory on disk, larger than what was left of
+  // the checkpoint's budget: not saved (`file_size` says how large), so
+  // reopened by path; a restore that does not find it says why.
+  kScratchNotSaved = 1u << 2,
 };
 
 struct ScratchFile {
@@ -426,6 +468,7 @@ struct ScratchFile {
   uint32_t uid = 0, gid = 0;
   std::vector<uint8_t> data;  // S_IFREG: the whole content
   uint32_t flags = 0;         // ScratchFlag (appended field; absent: 0)
+  uint64_t file_size = 0;     // kScratchNotSaved: its size (appended field; absent: 0)
 };
 
 struct ImageMeta {

@@ -21,6 +21,7 @@
 #include "proc/inject.hpp"
 #include "proc/regs.hpp"
 #include "restore/address_space.hpp"
+#include "restore/file_locks.hpp"
 #include "restore/files.hpp"
 #include "restore/spawn.hpp"
 #include "restore/syscall_restart.hpp"
@@ -303,9 +304,13 @@ Result<RestoreStats> WarmRestore::finish(const restore::ReleaseHook& before_rele
   // may have changed since.
   CKPT_TRY(ip.set_signals());
   CKPT_TRY(ip.set_files());
+  // Locks last among the files: laying out the mappings opened and closed
+  // files, which drops the process's POSIX locks on them.
+  CKPT_TRY(restore::take_locks(pid_, ip.builder(), restore::locks_to_take(meta, {})));
   // Threads, rseq, limits, timers, seccomp, masks: as a plain restore does.
   restore::TaskRestorer tasks(pid_, meta, ip.builder());
   CKPT_TRY(tasks.create_threads(ip.rs()));
+  CKPT_TRY(restore::set_owners(pid_, meta));
   for (size_t i = 1; i < meta.threads.size(); ++i) CKPT_TRY(tasks.restore_thread(i));
   CKPT_TRY(tasks.restore_leader());
   const image::ThreadRecord& t = meta.threads[0];

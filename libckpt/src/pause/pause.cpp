@@ -45,6 +45,7 @@
 #include "proc/regs.hpp"
 #include "restore/address_space.hpp"
 #include "restore/credentials.hpp"
+#include "restore/file_locks.hpp"
 #include "restore/syscall_restart.hpp"
 #include "util/clock.hpp"
 #include "util/fd.hpp"
@@ -96,6 +97,10 @@ Status roll_back(pid_t pid, const image::Chain& chain, const image::RestorePlan&
   CKPT_TRY(ip.set_mm());
   CKPT_TRY(ip.set_signals());
   CKPT_TRY(ip.set_files());
+  // The checkpoint's locks, held again (a lock held still is taken anew,
+  // which changes nothing); the mappings laid out above may have dropped
+  // POSIX ones.
+  CKPT_TRY(restore::take_locks(pid, ip.builder(), restore::locks_to_take(chain.newest(), {})));
   // The other threads are the checkpoint's own (same TIDs, checked by the
   // caller), stopped: their registers, extended state and mask go back as
   // they are. Registers with orig_rax -1 keep the kernel from restarting

@@ -41,9 +41,11 @@ std::string self_fd(int fd) {
 }
 
 // Flags for reopening: creation flags dropped, close-on-exec until the child
-// sets the real fd flags.
+// sets the real fd flags. O_ASYNC too: open(2) would only set the flag, and
+// F_SETFL, which registers the fd for signals, then sees nothing to change;
+// the child sets it through its own fd number (install_files).
 int reopen_flags(uint32_t flags) {
-  return (int(flags) & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY)) | O_CLOEXEC;
+  return (int(flags) & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY | O_ASYNC)) | O_CLOEXEC;
 }
 
 Status set_nonblock(int fd, bool on, const std::string& what) {
@@ -178,13 +180,36 @@ Status check_files_unchanged(const image::ImageMeta& meta, bool force) {
           v.mtime_ns, (v.flags & image::kVmaShared) && (v.prot & 2 /* PROT_WRITE */));
 
   const std::set<std::string> scratch = scratch_paths(meta);  // put back by the restore itself
+  // A file that is gone (--force cannot help): what, and why the checkpoint
+  // did not keep it.
+  auto missing = [&](const std::string& what, const std::string& path) -> Status {
+    if (errno != ENOENT && errno != ENOTDIR) return sys_error(what);
+    std::string why;
+    if (const image::ScratchFile* big = not_saved(meta, path))
+      why = "its " + std::to_string(big->file_size) +
+            " bytes were more than was left of what a checkpoint saves of a process's files "
+            "in temporary directories (--scratch-max)";
+    else
+      why =
+          "only files on tmpfs or in a temporary directory (/tmp, /var/tmp, the job's "
+          "TMPDIR) are saved, others are reopened by path";
+    return make_error(ENOENT,
+                      what + ": no longer exists, and the checkpoint did not save it: " + why);
+  };
+  struct stat st;
+  const std::string& cwd = meta.process.cwd;
+  if (!cwd.empty() && cwd[0] == '/' && !scratch.count(cwd) && ::stat(cwd.c_str(), &st) != 0)
+    return missing("working directory " + cwd, cwd);
+  for (const FileRecord& f : meta.files)  // FIFOs hold no content to compare, only a name
+    if (f.kind == FileKind::kFifo && f.dup_of == -1 && !scratch.count(f.path) &&
+        ::stat(f.path.c_str(), &st) != 0)
+      return missing(fd_name(f.fd) + ": " + f.path, f.path);
   for (const auto& [path, u] : uses) {
     const std::string what = u.who + ": " + path;
     if (scratch.count(path)) continue;
     // Kernel pseudo files are made anew for each process and boot.
     if (path.rfind("/proc/", 0) == 0 || path.rfind("/sys/", 0) == 0) continue;
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return sys_error(what);
+    if (::stat(path.c_str(), &st) != 0) return missing(what, path);
     if (S_ISDIR(st.st_mode)) continue;  // a directory's entries are not its content
     std::string change;
     if (uint64_t(st.st_dev) == u.dev && uint64_t(st.st_ino) != u.ino) {
@@ -410,6 +435,9 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
       }
     }
     out->fds.push_back({f.fd, source, int(f.fd_flags)});
+    // One registration per open file description, by its first holder.
+    if ((f.flags & O_ASYNC) && f.dup_of == -1 && share == shared->share_of.end())
+      out->async.push_back(f.fd);
     source_of[f.fd] = source;
     shared->sources[{pid, f.fd}] = source;
     targets.push_back(f.fd);
@@ -460,6 +488,13 @@ bool install_files(PreparedFiles& files, int* keep_fd, std::string* err) {
       return fail("dup2 to fd " + std::to_string(f.target));
     ::fcntl(f.target, F_SETFD, f.fd_flags);
     keep.push_back(f.target);
+  }
+  // Signal-driven I/O, registered under the fd number the signal's si_fd
+  // names; its owner is set once every thread exists (set_owners).
+  for (int fd : files.async) {
+    const int fl = ::fcntl(fd, F_GETFL);
+    if (fl < 0 || ::fcntl(fd, F_SETFL, fl | O_ASYNC) != 0)
+      return fail("fd " + std::to_string(fd) + ": turning signal-driven I/O (O_ASYNC) back on");
   }
   for (const EpollAdd& e : files.epoll) {
     epoll_event ev{};

@@ -37,6 +37,7 @@ struct EpollAdd {
 struct PreparedFiles {
   std::vector<PreparedFile> fds;
   std::vector<EpollAdd> epoll;
+  std::vector<int> async;       // target fds whose open file had O_ASYNC
   std::vector<UniqueFd> owned;  // this process's copies, closed once the child has its own
 };
 

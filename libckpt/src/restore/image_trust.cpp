@@ -129,11 +129,21 @@ Status fits_user(const image::ImageMeta& meta, uid_t uid, const std::set<gid_t>&
                                    " could write the images");
     }
   }
-  for (const image::ScratchFile& f : meta.scratch)
+  // Nothing is made for a temporary directory that exists (/tmp), a file
+  // too large to save (reopened by path like any other), or a directory
+  // that is there with the owner claimed (the job's own under a root-owned
+  // one): the restore leaves those as they are.
+  for (const image::ScratchFile& f : meta.scratch) {
+    if (f.flags & (image::kScratchBase | image::kScratchNotSaved)) continue;
+    struct stat st;
+    if (f.type == S_IFDIR && ::lstat(f.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+        st.st_uid == f.uid)
+      continue;
     if (f.uid != uid || !allowed.count(f.gid))
       return make_error(EPERM, "scratch file " + f.path + " claims owner " + std::to_string(f.uid) +
                                    ":" + std::to_string(f.gid) + " but " + user +
                                    " could write the images");
+  }
   if (meta.state.has_rlimits) {
     for (int r = 0; r < 16; ++r) {
       rlimit64 own;

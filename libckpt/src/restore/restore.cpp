@@ -24,6 +24,7 @@
 #include "proc/inject.hpp"
 #include "proc/regs.hpp"
 #include "restore/address_space.hpp"
+#include "restore/file_locks.hpp"
 #include "restore/files.hpp"
 #include "restore/image_trust.hpp"
 #include "restore/restore_held.hpp"
@@ -69,7 +70,8 @@ struct Rebuilt {
 };
 
 Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& plan,
-               const RebuildOptions& opts, pid_t join_pgid, RestoreStats* stats, Rebuilt* out) {
+               const RebuildOptions& opts, pid_t join_pgid,
+               const std::vector<restore::HeldLock>& locks, RestoreStats* stats, Rebuilt* out) {
   PhaseTrace pb("rebuild");
   CKPT_ASSIGN(user_regs_struct base, proc::get_regs(pid));
   out->rs = std::make_unique<proc::RemoteSyscall>(pid, base,
@@ -88,6 +90,7 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
   builder.map_shared_from(opts.shared_memory);
   restore::MemoryStats ms;
   CKPT_TRY(builder.build(opts.user.progress, &ms));
+  CKPT_TRY(restore::take_locks(pid, builder, locks));
   pb.mark("build");
   stats->pages_written += ms.pages_written;
   stats->pages_zero += ms.pages_zero;
@@ -275,10 +278,24 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     // Groups led by a member were made by their leaders at spawn; a group
     // whose leader is not in the job is the one the member inherited.
     const pid_t join = m.pgid != m.pid && job.has_member(m.pgid) ? m.pgid : 0;
-    Status s = rebuild(pids[live[k]], chains[k], plans[k], ro, join, &stats, &built[k]);
+    // flock and OFD locks of an open file an earlier member holds too are
+    // that member's to take.
+    std::set<int> shared_fds;
+    for (const image::JobShare& sh : job.shares)
+      if (sh.pid == m.pid) shared_fds.insert(sh.fd);
+    const auto locks = restore::locks_to_take(*metas[k], shared_fds);
+    Status s = rebuild(pids[live[k]], chains[k], plans[k], ro, join, locks, &stats, &built[k]);
     if (!s.ok()) {
       job::kill_job(pids);
       return named(m.pid, s.error());
+    }
+  }
+  // Signal-driven I/O may name any thread of the job: all exist now.
+  for (size_t k = 0; k < chains.size(); ++k) {
+    Status s = restore::set_owners(pids[live[k]], *metas[k]);
+    if (!s.ok()) {
+      job::kill_job(pids);
+      return named(job.members[live[k]].pid, s.error());
     }
   }
   pr.mark("rebuild");

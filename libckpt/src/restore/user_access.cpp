@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -58,6 +60,20 @@ std::vector<Need> needs_of(const image::ImageMeta& meta, const std::set<std::str
     add(v.name, "mapping of " + v.name, R_OK | (writes_file ? W_OK : 0));
   }
   add(meta.process.cwd, "working directory", X_OK);
+  // What the restore makes where nothing is (a file saved from a temporary
+  // directory, its directories): only where the process's user could make
+  // it, in the nearest directory that exists. What exists is checked by
+  // owner where it is written (restore/scratch).
+  for (const image::ScratchFile& f : meta.scratch) {
+    struct stat st;
+    if ((f.flags & image::kScratchNotSaved) || f.path.empty() || f.path[0] != '/' ||
+        ::lstat(f.path.c_str(), &st) == 0)
+      continue;
+    std::string dir = f.path;
+    do dir = dir.substr(0, std::max<size_t>(dir.rfind('/'), 1));
+    while (dir != "/" && ::lstat(dir.c_str(), &st) != 0);
+    out.push_back({dir, "scratch file " + f.path + " (to be made in " + dir + ")", W_OK | X_OK});
+  }
   return out;
 }
 

@@ -9,7 +9,7 @@
 //   shared-pipe  (in a forked child, the target) the read end of a pipe at fd 3
 //                whose write end the parent holds
 //   shared-fifo  the FIFO READY.fifo at fd 3, which the driver holds open too
-//   flock        a file at fd 3 with an flock(2) lock on it
+//   lease        a file at fd 3 with a read lease on it (F_SETLEASE)
 //   inotify      an inotify instance at fd 3
 //   udp-multicast  a UDP socket at fd 3 that joined 239.1.2.3 on lo
 //   udp-peeked-empty  a UDP socket at fd 3 whose queue holds one empty
@@ -40,7 +40,7 @@
 int main(int argc, char** argv) {
   e2e_init(argc, argv, 2,
            "READY "
-           "tcp|unix|unix-inflight|shared-pipe|shared-fifo|flock|inotify|udp-multicast|udp-peeked-"
+           "tcp|unix|unix-inflight|shared-pipe|shared-fifo|lease|inotify|udp-multicast|udp-peeked-"
            "empty|pty-stopped|pty-session");
   const char* mode = argv[2];
   if (strcmp(mode, "tcp") == 0) {
@@ -122,11 +122,14 @@ int main(int argc, char** argv) {
     int f = open(path, O_RDONLY | O_NONBLOCK);
     if (f < 0) e2e_fail("open %s: %s", path, strerror(errno));
     if (f != 3 && (dup2(f, 3) != 3 || close(f))) e2e_fail("dup2: %s", strerror(errno));
-  } else if (strcmp(mode, "flock") == 0) {
+  } else if (strcmp(mode, "lease") == 0) {
     char path[4096];
-    snprintf(path, sizeof path, "%s.lock", argv[1]);
-    int l = open(path, O_RDWR | O_CREAT, 0600);
-    if (l < 0 || flock(l, LOCK_EX) != 0) e2e_fail("flock %s: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s.lease", argv[1]);
+    int w = open(path, O_WRONLY | O_CREAT, 0600);
+    if (w < 0 || close(w) != 0) e2e_fail("create %s: %s", path, strerror(errno));
+    int l = open(path, O_RDONLY);  // a read lease needs a file no one has open for writing
+    if (l < 0 || fcntl(l, F_SETLEASE, F_RDLCK) != 0)
+      e2e_fail("F_SETLEASE %s: %s", path, strerror(errno));
     if (l != 3 && (dup2(l, 3) != 3 || close(l))) e2e_fail("dup2: %s", strerror(errno));
   } else if (strcmp(mode, "inotify") == 0) {
     int i = inotify_init1(0);
