@@ -41,8 +41,24 @@
 // with every page protected. Blocks not verified (no prepare ran, the full's
 // hashes are missing) are reported whole, as hot blocks are.
 //
+// Bounded. A hot block's pages all read as written, whether the program
+// wrote them or not, so an incremental reads every page of every hot block.
+// What it saves is bounded all the same: its pages go through
+// dirty/changed_pages, which keeps only those whose content differs from the
+// parent generation's page-hash table, and tells the next collect, per
+// block, how many of the pages it read had changed. A hot block found
+// changed on less than hot_fraction of its pages is protected whole at the
+// next collect (whatever its backoff), so a block that stops being written
+// is read at most by the two incrementals after its last write and saved by
+// neither. Each interval in which a block was read mostly unchanged adds a
+// strike (each mostly changed one takes one off, 0..kMaxStrikes); a block
+// needs hot_after + strikes mostly-written intervals in a row to become hot,
+// so where leaving it hot does not pay (a band that passes by, a writer that
+// flips between phases) adaptivity turns itself off for that block.
+//
 // LIBCKPT_ADAPTIVE_TRACKING=off in the environment of cr_full/cr_incr turns
-// adaptivity off (every written page is protected again, as before).
+// adaptivity off (every written page is protected again, as before; no
+// content comparison).
 #pragma once
 
 #include <sys/types.h>
@@ -50,14 +66,19 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string>
 #include <vector>
 
+#include "dirty/changed_pages.hpp"
 #include "dirty/tracker.hpp"
 #include "mem/range.hpp"
 
 namespace ckpt::dirty {
 
 constexpr uint64_t kAdaptiveBlock = 2ull << 20;
+// A block left hot to no use needs up to hot_after + 6 mostly-written
+// intervals in a row before it is left hot again.
+constexpr uint32_t kMaxStrikes = 6;
 
 struct AdaptiveOptions {
   bool enabled = true;
@@ -75,6 +96,12 @@ struct AdaptiveOptions {
   static AdaptiveOptions from_env();
 };
 
+// The side file (dirty/ledger.hpp) in which an incremental's writer leaves
+// what it found changed per block, for the next collect.
+inline constexpr const char* kContentSuffix = ".content";
+std::string format_block_content(const BlockContentMap& blocks);
+BlockContentMap parse_block_content(const std::string& text);
+
 // One block's state after a collect (only blocks that are not plain tracked).
 struct BlockState {
   uint32_t backoff = 0;  // unprotected intervals granted when it last became hot
@@ -84,6 +111,10 @@ struct BlockState {
   // Sampled since the full's arm: its other pages were never protected, and
   // the full's page hashes say what they held (see above).
   bool fresh = false;
+  // Intervals in which it was read mostly unchanged, less those in which it
+  // was mostly changed (per the parent's writer), 0..kMaxStrikes: each adds
+  // one to the mostly-written intervals it needs to become hot again.
+  uint32_t strikes = 0;
 };
 
 // A verified fresh block: the pages whose content differs from the full's.
@@ -129,6 +160,13 @@ class AdaptiveTracking {
   int collect_piece(mem::Range piece, const ScanFn& scan, std::vector<mem::Range>* written,
                     const VerifiedBlocks* verified = nullptr);
 
+  // What the parent generation's writer found really changed per block
+  // (dirty/changed_pages.hpp); load() reads it, tests set it.
+  void set_content(BlockContentMap c) {
+    content_ = std::move(c);
+    has_content_ = true;
+  }
+
   // Statistics of the last collect: bytes left unprotected, bytes sampled.
   uint64_t hot_bytes() const { return hot_bytes_; }
   uint64_t sampled_bytes() const { return sampled_bytes_; }
@@ -140,7 +178,13 @@ class AdaptiveTracking {
   // Whether the sample of [start, end) reads as mostly written in `w`
   // (sorted; *at advances through it).
   bool sample_hot(uint64_t start, uint64_t end, const std::vector<mem::Range>& w, size_t* at) const;
+  // Whether the parent generation found block [start, end) changed on less
+  // than hot_fraction of its pages (false without that record).
+  bool content_calm(uint64_t start, uint64_t end) const;
+  BlockContent content_of(uint64_t start) const;
   AdaptiveOptions opts_;
+  BlockContentMap content_;
+  bool has_content_ = false;
   std::map<uint64_t, BlockState> prev_, next_;  // keyed by the block's first address
   uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;
 };

@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 
+#include "dirty/changed_pages.hpp"
 #include "dirty/huge_blocks.hpp"
 #include "dirty/ledger.hpp"
 #include "dirty/self_test_record.hpp"
@@ -711,6 +712,16 @@ void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageH
   }
 }
 
+std::unique_ptr<ContentFilter> PagemapScanTracker::filter(const std::vector<image::PageHash>& prev,
+                                                          image::SnapshotWriter& writer) {
+  if (!collected_ || !opts_.adaptive.enabled) return nullptr;
+  Collected c = *collected_;
+  collected_.reset();
+  return std::make_unique<ChangedPagesFilter>(prev, writer, [c](const BlockContentMap& blocks) {
+    write_side_state(c.pid, kContentSuffix, c.state, format_block_content(blocks));
+  });
+}
+
 uint64_t PagemapScanTracker::written_estimate(pid_t pid, const TrackerState& state) {
   if (state.target_fd < 0 || !available().ok()) return 0;
   auto pm = open_pagemap(pid);
@@ -730,6 +741,7 @@ uint64_t PagemapScanTracker::written_estimate(pid_t pid, const TrackerState& sta
 Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRecord>& vmas,
                                              const std::vector<VmaRecord>& prev,
                                              TrackerState* state) {
+  collected_.reset();
   CKPT_TRY(available());
   // Tracking is lost: everything is dirty this time; track from now on.
   auto lost = [&](const std::string& why, int replace_fd) -> Result<DirtySet> {
@@ -862,6 +874,7 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
   }
   verified_.clear();
   adaptive.save(pid, *state);
+  collected_ = Collected{pid, *state};
   hot_bytes_ = adaptive.hot_bytes();
   sampled_bytes_ = adaptive.sampled_bytes();
   huge.save(pid, *state);
