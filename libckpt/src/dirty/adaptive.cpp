@@ -111,12 +111,13 @@ void AdaptiveTracking::parse(const std::string& text) {
     std::memcpy(line, text.data() + at, n);
     line[n] = 0;
     uint64_t addr;
-    unsigned backoff, left, sampled, heavy, strikes = 0;
-    if (std::sscanf(line, "%" SCNx64 " %u %u %u %u %u", &addr, &backoff, &left, &sampled, &heavy,
-                    &strikes) < 5)
+    unsigned backoff, left, sampled, heavy, strikes = 0, open = 0;
+    if (std::sscanf(line, "%" SCNx64 " %u %u %u %u %u %u", &addr, &backoff, &left, &sampled, &heavy,
+                    &strikes, &open) < 5)
       return;  // garbage: what was read so far stands (a hint only)
-    prev_[addr] = BlockState{backoff, left,         sampled != 0,
-                             heavy,   sampled == 2, std::min(strikes, kMaxStrikes)};
+    prev_[addr] = BlockState{backoff,  left,         sampled != 0,
+                             heavy,    sampled == 2, std::min(strikes, kMaxStrikes),
+                             open != 0};
     at = eol + 1;
   }
 }
@@ -126,11 +127,11 @@ void AdaptiveTracking::save(pid_t pid, const TrackerState& s) const {
   std::string text;
   char line[64];
   for (const auto& [addr, b] : next_) {
-    std::snprintf(line, sizeof line, "%" PRIx64 " %u %u %u %u %u\n", addr, b.backoff, b.left,
+    std::snprintf(line, sizeof line, "%" PRIx64 " %u %u %u %u %u %u\n", addr, b.backoff, b.left,
                   b.fresh     ? 2u
                   : b.sampled ? 1u
                               : 0u,
-                  b.heavy, b.strikes);
+                  b.heavy, b.strikes, b.open ? 1u : 0u);
     text += line;
   }
   write_side_state(pid, ".adaptive", s, text);
@@ -212,15 +213,17 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
     enum { kTrack, kHot, kSample } next = kTrack;
     const bool was_hot = before && !before->sampled && before->left > 0;
     const uint64_t pages = (end - start) / kPage;
-    // The parent's writer: was this block read mostly unchanged (left hot
-    // to no use) or mostly changed (worth it)?
+    // Left unprotected in the interval now ending, whose content the next
+    // collect learns from this generation's writer.
+    const bool open = before && !before->fresh && (before->sampled || before->left > 0);
+    // The parent's writer, on the interval before, if the block was left
+    // unprotected then: mostly changed (that paid) or not (to no use)?
     uint32_t strikes = before ? before->strikes : 0;
-    if (has_content_) {
+    if (has_content_ && before && before->open) {
       const BlockContent c = content_of(start);
       const double hot = opts_.hot_fraction * double(pages);
-      if (double(c.read) >= hot && double(c.changed) >= hot && strikes > 0) --strikes;
-      if (double(c.read) >= hot && double(c.changed) < hot)
-        strikes = std::min(kMaxStrikes, strikes + 1);
+      if (double(c.changed) >= hot && strikes > 0) --strikes;
+      if (double(c.changed) < hot) strikes = std::min(kMaxStrikes, strikes + 1);
     }
     auto v = verified ? verified->find(start) : VerifiedBlocks::const_iterator{};
     if (verified && v != verified->end()) {
@@ -229,7 +232,6 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
       changed.insert(changed.end(), v->second.begin(), v->second.end());
     } else if (was_hot && content_calm(start, end)) {
       // Unprotected, yet no longer written: tracked again.
-      if (strikes) next_[start] = BlockState{0, 0, false, 0, false, strikes};
     } else if (was_hot && before->left > 1) {
       next_[start] = BlockState{before->backoff, before->left - 1, false, 0, false, strikes};
       next = kHot;  // stays hot
@@ -245,9 +247,7 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
         uint32_t backoff = std::min(opts_.max_backoff, 2 * std::max(1u, before->backoff));
         next_[start] = BlockState{backoff, backoff, false, 0, false, strikes};
         next = kHot;
-      } else if (!before->fresh && strikes) {
-        next_[start] = BlockState{0, 0, false, 0, false, strikes};  // calm: tracked again
-      }
+      }  // else calm: tracked page by page again
     } else {
       // Protected during the interval just ended: `w` is what it wrote. A
       // block left hot to no use before must be heavy for longer.
@@ -266,9 +266,15 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
         next_[start] =
             BlockState{std::max(1u, opts_.first_backoff / 2), 0, true, 0, false, strikes};
         next = kSample;
-      } else if (heavy || strikes) {
+      } else if (heavy) {
         next_[start] = BlockState{0, 0, false, streak, false, strikes};  // tracked, remembered
       }
+    }
+    if (auto n = next_.find(start); n != next_.end()) {
+      n->second.strikes = strikes;
+      n->second.open = open;
+    } else if (strikes || open) {
+      next_[start] = BlockState{0, 0, false, 0, false, strikes, open};  // tracked, remembered
     }
     if (next == kHot) {
       hot_bytes_ += end - start;

@@ -111,10 +111,13 @@ struct BlockState {
   // Sampled since the full's arm: its other pages were never protected, and
   // the full's page hashes say what they held (see above).
   bool fresh = false;
-  // Intervals in which it was read mostly unchanged, less those in which it
-  // was mostly changed (per the parent's writer), 0..kMaxStrikes: each adds
-  // one to the mostly-written intervals it needs to become hot again.
+  // Intervals it was left unprotected to no use (found mostly unchanged by
+  // the writer), less those that paid (mostly changed), 0..kMaxStrikes:
+  // each adds one to the mostly-written intervals it needs to be hot again.
   uint32_t strikes = 0;
+  // Left unprotected (hot or sampled) in the interval that the generation of
+  // the collect that wrote this state checkpointed.
+  bool open = false;
 };
 
 // A verified fresh block: the pages whose content differs from the full's.
