@@ -20,7 +20,14 @@ done
 W=$(mktemp -d /var/tmp/band_incr.XXXXXX) || exit 1
 PID=""
 trap '[[ -n $PID ]] && kill -9 "$PID" 2>/dev/null; rm -rf "$W"' EXIT
-setsid "$PROG" timed "$MIB" "$PERIOD" 600 "$W/ready" </dev/null >"$W/out" 2>&1 &
+(
+  # Only stdio: a checkpoint refuses descriptors shared with processes outside the job.
+  for fd in /proc/"$BASHPID"/fd/*; do
+    fd=${fd##*/}
+    ((fd >= 3)) && eval "exec $fd>&-"
+  done
+  exec setsid "$PROG" timed "$MIB" "$PERIOD" 600 "$W/ready" </dev/null >"$W/out" 2>&1
+) &
 PID=$!
 disown "$PID"
 for _ in $(seq 600); do [[ -s $W/ready ]] && break; sleep 0.05; done
