@@ -161,6 +161,24 @@ std::vector<mem::Range> AdaptiveTracking::arm_piece(mem::Range piece,
   return protect;
 }
 
+std::vector<uint64_t> AdaptiveTracking::hot_blocks() const {
+  std::vector<uint64_t> out;
+  for (const auto& [addr, b] : prev_)
+    if (!b.sampled && b.left > 0) out.push_back(addr);
+  return out;
+}
+
+std::vector<uint64_t> AdaptiveTracking::sampled_blocks() const {
+  std::vector<uint64_t> out;
+  for (const auto& [addr, b] : prev_)
+    if (b.sampled && !b.fresh) out.push_back(addr);
+  return out;
+}
+
+std::vector<mem::Range> AdaptiveTracking::sample_pages(uint64_t start, uint64_t end) {
+  return sample_of(start, end);
+}
+
 std::vector<uint64_t> AdaptiveTracking::fresh_blocks() const {
   std::vector<uint64_t> out;
   for (const auto& [addr, b] : prev_)

@@ -150,6 +150,16 @@ class AdaptiveTracking {
                                     const std::vector<mem::Range>* populated = nullptr);
   // The first addresses of the fresh blocks in the parent's state.
   std::vector<uint64_t> fresh_blocks() const;
+  // ... of the blocks it left unprotected whole (hot), and of those it
+  // protected on their sample only to measure them (not fresh).
+  std::vector<uint64_t> hot_blocks() const;
+  std::vector<uint64_t> sampled_blocks() const;
+  // The pages of block [start, end) a sample protects (4 runs of 8 pages).
+  static std::vector<mem::Range> sample_pages(uint64_t start, uint64_t end);
+  // Whether `changed` of `pages` sampled pages is less than hot.
+  bool calm(uint64_t changed, uint64_t pages) const {
+    return pages && double(changed) < opts_.hot_fraction * double(pages);
+  }
   // Whether block [start, end)'s sample reads as written less than hot
   // (scanned through `scan`, which must not protect): worth verifying by
   // content. False on a scan error.
