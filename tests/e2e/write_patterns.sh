@@ -10,7 +10,10 @@
 # Each incremental must save (pages_written + pages_zero) at most that many
 # plus 10 % of it plus FLOOR pages (the rest of the process: its stack,
 # stdio buffers and the program's own page-hash table, about 40 pages per
-# round here). As root, the tracker's adaptive state after each generation
+# round here); so must the pages it reads in the freeze (saved or found
+# unchanged: pages_unchanged), plus the blocks written in the round before,
+# but for the stream. As root, the tracker's
+# adaptive state after each generation
 # must leave no more blocks unprotected ("hot" or being sampled) than the
 # region's blocks the program wrote in that round and the one before: a
 # block no longer written leaves the hot set within two intervals.
@@ -116,6 +119,14 @@ run_pattern() { # PATTERN
       bound=$((changed + changed / 10 + FLOOR))
       ((saved <= bound)) ||
         PROBLEMS+=("$pattern round $k: saved $saved pages, $changed changed (bound $bound)")
+      # What the freeze copies, too, plus one round of the blocks written in
+      # the round before (a hot block not written since is copied once, then
+      # verified by content before the next freeze); except for the stream,
+      # whose blocks' samples the parent never read, so they are never found
+      # calm before a freeze (they leave the hot set by the writer's counts).
+      local read_bound=$((bound + 512 * $(blocks_written "$pattern" $((k - 1)))))
+      [[ $pattern == stream ]] || ((read <= read_bound)) ||
+        PROBLEMS+=("$pattern round $k: read $read pages, $changed changed (bound $read_bound)")
       if [[ $hot != - ]]; then
         allowed=$(($(blocks_written "$pattern" "$k") + $(blocks_written "$pattern" $((k - 1)))))
         ((allowed > 16)) && allowed=16

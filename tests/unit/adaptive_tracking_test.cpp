@@ -238,11 +238,15 @@ BlockContentMap content_of(const std::set<uint64_t>& reported, const std::set<ui
 }
 
 // A block rewritten whole for 20 intervals (long enough for its backoff to
-// reach 16), then never again: told by the writer that its pages no longer
-// change, it is protected whole within two collects of the last write, and
-// from then on each collect reports exactly what was written. Without the
-// writer's record it stayed unprotected up to 16 intervals more.
-TEST(AdaptiveTracking, ABlockNoLongerWrittenLeavesTheHotSetWithinTwoCollects) {
+// reach 16), then never again: told twice by the writer that its pages no
+// longer change, the collect protects it whole (three collects report it
+// whole after the last write: the one that ends the first quiet interval,
+// and the two that learn about the first two), and from then on each
+// collect reports exactly what was written. Without the writer's record it
+// stayed unprotected up to 16 intervals more. (Before a freeze, the tool
+// verifies such a block by content one interval earlier:
+// e2e.write_patterns.)
+TEST(AdaptiveTracking, ABlockNoLongerWrittenLeavesTheHotSetWithinThreeCollects) {
   for (bool with_content : {true, false}) {
     SCOPED_TRACE(with_content ? "with the writer's record" : "without it");
     Model m;
@@ -270,9 +274,9 @@ TEST(AdaptiveTracking, ABlockNoLongerWrittenLeavesTheHotSetWithinTwoCollects) {
       state = next;
     }
     if (with_content)
-      EXPECT_LE(whole_after_stop, 2);
+      EXPECT_LE(whole_after_stop, 3);
     else
-      EXPECT_GT(whole_after_stop, 2);  // what the record is for
+      EXPECT_GT(whole_after_stop, 3);  // what the record is for
   }
 }
 
@@ -305,6 +309,7 @@ TEST(AdaptiveTracking, ABlockHotToNoUseOverAndOverStaysTracked) {
   ASSERT_TRUE(state.count(kBase + first * kPage));
   EXPECT_GE(state.at(kBase + first * kPage).strikes, 2u);
 }
+
 
 }  // namespace
 }  // namespace ckpt::dirty

@@ -111,13 +111,13 @@ void AdaptiveTracking::parse(const std::string& text) {
     std::memcpy(line, text.data() + at, n);
     line[n] = 0;
     uint64_t addr;
-    unsigned backoff, left, sampled, heavy, strikes = 0, open = 0;
-    if (std::sscanf(line, "%" SCNx64 " %u %u %u %u %u %u", &addr, &backoff, &left, &sampled, &heavy,
-                    &strikes, &open) < 5)
+    unsigned backoff, left, sampled, heavy, strikes = 0, open = 0, calm = 0;
+    if (std::sscanf(line, "%" SCNx64 " %u %u %u %u %u %u %u", &addr, &backoff, &left, &sampled,
+                    &heavy, &strikes, &open, &calm) < 5)
       return;  // garbage: what was read so far stands (a hint only)
-    prev_[addr] = BlockState{backoff,  left,         sampled != 0,
-                             heavy,    sampled == 2, std::min(strikes, kMaxStrikes),
-                             open != 0};
+    prev_[addr] = BlockState{backoff,   left,         sampled != 0,
+                             heavy,     sampled == 2, std::min(strikes, kMaxStrikes),
+                             open != 0, calm};
     at = eol + 1;
   }
 }
@@ -127,11 +127,11 @@ void AdaptiveTracking::save(pid_t pid, const TrackerState& s) const {
   std::string text;
   char line[64];
   for (const auto& [addr, b] : next_) {
-    std::snprintf(line, sizeof line, "%" PRIx64 " %u %u %u %u %u %u\n", addr, b.backoff, b.left,
+    std::snprintf(line, sizeof line, "%" PRIx64 " %u %u %u %u %u %u %u\n", addr, b.backoff, b.left,
                   b.fresh     ? 2u
                   : b.sampled ? 1u
                               : 0u,
-                  b.heavy, b.strikes, b.open ? 1u : 0u);
+                  b.heavy, b.strikes, b.open ? 1u : 0u, b.calm);
     text += line;
   }
   write_side_state(pid, ".adaptive", s, text);
@@ -237,6 +237,7 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
     // The parent's writer, on the interval before, if the block was left
     // unprotected then: mostly changed (that paid) or not (to no use)?
     uint32_t strikes = before ? before->strikes : 0;
+    const uint32_t calm = was_hot && content_calm(start, end) ? before->calm + 1 : 0;
     if (has_content_ && before && before->open) {
       const BlockContent c = content_of(start);
       const double hot = opts_.hot_fraction * double(pages);
@@ -248,8 +249,10 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
       // Protected whole while the program ran (fresh, sample calm): `w`
       // holds what it wrote since, and these pages differed from the full.
       changed.insert(changed.end(), v->second.begin(), v->second.end());
-    } else if (was_hot && content_calm(start, end)) {
-      // Unprotected, yet no longer written: tracked again.
+    } else if (was_hot && calm >= 2) {
+      // Unprotected, yet found unchanged twice in a row: tracked again (a
+      // block written every other interval stays hot: a copy of its pages
+      // costs the program less than a fault on each).
     } else if (was_hot && before->left > 1) {
       next_[start] = BlockState{before->backoff, before->left - 1, false, 0, false, strikes};
       next = kHot;  // stays hot
@@ -291,6 +294,7 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
     if (auto n = next_.find(start); n != next_.end()) {
       n->second.strikes = strikes;
       n->second.open = open;
+      n->second.calm = n->second.left > 0 && !n->second.sampled ? calm : 0;
     } else if (strikes || open) {
       next_[start] = BlockState{0, 0, false, 0, false, strikes, open};  // tracked, remembered
     }

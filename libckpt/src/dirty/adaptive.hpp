@@ -46,15 +46,19 @@
 // What it saves is bounded all the same: its pages go through
 // dirty/changed_pages, which keeps only those whose content differs from the
 // parent generation's page-hash table, and tells the next collect, per
-// block, how many of the pages it read had changed. A hot block found
-// changed on less than hot_fraction of its pages is protected whole at the
-// next collect (whatever its backoff), so a block that stops being written
-// is read at most by the two incrementals after its last write and saved by
-// neither. Each interval in which a block was read mostly unchanged adds a
-// strike (each mostly changed one takes one off, 0..kMaxStrikes); a block
-// needs hot_after + strikes mostly-written intervals in a row to become hot,
-// so where leaving it hot does not pay (a band that passes by, a writer that
-// flips between phases) adaptivity turns itself off for that block.
+// block, how many of the pages it read had changed. A hot block that the
+// writer found changed on less than hot_fraction of its pages, and whose
+// sample's content has not changed since, is protected whole before the
+// next freeze and verified by content like a fresh block (pagemap_scan's
+// before_freeze); a collect without that step protects it after two such
+// intervals in a row, whatever its backoff. So a block that stops being
+// written leaves the hot set within two intervals, is copied by one freeze
+// after its last write and saved by none; one written every other interval
+// stays hot (copying it costs the program less than a fault per page). Each interval in which a
+// block was read mostly unchanged adds a strike (each mostly changed one takes one off,
+// 0..kMaxStrikes); a block needs hot_after + strikes mostly-written intervals in a row to become
+// hot, so where leaving it hot does not pay (a band that passes by, a writer that flips between
+// phases) adaptivity turns itself off for that block.
 //
 // LIBCKPT_ADAPTIVE_TRACKING=off in the environment of cr_full/cr_incr turns
 // adaptivity off (every written page is protected again, as before; no
@@ -118,6 +122,9 @@ struct BlockState {
   // Left unprotected (hot or sampled) in the interval that the generation of
   // the collect that wrote this state checkpointed.
   bool open = false;
+  // Hot: intervals in a row the writer found it changed on less than
+  // hot_fraction of its pages.
+  uint32_t calm = 0;
 };
 
 // A verified fresh block: the pages whose content differs from the full's.
@@ -154,6 +161,10 @@ class AdaptiveTracking {
   // protected on their sample only to measure them (not fresh).
   std::vector<uint64_t> hot_blocks() const;
   std::vector<uint64_t> sampled_blocks() const;
+  // Whether the parent generation's writer found block [start, end)
+  // changed on less than hot_fraction of its pages (false without that
+  // record).
+  bool content_calm(uint64_t start, uint64_t end) const;
   // The pages of block [start, end) a sample protects (4 runs of 8 pages).
   static std::vector<mem::Range> sample_pages(uint64_t start, uint64_t end);
   // Whether `changed` of `pages` sampled pages is less than hot.
@@ -191,9 +202,6 @@ class AdaptiveTracking {
   // Whether the sample of [start, end) reads as mostly written in `w`
   // (sorted; *at advances through it).
   bool sample_hot(uint64_t start, uint64_t end, const std::vector<mem::Range>& w, size_t* at) const;
-  // Whether the parent generation found block [start, end) changed on less
-  // than hot_fraction of its pages (false without that record).
-  bool content_calm(uint64_t start, uint64_t end) const;
   BlockContent content_of(uint64_t start) const;
   AdaptiveOptions opts_;
   BlockContentMap content_;

@@ -701,7 +701,10 @@ void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageH
     return adaptive.calm(changed, pages);
   };
   // The blocks to verify: fresh and sampled ones whose sample (protected)
-  // stayed calm, hot ones whose sample's content did not change. `complete`:
+  // stayed calm; hot ones that the parent's writer found mostly unchanged
+  // and whose sample's content did not change since either (not written
+  // for two intervals: one written every other interval stays hot, its
+  // copy costs the program less than a fault per page). `complete`:
   // the parent's table holds every populated page (a full's: fresh blocks).
   struct Candidate {
     Range r;
@@ -715,7 +718,8 @@ void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageH
     if (auto b = block_at(start); b && adaptive.sample_calm(b->addr, b->end(), look))
       blocks.push_back({*b, false});
   for (uint64_t start : hot)
-    if (auto b = block_at(start); b && content_calm(*b)) blocks.push_back({*b, false});
+    if (auto b = block_at(start); b && adaptive.content_calm(b->addr, b->end()) && content_calm(*b))
+      blocks.push_back({*b, false});
   // From here on, pages get protected: the collect depends on what this
   // object learns, which the claim above guards.
   for (const auto& [b, complete] : blocks) {
