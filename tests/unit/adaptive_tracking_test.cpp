@@ -310,6 +310,5 @@ TEST(AdaptiveTracking, ABlockHotToNoUseOverAndOverStaysTracked) {
   EXPECT_GE(state.at(kBase + first * kPage).strikes, 2u);
 }
 
-
 }  // namespace
 }  // namespace ckpt::dirty
