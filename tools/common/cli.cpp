@@ -75,6 +75,7 @@ nlohmann::json stats_json(const CheckpointStats& s) {
           {"pages_skipped", s.pages_skipped},
           {"pages_written", s.pages_written},
           {"pages_zero", s.pages_zero},
+          {"pages_unchanged", s.pages_unchanged},
           {"bytes_written", s.bytes_written},
           {"capture_peak_bytes", s.capture_peak_bytes},
           {"live_rounds", s.live_rounds},

@@ -67,6 +67,7 @@ struct CheckpointStats {
   uint64_t pages_skipped = 0;      // never populated or identical to their file
   uint64_t pages_written = 0;      // pages with content bytes
   uint64_t pages_zero = 0;         // populated but all zero: stored as a flag
+  uint64_t pages_unchanged = 0;    // read, but as the parent generation has them: not stored
   uint64_t bytes_written = 0;      // all three files
   uint64_t parent_generation = 0;  // 0: a full checkpoint
   std::string tracker = "none";

@@ -55,9 +55,43 @@ AdaptiveOptions AdaptiveOptions::from_env() {
 
 void AdaptiveTracking::load(pid_t pid, const TrackerState& s) {
   prev_.clear();
+  content_.clear();
+  has_content_ = false;
   if (!opts_.enabled) return;
   auto text = read_side_state(pid, ".adaptive", s);
   if (text) parse(*text);  // else none, or of another parent: start afresh
+  if (auto c = read_side_state(pid, kContentSuffix, s)) {
+    has_content_ = true;
+    content_ = parse_block_content(*c);
+  }
+}
+
+std::string format_block_content(const BlockContentMap& blocks) {
+  std::string text;
+  char line[64];
+  for (const auto& [addr, b] : blocks) {
+    std::snprintf(line, sizeof line, "%" PRIx64 " %u %u\n", addr, b.read, b.changed);
+    text += line;
+  }
+  return text;
+}
+
+BlockContentMap parse_block_content(const std::string& text) {
+  BlockContentMap out;
+  for (size_t at = 0; at < text.size();) {
+    size_t eol = text.find('\n', at);
+    if (eol == std::string::npos) eol = text.size();
+    char line[64];
+    const size_t n = std::min(eol - at, sizeof line - 1);
+    std::memcpy(line, text.data() + at, n);
+    line[n] = 0;
+    uint64_t addr;
+    unsigned read, changed;
+    if (std::sscanf(line, "%" SCNx64 " %u %u", &addr, &read, &changed) != 3) break;
+    out[addr] = BlockContent{read, changed};
+    at = eol + 1;
+  }
+  return out;
 }
 
 void AdaptiveTracking::carry_over(pid_t pid) {
@@ -77,10 +111,13 @@ void AdaptiveTracking::parse(const std::string& text) {
     std::memcpy(line, text.data() + at, n);
     line[n] = 0;
     uint64_t addr;
-    unsigned backoff, left, sampled, heavy;
-    if (std::sscanf(line, "%" SCNx64 " %u %u %u %u", &addr, &backoff, &left, &sampled, &heavy) != 5)
+    unsigned backoff, left, sampled, heavy, strikes = 0, open = 0, calm = 0;
+    if (std::sscanf(line, "%" SCNx64 " %u %u %u %u %u %u %u", &addr, &backoff, &left, &sampled,
+                    &heavy, &strikes, &open, &calm) < 5)
       return;  // garbage: what was read so far stands (a hint only)
-    prev_[addr] = BlockState{backoff, left, sampled != 0, heavy, sampled == 2};
+    prev_[addr] = BlockState{backoff,   left,         sampled != 0,
+                             heavy,     sampled == 2, std::min(strikes, kMaxStrikes),
+                             open != 0, calm};
     at = eol + 1;
   }
 }
@@ -90,11 +127,11 @@ void AdaptiveTracking::save(pid_t pid, const TrackerState& s) const {
   std::string text;
   char line[64];
   for (const auto& [addr, b] : next_) {
-    std::snprintf(line, sizeof line, "%" PRIx64 " %u %u %u %u\n", addr, b.backoff, b.left,
+    std::snprintf(line, sizeof line, "%" PRIx64 " %u %u %u %u %u %u %u\n", addr, b.backoff, b.left,
                   b.fresh     ? 2u
                   : b.sampled ? 1u
                               : 0u,
-                  b.heavy);
+                  b.heavy, b.strikes, b.open ? 1u : 0u, b.calm);
     text += line;
   }
   write_side_state(pid, ".adaptive", s, text);
@@ -124,6 +161,24 @@ std::vector<mem::Range> AdaptiveTracking::arm_piece(mem::Range piece,
   return protect;
 }
 
+std::vector<uint64_t> AdaptiveTracking::hot_blocks() const {
+  std::vector<uint64_t> out;
+  for (const auto& [addr, b] : prev_)
+    if (!b.sampled && b.left > 0) out.push_back(addr);
+  return out;
+}
+
+std::vector<uint64_t> AdaptiveTracking::sampled_blocks() const {
+  std::vector<uint64_t> out;
+  for (const auto& [addr, b] : prev_)
+    if (b.sampled && !b.fresh) out.push_back(addr);
+  return out;
+}
+
+std::vector<mem::Range> AdaptiveTracking::sample_pages(uint64_t start, uint64_t end) {
+  return sample_of(start, end);
+}
+
 std::vector<uint64_t> AdaptiveTracking::fresh_blocks() const {
   std::vector<uint64_t> out;
   for (const auto& [addr, b] : prev_)
@@ -139,6 +194,16 @@ bool AdaptiveTracking::sample_hot(uint64_t start, uint64_t end, const std::vecto
     got += pages_within(w, at, c.addr, c.end());
   }
   return pages && double(got) >= opts_.hot_fraction * double(pages);
+}
+
+BlockContent AdaptiveTracking::content_of(uint64_t start) const {
+  auto it = content_.find(start & ~(kAdaptiveBlock - 1));
+  return it == content_.end() ? BlockContent{} : it->second;
+}
+
+bool AdaptiveTracking::content_calm(uint64_t start, uint64_t end) const {
+  if (!has_content_) return false;
+  return double(content_of(start).changed) < opts_.hot_fraction * double((end - start) / kPage);
 }
 
 bool AdaptiveTracking::sample_calm(uint64_t start, uint64_t end, const ScanFn& scan) const {
@@ -165,16 +230,35 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
     const BlockState* before = it == prev_.end() ? nullptr : &it->second;
     enum { kTrack, kHot, kSample } next = kTrack;
     const bool was_hot = before && !before->sampled && before->left > 0;
+    const uint64_t pages = (end - start) / kPage;
+    // Left unprotected in the interval now ending, whose content the next
+    // collect learns from this generation's writer.
+    const bool open = before && !before->fresh && (before->sampled || before->left > 0);
+    // The parent's writer, on the interval before, if the block was left
+    // unprotected then: mostly changed (that paid) or not (to no use)?
+    uint32_t strikes = before ? before->strikes : 0;
+    const uint32_t calm = was_hot && content_calm(start, end) ? before->calm + 1 : 0;
+    if (has_content_ && before && before->open) {
+      const BlockContent c = content_of(start);
+      const double hot = opts_.hot_fraction * double(pages);
+      if (double(c.changed) >= hot && strikes > 0) --strikes;
+      if (double(c.changed) < hot) strikes = std::min(kMaxStrikes, strikes + 1);
+    }
     auto v = verified ? verified->find(start) : VerifiedBlocks::const_iterator{};
     if (verified && v != verified->end()) {
       // Protected whole while the program ran (fresh, sample calm): `w`
       // holds what it wrote since, and these pages differed from the full.
       changed.insert(changed.end(), v->second.begin(), v->second.end());
+    } else if (was_hot && calm >= 2) {
+      // Unprotected, yet found unchanged twice in a row: tracked again (a
+      // block written every other interval stays hot: a copy of its pages
+      // costs the program less than a fault on each).
     } else if (was_hot && before->left > 1) {
-      next_[start] = BlockState{before->backoff, before->left - 1, false, 0};  // stays hot
-      next = kHot;
+      next_[start] = BlockState{before->backoff, before->left - 1, false, 0, false, strikes};
+      next = kHot;  // stays hot
     } else if (was_hot) {
-      next_[start] = BlockState{before->backoff, 0, true, 0};  // its turn to be measured
+      // Its turn to be measured.
+      next_[start] = BlockState{before->backoff, 0, true, 0, false, strikes};
       next = kSample;
     } else if (before && before->sampled) {
       // Only its sample was protected: the rest reads as written whatever the
@@ -182,27 +266,37 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
       if (sample_hot(start, end, w, &at)) {
         // Still hot: longer between samples.
         uint32_t backoff = std::min(opts_.max_backoff, 2 * std::max(1u, before->backoff));
-        next_[start] = BlockState{backoff, backoff, false, 0};
+        next_[start] = BlockState{backoff, backoff, false, 0, false, strikes};
         next = kHot;
       }  // else calm: tracked page by page again
     } else {
-      // Protected during the interval just ended: `w` is what it wrote.
-      const uint64_t pages = (end - start) / kPage;
+      // Protected during the interval just ended: `w` is what it wrote. A
+      // block left hot to no use before must be heavy for longer.
+      const uint32_t needed = opts_.hot_after + strikes;
       const uint64_t got = pages_within(w, &at, start, end);
       const bool heavy =
           end - start >= opts_.min_hot_bytes && double(got) >= opts_.hot_fraction * double(pages);
       const uint32_t streak = heavy ? (before ? before->heavy : 0) + 1 : 0;
-      if (heavy && streak >= opts_.hot_after) {
-        next_[start] = BlockState{opts_.first_backoff, opts_.first_backoff, false, 0};
+      if (heavy && streak >= needed) {
+        next_[start] =
+            BlockState{opts_.first_backoff, opts_.first_backoff, false, 0, false, strikes};
         next = kHot;
-      } else if (heavy && streak + 1 >= opts_.hot_after) {
+      } else if (heavy && streak + 1 >= needed) {
         // The interval that confirms it is measured on a sample: a block
         // rewritten whole then faults 32 times instead of 512.
-        next_[start] = BlockState{std::max(1u, opts_.first_backoff / 2), 0, true, 0};
+        next_[start] =
+            BlockState{std::max(1u, opts_.first_backoff / 2), 0, true, 0, false, strikes};
         next = kSample;
       } else if (heavy) {
-        next_[start] = BlockState{0, 0, false, streak};  // tracked, remembered
+        next_[start] = BlockState{0, 0, false, streak, false, strikes};  // tracked, remembered
       }
+    }
+    if (auto n = next_.find(start); n != next_.end()) {
+      n->second.strikes = strikes;
+      n->second.open = open;
+      n->second.calm = n->second.left > 0 && !n->second.sampled ? calm : 0;
+    } else if (strikes || open) {
+      next_[start] = BlockState{0, 0, false, 0, false, strikes, open};  // tracked, remembered
     }
     if (next == kHot) {
       hot_bytes_ += end - start;

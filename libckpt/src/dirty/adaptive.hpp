@@ -41,8 +41,28 @@
 // with every page protected. Blocks not verified (no prepare ran, the full's
 // hashes are missing) are reported whole, as hot blocks are.
 //
+// Bounded. A hot block's pages all read as written, whether the program
+// wrote them or not, so an incremental reads every page of every hot block.
+// What it saves is bounded all the same: its pages go through
+// dirty/changed_pages, which keeps only those whose content differs from the
+// parent generation's page-hash table, and tells the next collect, per
+// block, how many of the pages it read had changed. A hot block that the
+// writer found changed on less than hot_fraction of its pages, and whose
+// sample's content has not changed since, is protected whole before the
+// next freeze and verified by content like a fresh block (pagemap_scan's
+// before_freeze); a collect without that step protects it after two such
+// intervals in a row, whatever its backoff. So a block that stops being
+// written leaves the hot set within two intervals, is copied by one freeze
+// after its last write and saved by none; one written every other interval
+// stays hot (copying it costs the program less than a fault per page). Each interval in which a
+// block was read mostly unchanged adds a strike (each mostly changed one takes one off,
+// 0..kMaxStrikes); a block needs hot_after + strikes mostly-written intervals in a row to become
+// hot, so where leaving it hot does not pay (a band that passes by, a writer that flips between
+// phases) adaptivity turns itself off for that block.
+//
 // LIBCKPT_ADAPTIVE_TRACKING=off in the environment of cr_full/cr_incr turns
-// adaptivity off (every written page is protected again, as before).
+// adaptivity off (every written page is protected again, as before; no
+// content comparison).
 #pragma once
 
 #include <sys/types.h>
@@ -50,14 +70,19 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string>
 #include <vector>
 
+#include "dirty/changed_pages.hpp"
 #include "dirty/tracker.hpp"
 #include "mem/range.hpp"
 
 namespace ckpt::dirty {
 
 constexpr uint64_t kAdaptiveBlock = 2ull << 20;
+// A block left hot to no use needs up to hot_after + 6 mostly-written
+// intervals in a row before it is left hot again.
+constexpr uint32_t kMaxStrikes = 6;
 
 struct AdaptiveOptions {
   bool enabled = true;
@@ -75,6 +100,12 @@ struct AdaptiveOptions {
   static AdaptiveOptions from_env();
 };
 
+// The side file (dirty/ledger.hpp) in which an incremental's writer leaves
+// what it found changed per block, for the next collect.
+inline constexpr const char* kContentSuffix = ".content";
+std::string format_block_content(const BlockContentMap& blocks);
+BlockContentMap parse_block_content(const std::string& text);
+
 // One block's state after a collect (only blocks that are not plain tracked).
 struct BlockState {
   uint32_t backoff = 0;  // unprotected intervals granted when it last became hot
@@ -84,6 +115,16 @@ struct BlockState {
   // Sampled since the full's arm: its other pages were never protected, and
   // the full's page hashes say what they held (see above).
   bool fresh = false;
+  // Intervals it was left unprotected to no use (found mostly unchanged by
+  // the writer), less those that paid (mostly changed), 0..kMaxStrikes:
+  // each adds one to the mostly-written intervals it needs to be hot again.
+  uint32_t strikes = 0;
+  // Left unprotected (hot or sampled) in the interval that the generation of
+  // the collect that wrote this state checkpointed.
+  bool open = false;
+  // Hot: intervals in a row the writer found it changed on less than
+  // hot_fraction of its pages.
+  uint32_t calm = 0;
 };
 
 // A verified fresh block: the pages whose content differs from the full's.
@@ -116,6 +157,20 @@ class AdaptiveTracking {
                                     const std::vector<mem::Range>* populated = nullptr);
   // The first addresses of the fresh blocks in the parent's state.
   std::vector<uint64_t> fresh_blocks() const;
+  // ... of the blocks it left unprotected whole (hot), and of those it
+  // protected on their sample only to measure them (not fresh).
+  std::vector<uint64_t> hot_blocks() const;
+  std::vector<uint64_t> sampled_blocks() const;
+  // Whether the parent generation's writer found block [start, end)
+  // changed on less than hot_fraction of its pages (false without that
+  // record).
+  bool content_calm(uint64_t start, uint64_t end) const;
+  // The pages of block [start, end) a sample protects (4 runs of 8 pages).
+  static std::vector<mem::Range> sample_pages(uint64_t start, uint64_t end);
+  // Whether `changed` of `pages` sampled pages is less than hot.
+  bool calm(uint64_t changed, uint64_t pages) const {
+    return pages && double(changed) < opts_.hot_fraction * double(pages);
+  }
   // Whether block [start, end)'s sample reads as written less than hot
   // (scanned through `scan`, which must not protect): worth verifying by
   // content. False on a scan error.
@@ -129,6 +184,13 @@ class AdaptiveTracking {
   int collect_piece(mem::Range piece, const ScanFn& scan, std::vector<mem::Range>* written,
                     const VerifiedBlocks* verified = nullptr);
 
+  // What the parent generation's writer found really changed per block
+  // (dirty/changed_pages.hpp); load() reads it, tests set it.
+  void set_content(BlockContentMap c) {
+    content_ = std::move(c);
+    has_content_ = true;
+  }
+
   // Statistics of the last collect: bytes left unprotected, bytes sampled.
   uint64_t hot_bytes() const { return hot_bytes_; }
   uint64_t sampled_bytes() const { return sampled_bytes_; }
@@ -140,7 +202,10 @@ class AdaptiveTracking {
   // Whether the sample of [start, end) reads as mostly written in `w`
   // (sorted; *at advances through it).
   bool sample_hot(uint64_t start, uint64_t end, const std::vector<mem::Range>& w, size_t* at) const;
+  BlockContent content_of(uint64_t start) const;
   AdaptiveOptions opts_;
+  BlockContentMap content_;
+  bool has_content_ = false;
   std::map<uint64_t, BlockState> prev_, next_;  // keyed by the block's first address
   uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;
 };

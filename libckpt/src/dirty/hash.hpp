@@ -40,7 +40,7 @@ class HashFilter : public ContentFilter {
   void finish(const std::vector<image::VmaRecord>& vmas,
               std::vector<image::MemRange>* complete) override;
 
-  uint64_t pages_unchanged() const { return unchanged_; }
+  uint64_t pages_unchanged() const override { return unchanged_; }
 
  private:
   const std::vector<image::PageHash>& prev_;

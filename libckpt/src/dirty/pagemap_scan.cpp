@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 
+#include "dirty/changed_pages.hpp"
 #include "dirty/huge_blocks.hpp"
 #include "dirty/ledger.hpp"
 #include "dirty/self_test_record.hpp"
@@ -628,12 +629,13 @@ std::vector<image::PageHash>::const_iterator hash_at_or_after(
                           [](const image::PageHash& h, uint64_t a) { return h.vaddr < a; });
 }
 
-// Pages of `r` whose content differs from `hashes` (sorted by address;
-// a page it lacks was not populated then: zero), read from the target
-// into `buf` (at least r.len bytes). A range that cannot be read changed.
+// Pages of `r` whose content differs from `hashes` (sorted by address),
+// read from the target into `buf` (at least r.len bytes). A page the table
+// lacks: with `complete` (a full's table) it was not populated then (zero),
+// else it changed. A range that cannot be read changed.
 void compare_with_hashes(mem::RemoteReader& reader, Range r,
                          const std::vector<image::PageHash>& hashes, std::vector<uint8_t>& buf,
-                         std::vector<Range>* changed) {
+                         std::vector<Range>* changed, bool complete = true) {
   if (!reader.read(&r, 1, buf.data()).ok()) {
     mem::append_range(*changed, r.addr, r.len);
     return;
@@ -644,7 +646,8 @@ void compare_with_hashes(mem::RemoteReader& reader, Range r,
     const uint64_t va = r.addr + off;
     while (it != hashes.end() && it->vaddr < va) ++it;
     const uint64_t h = xxh3(buf.data() + off, kPage);
-    const bool same = it != hashes.end() && it->vaddr == va ? it->hash == h : h == zero_hash;
+    const bool same =
+        it != hashes.end() && it->vaddr == va ? it->hash == h : complete && h == zero_hash;
     if (!same) mem::append_range(*changed, va, kPage);
   }
 }
@@ -664,8 +667,11 @@ void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageH
   if (hashes.empty()) return;
   AdaptiveTracking adaptive(opts_.adaptive);
   adaptive.load(pid, state);
-  const std::vector<uint64_t> fresh = adaptive.fresh_blocks();
-  if (fresh.empty() || !check_target_uffd(pid, state.target_fd).ok()) return;
+  const std::vector<uint64_t> fresh = adaptive.fresh_blocks(), hot = adaptive.hot_blocks(),
+                              sampled = adaptive.sampled_blocks();
+  if ((fresh.empty() && hot.empty() && sampled.empty()) ||
+      !check_target_uffd(pid, state.target_fd).ok())
+    return;
   auto pm = open_pagemap(pid);
   auto maps = proc::read_maps(pid);
   if (!pm.ok() || !maps.ok()) return;
@@ -673,21 +679,50 @@ void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageH
   const ScanFn look = [&](uint64_t s, uint64_t e, bool, std::vector<Range>* out) {
     return sc.scan(s, e, kWrittenKeep, out);
   };
-  // Fresh blocks still inside one private anonymous mapping, sample calm.
-  std::vector<Range> blocks;
-  for (uint64_t start : fresh) {
-    auto m = std::lower_bound(maps->begin(), maps->end(), start,
-                              [](const proc::MapEntry& e, uint64_t a) { return e.end <= a; });
-    if (m == maps->end() || m->start > start || !private_anon(*m)) continue;
-    const uint64_t end = std::min(m->end, (start & ~(kAdaptiveBlock - 1)) + kAdaptiveBlock);
-    if (adaptive.sample_calm(start, end, look)) blocks.push_back({start, end - start});
-  }
-  // From here on, pages get protected: the collect depends on what this
-  // object learns, which the claim above guards.
-  if (blocks.empty()) return;
   mem::RemoteReader reader(pid);
   std::vector<uint8_t> buf(kAdaptiveBlock);
-  for (const Range& b : blocks) {
+  // The block at `start` while it lies in one private anonymous mapping.
+  auto block_at = [&](uint64_t start) -> std::optional<Range> {
+    auto m = std::lower_bound(maps->begin(), maps->end(), start,
+                              [](const proc::MapEntry& e, uint64_t a) { return e.end <= a; });
+    if (m == maps->end() || m->start > start || !private_anon(*m)) return std::nullopt;
+    return Range{start, std::min(m->end, (start & ~(kAdaptiveBlock - 1)) + kAdaptiveBlock) - start};
+  };
+  // Whether a hot block's sample still holds, mostly, the content the parent
+  // recorded (its pages read as written whatever the program did).
+  auto content_calm = [&](Range b) {
+    uint64_t pages = 0, changed = 0;
+    for (const Range& c : AdaptiveTracking::sample_pages(b.addr, b.end())) {
+      std::vector<Range> differ;
+      compare_with_hashes(reader, c, hashes, buf, &differ, false);
+      pages += c.len / kPage;
+      for (const Range& d : differ) changed += d.len / kPage;
+    }
+    return adaptive.calm(changed, pages);
+  };
+  // The blocks to verify: fresh and sampled ones whose sample (protected)
+  // stayed calm; hot ones that the parent's writer found mostly unchanged
+  // and whose sample's content did not change since either (not written
+  // for two intervals: one written every other interval stays hot, its
+  // copy costs the program less than a fault per page). `complete`:
+  // the parent's table holds every populated page (a full's: fresh blocks).
+  struct Candidate {
+    Range r;
+    bool complete;
+  };
+  std::vector<Candidate> blocks;
+  for (uint64_t start : fresh)
+    if (auto b = block_at(start); b && adaptive.sample_calm(b->addr, b->end(), look))
+      blocks.push_back({*b, true});
+  for (uint64_t start : sampled)
+    if (auto b = block_at(start); b && adaptive.sample_calm(b->addr, b->end(), look))
+      blocks.push_back({*b, false});
+  for (uint64_t start : hot)
+    if (auto b = block_at(start); b && adaptive.content_calm(b->addr, b->end()) && content_calm(*b))
+      blocks.push_back({*b, false});
+  // From here on, pages get protected: the collect depends on what this
+  // object learns, which the claim above guards.
+  for (const auto& [b, complete] : blocks) {
     std::vector<Range> live, populated, changed;
     if (sc.protect_anon(b.addr, b.end(), &live) != 0 ||
         sc.scan(b.addr, b.end(), kPopulated, &populated) != 0) {
@@ -697,18 +732,30 @@ void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageH
     }
     normalize(live);
     normalize(populated);
-    // Read as written and empty: changed if the full had the page.
+    // Read as written and empty: changed if the parent had the page (with
+    // a table that is not complete, whatever it had).
     for (const Range& r : subtract(live, populated))
       for (uint64_t va = r.addr; va < r.end(); va += kPage)
-        if (auto h = hash_at_or_after(hashes, va); h != hashes.end() && h->vaddr == va)
+        if (auto h = hash_at_or_after(hashes, va);
+            !complete || (h != hashes.end() && h->vaddr == va))
           mem::append_range(changed, va, kPage);
     // Read as written and populated: by content.
     for (const Range& r : subtract(live, subtract(live, populated)))
-      compare_with_hashes(reader, r, hashes, buf, &changed);
+      compare_with_hashes(reader, r, hashes, buf, &changed, complete);
     normalize(changed);
     verified_bytes_ += b.len;
     verified_[b.addr] = std::move(changed);
   }
+}
+
+std::unique_ptr<ContentFilter> PagemapScanTracker::filter(const std::vector<image::PageHash>& prev,
+                                                          image::SnapshotWriter& writer) {
+  if (!collected_ || !opts_.adaptive.enabled) return nullptr;
+  Collected c = *collected_;
+  collected_.reset();
+  return std::make_unique<ChangedPagesFilter>(prev, writer, [c](const BlockContentMap& blocks) {
+    write_side_state(c.pid, kContentSuffix, c.state, format_block_content(blocks));
+  });
 }
 
 uint64_t PagemapScanTracker::written_estimate(pid_t pid, const TrackerState& state) {
@@ -730,6 +777,7 @@ uint64_t PagemapScanTracker::written_estimate(pid_t pid, const TrackerState& sta
 Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRecord>& vmas,
                                              const std::vector<VmaRecord>& prev,
                                              TrackerState* state) {
+  collected_.reset();
   CKPT_TRY(available());
   // Tracking is lost: everything is dirty this time; track from now on.
   auto lost = [&](const std::string& why, int replace_fd) -> Result<DirtySet> {
@@ -862,6 +910,7 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
   }
   verified_.clear();
   adaptive.save(pid, *state);
+  collected_ = Collected{pid, *state};
   hot_bytes_ = adaptive.hot_bytes();
   sampled_bytes_ = adaptive.sampled_bytes();
   huge.save(pid, *state);

@@ -110,6 +110,12 @@ class PagemapScanTracker : public Tracker {
   // compares them with the parent's (the full's) hashes.
   void before_freeze(pid_t pid, const std::vector<image::PageHash>& parent_hashes,
                      const TrackerState& state) override;
+  // After this object's collect (an incremental, adaptive tracking on): the
+  // pages read go through dirty/changed_pages, which keeps those whose
+  // content differs from the parent's and records, per block, what changed
+  // for the next collect (dirty/adaptive.hpp, "Bounded"). nullptr for a full.
+  std::unique_ptr<ContentFilter> filter(const std::vector<image::PageHash>& prev,
+                                        image::SnapshotWriter& writer) override;
   // Populated pages of its private anonymous memory that read as written (a
   // scan that protects nothing).
   uint64_t written_estimate(pid_t pid, const TrackerState& state) override;
@@ -161,6 +167,12 @@ class PagemapScanTracker : public Tracker {
   };
   std::optional<Claim> claim_;
   VerifiedBlocks verified_;
+  // The last successful collect's process and generation (for filter()).
+  struct Collected {
+    pid_t pid;
+    TrackerState state;
+  };
+  std::optional<Collected> collected_;
   std::vector<kabi::page_region> regions_;  // PAGEMAP_SCAN output buffer, reused
   uint64_t hot_bytes_ = 0, sampled_bytes_ = 0;
   uint64_t huge_kept_bytes_ = 0, huge_quiet_bytes_ = 0, huge_repaired_bytes_ = 0;

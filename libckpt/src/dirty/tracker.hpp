@@ -52,6 +52,8 @@ class ContentFilter {
   // ranges restored as freshly mapped.
   virtual void finish(const std::vector<image::VmaRecord>& vmas,
                       std::vector<image::MemRange>* complete) = 0;
+  // Pages read but not passed on: the parent generation has them as they are.
+  virtual uint64_t pages_unchanged() const { return 0; }
 };
 
 // What a backend may keep between tool runs lives in the image's metadata.

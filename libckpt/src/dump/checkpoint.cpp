@@ -54,6 +54,7 @@ void add_member_stats(const MemberDump& m, const image::SnapshotWriter& w, Check
   s->pages_skipped += m.plan.pages_scanned - std::min(m.plan.pages_scanned, w.pages());
   s->pages_zero += w.zero_pages();
   s->pages_written += w.pages() - w.zero_pages();
+  s->pages_unchanged += m.pages_unchanged();
   s->bytes_written += w.bytes_total();
 }
 

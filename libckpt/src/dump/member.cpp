@@ -192,7 +192,11 @@ Status MemberDump::arm() {
 
 PageSink MemberDump::sink(image::SnapshotWriter& writer) {
   static const std::vector<image::PageHash> kNone;
-  filter_ = tracker_->filter(spec_.prev && spec_.prev_hashes ? *spec_.prev_hashes : kNone, writer);
+  // A live checkpoint's final copy adds to pages its rounds wrote already
+  // (and dropped where written since): it keeps every page it reads.
+  if (!spec_.precopy)
+    filter_ =
+        tracker_->filter(spec_.prev && spec_.prev_hashes ? *spec_.prev_hashes : kNone, writer);
   if (!filter_ && !spec_.prev && spec_.record_hashes && tracker_->wants_full_hashes()) {
     // Every page passes; the table goes into the full's addr.img.
     filter_ = std::make_unique<dirty::HashFilter>(kNone, writer);

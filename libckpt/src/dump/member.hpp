@@ -92,6 +92,8 @@ class MemberDump {
   void disarm();
 
   pid_t pid() const { return spec_.fp->pid(); }
+  // Pages read that the tracker's filter found as the parent has them.
+  uint64_t pages_unchanged() const { return filter_ ? filter_->pages_unchanged() : 0; }
   image::ImageMeta meta;
   MemoryPlan plan;
 
