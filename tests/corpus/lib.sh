@@ -12,6 +12,7 @@
 #   wait_until SECS WHAT COND   until COND succeeds (fails if ROOT ended)
 #   checkpoint full|incr        cr_full/cr_incr of ROOT (with --tree if TREE=1)
 #   kill_tree                   SIGKILL to ROOT and every descendant
+#   pace_on, pace_off           the case's own programs slowed while it checkpoints
 #   restore_wait | restore_bg | restore_detach
 #   corpus_pass NOTE            PASS with the time of each phase
 # A refusal of a tool is a failure naming the tool and its one-line message.
@@ -28,7 +29,7 @@ TOOL_TIMEOUT=${CORPUS_TOOL_TIMEOUT:-120}
 TREE=0          # 1: the program has children: --tree
 ROOT=""         # the PID checkpointed (the tree's root)
 RESTORER=""     # a cr_restart running in the background
-CLEANUP_CMDS=() # run (eval) on exit before WORK goes: a case's own leftovers
+CLEANUP_CMDS=() # run (eval) on exit, once the program is gone: a case's own leftovers
 TIMES=()        # "phase seconds" pairs for the PASS line
 JOB_FILES=()    # /dev/shm files and SysV segments of the program (mpi_job.sh)
 MEMBERS=""
@@ -49,6 +50,9 @@ corpus_begin() {
     exit 2
   }
   CASE_START=$EPOCHREALTIME
+  # Debian's programs, not others of the same name earlier in PATH (a
+  # pyenv's python3, a /usr/local/bin/node).
+  PATH=/usr/sbin:/usr/bin:/sbin:/bin
   # /tmp itself, not TMPDIR: the point is /tmp as Debian has it (on disk).
   WORK=$(mktemp -d "/tmp/ckpt-corpus-$name.XXXXXX")
   chmod 755 "$WORK"
@@ -160,7 +164,7 @@ last_err() {
   local f
   # shellcheck disable=SC2045 # names made here, without spaces
   for f in $(ls -t "$WORK"/*.err 2>/dev/null); do
-    [[ -s $f && $f != */tool.err ]] && { first_line "$f"; return; }
+    [[ -s $f && $f != */tool.err && $f != */restart.err ]] && { first_line "$f"; return; }
   done
   echo "(no message)"
 }
@@ -179,6 +183,7 @@ checkpoint() {
   if ! tool "$BIN_DIR/$name" "${args[@]}" "$ROOT"; then
     local msg how=""
     msg=$(first_line "$WORK/tool.err")
+    msg=${msg#"$name: "}
     sleep 0.2
     if ! alive "$ROOT"; then
       how=" (the program is gone: $(root_status))"
@@ -223,12 +228,26 @@ kill_tree() {
   fail "PIDs of the killed program still taken after 20 s: $now"
 }
 
+# pace_on, pace_off: the file WORK/pace, which the case's own programs (the
+# computations written for a runtime: Python, Java, node, OpenMP) look for
+# in their working directory after each step of work: while it exists, each
+# step also sleeps a little. So a program cannot finish before its
+# checkpoints however slow the tools are here, and its results do not
+# depend on it (the uninterrupted run and the restored one run unpaced).
+pace_on() { : >"$WORK/pace"; }
+pace_off() { rm -f "$WORK/pace"; }
+
 # restore_wait: cr_restart of CKPT to the program's end (RESTORE_TIMEOUT
 # seconds at most, default 240); fails unless it exits 0.
 restore_wait() {
   local rc=0 t=$EPOCHREALTIME
   timeout "${RESTORE_TIMEOUT:-240}" "$BIN_DIR/cr_restart" --dir "$CKPT" </dev/null >"$WORK/restart.out" 2>"$WORK/restart.err" || rc=$?
-  ((rc == 0)) || fail "restored program $(describe_status "$rc"): $(first_line "$WORK/restart.err" | sed "s|$WORK|\$WORK|g") $(last_err)"
+  if ((rc != 0)); then
+    local err
+    err=$(last_err)
+    [[ $err == "(no message)" ]] && err="" || err=" (the program: $err)"
+    fail "restored program $(describe_status "$rc"): $(first_line "$WORK/restart.err" | sed "s|$WORK|\$WORK|g")$err"
+  fi
   phase "restore to end" "$t"
 }
 
@@ -296,26 +315,32 @@ our_processes() {
   } | cut -d/ -f3 | sort -un | grep -vx -e "$$" -e "$BASHPID" || true
 }
 
-# On exit: the case's own commands, every process of the program stopped
-# then killed (until none is left), its /dev/shm files and SysV segments
-# removed, then WORK.
-corpus_cleanup() {
-  local rc=$? i ps c
-  trap - EXIT
-  for c in "${CLEANUP_CMDS[@]}"; do eval "$c" >/dev/null 2>&1 || true; done
+# kill_ours: every process of the program stopped, its /dev/shm files and
+# SysV segments recorded, then SIGKILLed, until none is left (10 s at most).
+kill_ours() {
+  local i ps
   for ((i = 0; i < 100; i++)); do
     ps=$(our_processes | tr '\n' ' ')
     [[ -z ${ps// /} ]] && break
     MEMBERS="$MEMBERS $ps"
     # shellcheck disable=SC2086 # a list of PIDs
-    kill -STOP $ps 2>/dev/null || true
-    record_job_files 2>/dev/null || true
+    kill -STOP $ps || true
+    record_job_files || true
     # shellcheck disable=SC2086
-    kill -9 $ps 2>/dev/null || true
+    kill -9 $ps || true
     sleep 0.1
   done
-  { wait; } 2>/dev/null || true
+  wait || true
+}
+
+# On exit: the program's processes and files (kill_ours; its stderr, where
+# bash reports killed jobs, silenced), the case's own commands, then WORK.
+corpus_cleanup() {
+  local rc=$? c
+  trap - EXIT
+  kill_ours 2>/dev/null
   remove_job_files
+  for c in "${CLEANUP_CMDS[@]}"; do eval "$c" >/dev/null 2>&1 || true; done
   cleanup_common
   exit "$rc"
 }

@@ -8,8 +8,8 @@
 #   (openmpi, mpich); the reference run's result line first, then the job
 #   paced (the workload's own MIN_MS/PACE_FILE arguments, so it cannot end
 #   before its checkpoints), cr_full --tree of the launcher and cr_incr
-#   while it computes, SIGKILL to the tree, the pacing off, cr_restart: exit
-#   0 and the reference's result line.
+#   while it computes, SIGKILL to the tree, AFTER_KILL (a command line, if
+#   set), the pacing off, cr_restart: exit 0 and the reference's result line.
 mpi_case() {
   local mpi=$1 prog ref got
   shift
@@ -29,6 +29,7 @@ mpi_case() {
   local n
   n=$(tree_pids "$ROOT" | wc -l)
   kill_tree
+  [[ -z ${AFTER_KILL:-} ]] || eval "$AFTER_KILL"
   rm -f "$WORK/pace"
   restore_wait
   got=$(grep '^result: ' "$WORK/run.out") || fail "the restored job printed no result"

@@ -3,11 +3,13 @@
 # JVM's defaults: its GC, JIT compiler and other service threads) with 16
 # worker threads hashing in a thread pool, checkpointed while they compute,
 # killed, restored: the combined digest must be an uninterrupted run's.
+# (Each task sleeps a little while WORK/pace exists: lib.sh, pace_on.)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 corpus_begin java "$@"
 
 cat >"$WORK/Chains.java" <<'JAVA'
+import java.io.File;
 import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.List;
@@ -23,11 +25,12 @@ public class Chains {
     MessageDigest md = MessageDigest.getInstance("SHA-256");
     byte[] h = Integer.toString(seed).getBytes();
     List<byte[]> keep = new ArrayList<>();
-    for (int i = 0; i < 60000; i++) {
+    for (int i = 0; i < 30000; i++) {
       h = md.digest(h);
       if (i % 64 == 0) keep.add(h.clone()); // garbage for the collector
       if (keep.size() > 200) keep.clear();
     }
+    if (new File("pace").exists()) Thread.sleep(400);
     int n = done.incrementAndGet();
     if (n % 8 == 0) {
       synchronized (System.out) {
@@ -58,6 +61,7 @@ run_fg javac javac -d . Chains.java
 t=$EPOCHREALTIME
 run_fg ref java Chains
 phase "uninterrupted" "$t"
+pace_on
 start_bg run java Chains
 wait_until 60 "first results" 'grep -q "^done 16$" "$WORK/run.out"'
 checkpoint full
@@ -66,6 +70,7 @@ checkpoint incr
 ! grep -q '^result' "$WORK/run.out" || fail "the program finished before it was killed"
 threads=$(find "/proc/$ROOT/task" -mindepth 1 -maxdepth 1 | wc -l)
 kill_tree
+pace_off
 restore_wait
 ref=$(grep '^result' "$WORK/ref.out")
 got=$(grep '^result' "$WORK/run.out") || fail "the restored program printed no result"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make -j2 of a generated C project (24 files of 150 functions, cc -O2, gcc's
-# temporary files in /tmp, which is on disk), checkpointed as a tree while
+# temporary files on disk, as in Debian's /tmp), checkpointed as a tree while
 # it compiles (make, the compiler drivers, cc1, as), killed, restored: the
 # build must finish and its program print the value the generator computed.
 set -euo pipefail
@@ -44,12 +44,18 @@ with open(f"{root}/Makefile", "w") as f:
 with open(f"{root}/expected", "w") as f:
     f.write(f"{x}\n")
 PY
+# gcc's temporary files in a directory of their own on the same disk as
+# /tmp: those a killed build leaves could not be told from other builds'.
+mkdir "$WORK/tmp"
 TREE=1
-start_bg make make -C proj -j2
+TMPDIR=$WORK/tmp start_bg make make -C proj -j2
 wait_until 60 "first object" 'compgen -G "$WORK/proj/*.o" >/dev/null'
 checkpoint full
 sleep 0.5
 checkpoint incr
+# The build goes on a while after its last checkpoint, as it would until a
+# failure: compile steps that were running finish meanwhile.
+sleep 2
 [[ ! -e $WORK/proj/prog ]] || fail "the build finished before it was killed"
 kill_tree
 restore_wait

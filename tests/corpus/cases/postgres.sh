@@ -12,15 +12,16 @@ corpus_begin postgres "$@"
 
 PG=/usr/lib/postgresql/15/bin
 PORT=$(free_port)
-as_pg() { runuser -u postgres -- "$@"; }
+AS_PG=(runuser -u postgres --)
+as_pg() { "${AS_PG[@]}" "$@"; }
 sql() { as_pg "$PG/psql" -X -q -p "$PORT" -d postgres -Atc "$1"; }
 # Debian's socket directory: what a killed postmaster leaves there.
 CLEANUP_CMDS+=("rm -f /var/run/postgresql/.s.PGSQL.$PORT /var/run/postgresql/.s.PGSQL.$PORT.lock")
 install -d -o postgres -g postgres -m 700 "$WORK/data"
 install -o postgres -g postgres -m 600 /dev/null "$WORK/pg.log"
 LOGS+=("$WORK/pg.log")
-run_fg initdb as_pg "$PG/initdb" -D "$WORK/data"
-run_fg start as_pg "$PG/pg_ctl" -D "$WORK/data" -l "$WORK/pg.log" -o "-p $PORT" -w start
+run_fg initdb "${AS_PG[@]}" "$PG/initdb" -D "$WORK/data"
+run_fg start "${AS_PG[@]}" "$PG/pg_ctl" -D "$WORK/data" -l "$WORK/pg.log" -o "-p $PORT" -w start
 ROOT=$(head -n 1 "$WORK/data/postmaster.pid")
 TREE=1
 sql "CREATE TABLE t AS SELECT i, md5(i::text) AS v FROM generate_series(1, 200000) AS i" ||
@@ -38,6 +39,6 @@ after=$(sql "$CONTENT") || fail "psql after the restore: $(last_err)"
 [[ $after == "$before" ]] || fail "the table after the restore: $after, at the incremental: $before"
 sql "INSERT INTO t VALUES (0, 'after')" || fail "INSERT after the restore failed"
 [[ $(sql "SELECT v FROM t WHERE i = 0") == after ]] || fail "the restored server does not keep a write"
-run_fg stop as_pg "$PG/pg_ctl" -D "$WORK/data" -m fast -w stop
+run_fg stop "${AS_PG[@]}" "$PG/pg_ctl" -D "$WORK/data" -m fast -w stop
 ! alive "$ROOT" || fail "the restored postmaster is still running after pg_ctl stop"
 corpus_pass "postmaster and $children children"

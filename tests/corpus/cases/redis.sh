@@ -24,7 +24,7 @@ end
 return redis.sha1hex(table.concat(acc, ";"))'
 # load FROM TO: SET key:i "value-i-<i*i>" for i in FROM..TO (redis-cli --pipe).
 load() {
-  awk -v a="$1" -v b="$2" 'BEGIN { for (i = a; i <= b; i++) print "SET key:" i " value-" i "-" i * i }' |
+  awk -v a="$1" -v b="$2" 'BEGIN { for (i = a; i <= b; i++) printf "SET key:%d value-%d-%.0f\n", i, i, i * i }' |
     cli --pipe >"$WORK/load.out" 2>&1 || fail "redis-cli --pipe: $(first_line "$WORK/load.out")"
 }
 
@@ -57,4 +57,4 @@ cli SET key:new written-after >/dev/null
 [[ $(cli GET key:new) == written-after ]] || fail "the restored server does not take writes"
 cli SHUTDOWN NOSAVE >/dev/null 2>&1 || true
 finish_restored 30
-corpus_pass "redis $(redis-server --version | awk '{ print $3 }')"
+corpus_pass "redis $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')"

@@ -11,7 +11,11 @@ corpus_begin tmux "$@"
 
 SOCK=$WORK/tmux.sock
 tm() { tmux -S "$SOCK" "$@"; }
-count() { cat "$WORK/count" 2>/dev/null || echo 0; }
+count() { # the counter (0 while the loop rewrites its file)
+  local c
+  c=$(cat "$WORK/count" 2>/dev/null) || true
+  echo "${c:-0}"
+}
 counting() { # counting SECONDS: the counter moved within SECONDS
   local c0
   c0=$(count)
