@@ -20,6 +20,9 @@ PACKAGES=(build-essential cmake pkg-config gfortran
   python3 gnuplot-nox
   # bench/workloads/mpi and tests/e2e/mpi.sh (docs/mpi.md)
   openmpi-bin libopenmpi-dev mpich)
+# tests/corpus: the real programs its cases run, one line per case there.
+read -r -a CORPUS_PACKAGES <<<"$(sed -e '/^#/d' -e 's/^[^:]*://' tests/corpus/packages.txt | tr '\n' ' ')"
+PACKAGES+=("${CORPUS_PACKAGES[@]}")
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -57,6 +57,11 @@ public class Chains {
   }
 }
 JAVA
+# The JVM's performance data file, /tmp/hsperfdata_USER/PID (mapped
+# shared): a JVM removes it when it ends, a killed one does not.
+PERF=/tmp/hsperfdata_$(id -un)
+CLEANUP_CMDS+=('rm -f "$PERF/$ROOT"')
+[[ -d $PERF ]] || CLEANUP_CMDS+=('rmdir "$PERF"')
 run_fg javac javac -d . Chains.java
 t=$EPOCHREALTIME
 run_fg ref java Chains

@@ -8,7 +8,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 corpus_begin pipeline "$@"
 
-PIPE='seq 1 6000000 | awk '\''{ print ($1 * 7919) % 1000003, $1 }'\'' | sort -n | sha256sum'
+PIPE='seq 1 3000000 | awk '\''{ print ($1 * 7919) % 1000003, $1 }'\'' | sort -n | sha256sum'
 t=$EPOCHREALTIME
 run_fg ref bash -c "$PIPE"
 phase "uninterrupted" "$t"
