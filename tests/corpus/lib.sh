@@ -87,9 +87,6 @@ need_packages() {
   fi
 }
 
-# version PKG: the installed version of Debian package PKG.
-version() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null; }
-
 # free_port: a TCP port nothing listens on.
 free_port() {
   local p
@@ -119,7 +116,6 @@ start_bg() {
   ROOT=$PID
   OWN_PIDS+=("$PID")
   LOGS+=("$WORK/$log.err")
-  STARTED=$EPOCHREALTIME
 }
 
 # run_fg LOG CMD...: runs CMD in WORK to its end (a reference run, a

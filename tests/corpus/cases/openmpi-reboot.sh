@@ -8,6 +8,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 source "$CORPUS_DIR/mpi_case.sh"
 corpus_begin openmpi-reboot "$@"
+# shellcheck disable=SC2034 # read by the commands in CLEANUP_CMDS and AFTER_KILL
 SESSION_DIRS="/tmp/ompi.$(hostname).$(id -u)"
 CLEANUP_CMDS+=('rm -rf "$SESSION_DIRS/pid.$ROOT"' 'rmdir "$SESSION_DIRS"')
 [[ -n $(hostname) ]] || fail "no host name: the session directory cannot be found"

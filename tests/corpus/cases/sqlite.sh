@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # sqlite3 DB < SCRIPT: one long transaction (a table and an index filled
-# and updated in 120 statements, far beyond sqlite's page cache, so pages
+# and updated in 180 statements, far beyond sqlite's page cache, so pages
 # and the rollback journal are written while it runs), checkpointed while
 # it runs, killed, restored: the database must pass PRAGMA integrity_check
 # and hold what an uninterrupted run's holds.
@@ -8,11 +8,12 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 corpus_begin sqlite "$@"
 
+STEPS=60
 {
   echo "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v TEXT);"
   echo "CREATE INDEX t_k ON t(k);"
   echo "BEGIN;"
-  for ((n = 0; n < 120; n++)); do
+  for ((n = 0; n < STEPS; n++)); do
     echo "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 6000)"
     echo "  INSERT INTO t(k, v) SELECT (i * 7919 + $n) % 100003, printf('%08d-%d-%s', i, $n, hex(i * $n)) FROM c;"
     echo "UPDATE t SET v = v || '+' WHERE k % 97 = $((n % 97));"
@@ -34,7 +35,7 @@ wait_until 60 "first statements" 'grep -q "^step|5|" "$WORK/run.out"'
 checkpoint full
 sleep 0.5
 checkpoint incr
-! grep -q '^step|119|' "$WORK/run.out" || fail "the script finished before it was killed"
+! grep -q "^step|$((STEPS - 1))|" "$WORK/run.out" || fail "the script finished before it was killed"
 kill_tree
 restore_wait
 run_fg check sqlite3 run.db "$CONTENT"
