@@ -21,7 +21,7 @@ mpi_case() {
   ref=$(grep '^result: ' "$WORK/ref.out") || fail "the uninterrupted run printed no result"
   : >"$WORK/pace"
   TREE=1
-  start_bg run "$@" -np 2 "$prog" 64 60 150 "$WORK/pace"
+  start_bg run "$@" -np 2 "$prog" 64 60 300 "$WORK/pace"
   wait_until 120 "first iterations" 'grep -q "^iter " "$WORK/run.out"'
   checkpoint full
   sleep 0.5

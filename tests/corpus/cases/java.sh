@@ -30,7 +30,7 @@ public class Chains {
       if (i % 64 == 0) keep.add(h.clone()); // garbage for the collector
       if (keep.size() > 200) keep.clear();
     }
-    if (new File("pace").exists()) Thread.sleep(400);
+    if (new File("pace").exists()) Thread.sleep(1000);
     int n = done.incrementAndGet();
     if (n % 8 == 0) {
       synchronized (System.out) {

@@ -20,7 +20,7 @@ def work(i):
     for _ in range(20000):
         h = hashlib.sha256(h).digest()
     if os.path.exists("pace"):
-        time.sleep(0.1)
+        time.sleep(0.3)
     return h.hex()
 
 

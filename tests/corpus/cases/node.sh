@@ -29,7 +29,7 @@ function step() {
   }
   batch++;
   if (batch % 10 === 0) console.log("batch " + batch);
-  if (batch < 100) setTimeout(step, fs.existsSync("pace") ? 60 : 1);
+  if (batch < 100) setTimeout(step, fs.existsSync("pace") ? 200 : 1);
   else console.log("result " + h.update(String(primes.length)).digest("hex") + " " + primes.length);
 }
 step();

@@ -29,7 +29,7 @@ for step in range(120):
     if step % 10 == 0:
         print("step", step, flush=True)
     if os.path.exists("pace"):
-        time.sleep(0.05)
+        time.sleep(0.2)
 print("result", hashlib.sha256(u.tobytes() + v.tobytes()).hexdigest(), flush=True)
 PY
 t=$EPOCHREALTIME
