@@ -5,7 +5,7 @@
 # chain, and compares the two results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh demo
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 

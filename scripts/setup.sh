@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Installs the Debian packages libckpt needs (only those missing) and builds it
-# into build/. Safe to run again: it only does what is left to do.
+# setup.sh [demo]: installs the Debian packages libckpt needs (only those
+# missing: with `demo`, only what building takes; else also what the tests
+# run) and builds it into build/. Safe to run again: it only does what is
+# left to do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(build-essential cmake pkg-config gfortran
+# What building needs (the demo needs no more).
+PACKAGES=(build-essential cmake pkg-config
   libcli11-dev nlohmann-json3-dev libxxhash-dev libzstd-dev liburing-dev libseccomp-dev libssl-dev
-  libgtest-dev googletest util-linux procps iproute2
+  libgtest-dev googletest util-linux procps iproute2)
+# What the tests need besides (`setup.sh` without `demo`).
+TEST_PACKAGES=(gfortran
   # tests/e2e/creds.sh own-restore: setcap
   libcap2-bin
   # tests/package: man pages rendered by man -l
@@ -22,6 +27,12 @@ PACKAGES=(build-essential cmake pkg-config gfortran
   openmpi-bin libopenmpi-dev mpich
   # tests/e2e/terminals.sh and tcp_local.sh: real programs on ptys and loopback TCP
   tmux screen redis-server redis-tools)
+if [[ ${1:-all} != demo ]]; then
+  PACKAGES+=("${TEST_PACKAGES[@]}")
+  # tests/corpus: the real programs its cases run, one line per case there.
+  read -r -a CORPUS_PACKAGES <<<"$(sed -e '/^#/d' -e 's/^[^:]*://' tests/corpus/packages.txt | tr '\n' ' ')"
+  PACKAGES+=("${CORPUS_PACKAGES[@]}")
+fi
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -24,7 +24,8 @@ alongside() {
 alongside >"$guest_log" 2>&1 &
 guest=$!
 host_rc=0
-"${CTEST[@]}" --timeout 300 -LE kernel || host_rc=$?
+# corpus-pending: real programs a known gap stops today (tests/corpus).
+"${CTEST[@]}" --timeout 300 -LE 'kernel|corpus-pending' || host_rc=$?
 guest_rc=0
 wait "$guest" || guest_rc=$?
 echo "---- the guest's tests (label kernel)${CKPT_TEST_ALONGSIDE:+ and $CKPT_TEST_ALONGSIDE}, run alongside ----"
