@@ -39,8 +39,11 @@ with open(f"{root}/main.c", "w") as f:
         f.write(f"  x = part{k}(x);\n")
     f.write('  printf("%u\\n", x);\n  return 0;\n}\n')
 with open(f"{root}/Makefile", "w") as f:
+    # The link waits for a gate the test opens after the restore: the build
+    # cannot finish before it is killed, however fast the machine.
     f.write("CFLAGS = -O2\nOBJS = $(patsubst %.c,%.o,$(wildcard *.c))\n"
-            "prog: $(OBJS)\n\t$(CC) -o $@ $^\n")
+            "prog: gate\n\t$(CC) -o $@ $(OBJS)\n"
+            ".PHONY: gate\ngate: $(OBJS)\n\twhile [ ! -e gate.open ]; do sleep 0.1; done\n")
 with open(f"{root}/expected", "w") as f:
     f.write(f"{x}\n")
 PY
@@ -58,6 +61,7 @@ checkpoint incr
 sleep 2
 [[ ! -e $WORK/proj/prog ]] || fail "the build finished before it was killed"
 kill_tree
+touch "$WORK/proj/gate.open"
 restore_wait
 [[ -x $WORK/proj/prog ]] || fail "the restored build made no program"
 run_fg prog proj/prog
