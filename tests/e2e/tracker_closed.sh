@@ -4,7 +4,8 @@
 # userfaultfd. The next cr_incr must say tracking was lost (tracker_reset
 # names the closed descriptor) and save everything, and the chain must still
 # restore to a program that passes its own byte-for-byte check. The close is
-# made inside the running program by gdb (an injected close_range(3, ~0, 0)).
+# made inside the running program by helpers/syscall_in (an injected
+# close_range(3, ~0, 0)).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
@@ -16,10 +17,6 @@ if ! "$BIN_DIR/cr_check" --json | grep -q '"pagemap-scan":{"detail":"[^"]*","ok"
   echo "SKIP tracker_closed: this kernel cannot run the pagemap-scan tracker (see cr_check)"
   exit 77
 fi
-command -v gdb >/dev/null || {
-  echo "SKIP tracker_closed: no gdb to make the program close its descriptors"
-  exit 77
-}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-tracker-closed.XXXXXX")
 install_traps
 CKPT=$WORK/ckpt
@@ -31,8 +28,9 @@ wait_file "$WORK/ready" "$PID" 60 || fail "target did not become ready"
 "$BIN_DIR/cr_full" --tracker pagemap-scan --dir "$CKPT" "$PID" >/dev/null 2>"$WORK/tool.err" ||
   fail "cr_full: $(first_line "$WORK/tool.err")"
 [[ -e /proc/$PID/fd/1000 ]] || fail "no tracker descriptor at fd 1000 after cr_full"
-gdb -p "$PID" -batch -ex 'call (long)syscall(436, 3, 4294967295U, 0)' >"$WORK/gdb.out" 2>&1 ||
-  fail "gdb: $(tail -1 "$WORK/gdb.out")"
+"$PROG_DIR/syscall_in" "$PID" 436 3 0xffffffff 0 >"$WORK/inject.out" 2>&1 ||
+  fail "syscall_in: $(first_line "$WORK/inject.out")"
+[[ $(cat "$WORK/inject.out") == 0 ]] || fail "close_range in the program returned $(cat "$WORK/inject.out")"
 [[ ! -e /proc/$PID/fd/1000 ]] || fail "the program still holds fd 1000 after close_range"
 "$BIN_DIR/cr_incr" --json --dir "$CKPT" "$PID" >"$WORK/incr.json" 2>"$WORK/tool.err" ||
   fail "cr_incr: $(first_line "$WORK/tool.err")"
