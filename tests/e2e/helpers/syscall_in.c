@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   long word = ptrace(PTRACE_PEEKTEXT, pid, (void*)saved.rip, 0);
   if (errno) return die("read code", pid);
   long patched = word;
-  memcpy(&patched, "\x0f\x05\xcc", 3); // syscall; int3
+  memcpy(&patched, "\x0f\x05\xcc", 3);  // syscall; int3
   if (ptrace(PTRACE_POKETEXT, pid, (void*)saved.rip, (void*)patched) < 0)
     return die("write code", pid);
 
