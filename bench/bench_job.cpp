@@ -25,7 +25,7 @@
 
 #include "image/store.hpp"
 #include "incompressible.hpp"
-#include "job/tree.hpp"
+#include "proc/tree.hpp"
 
 namespace {
 
@@ -69,7 +69,7 @@ pid_t start(size_t bytes, int ranks) {
 // none of its PIDs exists (restore needs them back).
 void kill_all(pid_t root) {
   std::vector<pid_t> pids = {root};
-  for (pid_t c : ckpt::job::children_of(root)) pids.push_back(c);
+  for (pid_t c : ckpt::proc::children_of(root)) pids.push_back(c);
   for (pid_t p : pids) kill(p, SIGKILL);
   waitpid(root, nullptr, 0);
   for (int i = 0; i < 1000; ++i) {

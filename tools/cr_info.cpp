@@ -7,10 +7,10 @@
 #include "common/cli.hpp"
 #include "image/chain_link.hpp"
 #include "image/chain_verify.hpp"
+#include "image/generation_dir.hpp"
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
-#include "job/generation.hpp"
 #include "util/text.hpp"
 
 namespace {

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <string>
 
-#include "restore/syscall_restart.hpp"
+#include "proc/syscall_restart.hpp"
 
-namespace ckpt::restore {
+namespace ckpt::proc {
 namespace {
 
 constexpr unsigned long long kNotInSyscall = ~0ull;  // orig_rax == -1
@@ -207,4 +207,4 @@ TEST(LiveResumeRegisters, OutsideASyscallOnlyClearsOrigRax) {
 }
 
 }  // namespace
-}  // namespace ckpt::restore
+}  // namespace ckpt::proc

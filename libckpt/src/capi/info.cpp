@@ -2,10 +2,10 @@
 // checkpoint directory (the same readers as cr_info and cr_compact).
 #include "capi/handle.hpp"
 #include "image/chain_verify.hpp"
+#include "image/generation_dir.hpp"
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
-#include "job/generation.hpp"
 
 namespace {
 
@@ -55,7 +55,7 @@ extern "C" int ckpt_info(ckpt_ctx* ctx, const char* given, uint64_t generation,
   const std::string gen_dir = ckpt::image::generation_dir(dir, g);
   auto root = ckpt::image::SnapshotReader::open(gen_dir);
   if (!root.ok()) return fail(ctx, root.error());
-  auto job = ckpt::job::read_job_or_root(gen_dir);
+  auto job = ckpt::image::read_job_or_root(gen_dir);
   if (!job.ok()) return fail(ctx, job.error());
 
   const auto& m = (*root)->meta();

@@ -32,7 +32,7 @@
 #include "proc/inject.hpp"
 #include "proc/maps.hpp"
 #include "proc/regs.hpp"
-#include "restore/syscall_restart.hpp"
+#include "proc/syscall_restart.hpp"
 #include "util/fd.hpp"
 #include "util/hash.hpp"
 #include "util/zeros.hpp"

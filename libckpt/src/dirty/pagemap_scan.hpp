@@ -58,9 +58,9 @@
 
 #include "dirty/adaptive.hpp"
 #include "dirty/huge_blocks.hpp"
-#include "dirty/kernel_abi.hpp"
 #include "dirty/layout.hpp"
 #include "dirty/tracker.hpp"
+#include "mem/kernel_abi.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::dirty {

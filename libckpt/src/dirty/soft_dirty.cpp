@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "dirty/kernel_abi.hpp"
 #include "dirty/layout.hpp"
 #include "dirty/ledger.hpp"
+#include "mem/kernel_abi.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::dirty {

@@ -11,7 +11,7 @@
 #include "dump/generation.hpp"
 #include "dump/member.hpp"
 #include "dump/vma_flags.hpp"
-#include "job/tree.hpp"
+#include "proc/tree.hpp"
 #include "util/clock.hpp"
 #include "util/text.hpp"
 
@@ -65,8 +65,8 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   CKPT_ASSIGN(std::string tracker, chain_tracker(opts, spec.prev));
 
   // A process with children would lose them: migration moves single
-  // processes so far (job/tree names the child).
-  CKPT_TRY(job::list_job(opts.pid, false));
+  // processes so far (proc/tree names the child).
+  CKPT_TRY(proc::list_job(opts.pid, false));
   (void)vma_flags_available();  // its first use loads it: not in the freeze
   dirty::LedgerHold hints;      // until the target runs again (before `fp`: released first)
   const double t_frozen = now_seconds();

@@ -60,7 +60,7 @@ std::optional<image::SharedObject> shared_object_of(const proc::MapEntry& m) {
   return std::nullopt;
 }
 
-// Children are the job's business (job/tree: a child outside the job is refused there).
+// Children are the job's business (proc/tree: a child outside the job is refused there).
 Status collect_process(pid_t pid, image::ProcessRecord* out) {
   out->pid = pid;
   CKPT_ASSIGN(std::string comm, read_file(proc_path(pid, "comm")));

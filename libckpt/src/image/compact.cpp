@@ -7,9 +7,9 @@
 
 #include "image/chain.hpp"
 #include "image/format.hpp"
+#include "image/generation_dir.hpp"
 #include "image/store.hpp"
 #include "image/writer.hpp"
-#include "job/generation.hpp"
 #include "util/clock.hpp"
 #include "util/zeros.hpp"
 
@@ -24,7 +24,7 @@ Result<CompactStats> compact_chain(const std::string& given) {
   const double t0 = now_seconds();
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(dir));
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + dir);
-  CKPT_TRY(job::single_process_only(image::generation_dir(dir, gens.back()), "cr_compact"));
+  CKPT_TRY(image::single_process_only(image::generation_dir(dir, gens.back()), "cr_compact"));
   CKPT_ASSIGN(image::Chain chain, image::open_chain(dir, gens.back()));
   CompactStats stats;
   stats.generations_folded = chain.links.size();

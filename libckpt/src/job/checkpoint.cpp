@@ -26,6 +26,7 @@
 #include "dump/precopy_rule.hpp"
 #include "dump/vma_flags.hpp"
 #include "image/chain_link.hpp"
+#include "image/generation_dir.hpp"
 #include "image/job_image.hpp"
 #include "image/page_codec.hpp"
 #include "image/reader.hpp"
@@ -33,7 +34,6 @@
 #include "image/writer.hpp"
 #include "job/checkpoint.hpp"
 #include "job/freeze.hpp"
-#include "job/generation.hpp"
 #include "job/outside_tcp.hpp"
 #include "job/round_hooks.hpp"
 #include "proc/maps.hpp"
@@ -55,7 +55,7 @@ struct PreviousJob {
 
 Result<PreviousJob> open_previous(const std::string& gen_dir) {
   PreviousJob p;
-  CKPT_ASSIGN(p.job, job::read_job_or_root(gen_dir));
+  CKPT_ASSIGN(p.job, image::read_job_or_root(gen_dir));
   const pid_t root = p.job.members[0].pid;
   for (const image::JobMember& m : p.job.members) {
     if (m.zombie()) continue;
@@ -71,8 +71,8 @@ Result<PreviousJob> open_previous(const std::string& gen_dir) {
   return p;
 }
 
-bool frozen_has(const std::vector<job::Member>& members, pid_t pid) {
-  for (const job::Member& m : members)
+bool frozen_has(const std::vector<proc::Member>& members, pid_t pid) {
+  for (const proc::Member& m : members)
     if (m.pid == pid && !m.zombie) return true;
   return false;
 }
@@ -81,9 +81,9 @@ bool frozen_has(const std::vector<job::Member>& members, pid_t pid) {
 // files mapped shared) and the first member mapping each: that member saves
 // the content, the others only map it.
 using SharedOwners = std::map<image::SharedObject, pid_t>;
-SharedOwners shared_memory_owners(const std::vector<job::Member>& members) {
+SharedOwners shared_memory_owners(const std::vector<proc::Member>& members) {
   SharedOwners owner;
-  for (const job::Member& m : members) {
+  for (const proc::Member& m : members) {
     if (m.zombie) continue;
     auto maps = proc::read_maps(m.pid);
     if (!maps.ok()) continue;  // the member's describe step reports it
@@ -95,12 +95,12 @@ SharedOwners shared_memory_owners(const std::vector<job::Member>& members) {
 
 // The job's ptys that are controlling terminals must come back as such: their
 // session leaders and foreground groups must be members.
-Status check_terminals(const std::vector<job::Member>& members,
+Status check_terminals(const std::vector<proc::Member>& members,
                        const std::vector<dump::MemberDump*>& dumps) {
   std::vector<const image::ImageMeta*> metas;
   for (const dump::MemberDump* d : dumps) metas.push_back(&d->meta);
   std::vector<tty::SessionMember> in_job;
-  for (const job::Member& m : members) in_job.push_back({m.pid, m.pgid, m.sid});
+  for (const proc::Member& m : members) in_job.push_back({m.pid, m.pgid, m.sid});
   for (const tty::Controlling& c : tty::controlling_ttys(metas))
     CKPT_TRY(tty::check_controlling(c, in_job));
   return {};
@@ -204,7 +204,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
 
   // The generation being written, and each member's files in it (a live
   // checkpoint fills them before the final freeze).
-  CKPT_ASSIGN(auto gen, job::GenerationWriter::create(opts.dir, generation));
+  CKPT_ASSIGN(auto gen, image::GenerationWriter::create(opts.dir, generation));
   std::map<pid_t, std::unique_ptr<image::SnapshotWriter>> member_writers;
   auto writer_for = [&](pid_t pid) -> Result<image::SnapshotWriter*> {
     auto& w = member_writers[pid];
@@ -303,9 +303,9 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       PhaseTrace pt("round");
       CKPT_ASSIGN(frozen, job::FrozenJob::freeze(opts.pid, opts.tree));
       pt.mark("freeze");
-      const std::vector<job::Member>& ms = frozen->members();
+      const std::vector<proc::Member>& ms = frozen->members();
       std::vector<pid_t> pids;
-      for (const job::Member& m : ms) pids.push_back(m.pid);
+      for (const proc::Member& m : ms) pids.push_back(m.pid);
       const SharedOwners owners = shared_memory_owners(ms);
       std::map<pid_t, std::unique_ptr<dump::Precopy>> now;
       uint64_t bytes = 0;
@@ -314,7 +314,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
         auto pc = precopies.count(ms[i].pid) ? std::move(precopies[ms[i].pid])
                                              : std::make_unique<dump::Precopy>();
         Status s = pc->plan_round(member_spec(*frozen, i, pids, owners), &stats);
-        if (!s.ok()) return job::name_member(s.error(), ms[i].pid, ms.size());
+        if (!s.ok()) return proc::name_member(s.error(), ms[i].pid, ms.size());
         bytes += pc->round_bytes();
         now[ms[i].pid] = std::move(pc);
       }
@@ -337,7 +337,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       for (auto& [pid, pc] : precopies) {
         CKPT_ASSIGN(image::SnapshotWriter * w, writer_for(pid));
         if (Status s = pc->copy(*w); !s.ok())
-          return job::name_member(s.error(), pid, precopies.size());
+          return proc::name_member(s.error(), pid, precopies.size());
         bytes += pc->round_bytes();
       }
       stats.live_rounds = uint64_t(round);
@@ -351,10 +351,10 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     CKPT_ASSIGN(frozen, job::FrozenJob::freeze(opts.pid, opts.tree));
     pt.mark("freeze");
   }
-  const std::vector<job::Member>& members = frozen->members();
+  const std::vector<proc::Member>& members = frozen->members();
   std::vector<pid_t> pids;
-  for (const job::Member& m : members) pids.push_back(m.pid);
-  if (!first_members.empty()) stats.members_changed = job::membership_change(first_members, pids);
+  for (const proc::Member& m : members) pids.push_back(m.pid);
+  if (!first_members.empty()) stats.members_changed = proc::membership_change(first_members, pids);
   const SharedOwners owners = shared_memory_owners(members);
   pt.mark("shared owners");
   job::OutsideTcp outside;  // --tcp-established: held back until the job runs (or is restored)
@@ -388,7 +388,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     auto md = std::make_unique<dump::MemberDump>();
     Status s = md->prepare(ms, &stats);
     dumps.push_back(std::move(md));
-    if (!s.ok()) return undo_arms(job::name_member(s.error(), pid, members.size()));
+    if (!s.ok()) return undo_arms(proc::name_member(s.error(), pid, members.size()));
     live.push_back(dumps.back().get());
   }
   if (Status s = check_terminals(members, live); !s.ok()) return undo_arms(s.error());
@@ -399,14 +399,14 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   image::JobMeta jm;
   jm.generation = generation;
   jm.chain_id = chain_id;
-  for (const job::Member& m : members)
+  for (const proc::Member& m : members)
     jm.members.push_back({m.pid, m.ppid, m.pgid, m.sid, m.zombie ? image::kMemberZombie : 0u,
                           m.zombie ? m.exit_status : 0});
   if (opts.tree) jm.members[0].flags |= image::kMemberTree;
   for (size_t i = 0; i < members.size(); ++i) {
-    const job::Member& m = members[i];
+    const proc::Member& m = members[i];
     if (m.ctty || m.zombie || m.sid == m.pid) continue;
-    for (const job::Member& leader : members)
+    for (const proc::Member& leader : members)
       if (leader.pid == m.sid && leader.ctty) jm.members[i].flags |= image::kMemberNoCtty;
   }
   jm.shares = find_shared_files(live);
@@ -425,7 +425,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     CKPT_ASSIGN(image::SnapshotWriter * w, writer_for(d->pid()));
     writers.push_back(w);
     auto sink = d->capture_sink(*w);
-    if (!sink.ok()) return undo_arms(job::name_member(sink.error(), d->pid(), members.size()));
+    if (!sink.ok()) return undo_arms(proc::name_member(sink.error(), d->pid(), members.size()));
     sinks.push_back(std::move(*sink));
   }
   // The copy runs on a second thread while this one, the tracer, arms each
@@ -457,8 +457,8 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     capture.report();  // on this thread, as ckpt.h promises
   Status copied = copy.get();
   if (!copied.ok())
-    return undo_arms(job::name_member(copied.error(), live[failed_member]->pid(), members.size()));
-  if (!armed.ok()) return undo_arms(job::name_member(armed.error(), arm_failed, members.size()));
+    return undo_arms(proc::name_member(copied.error(), live[failed_member]->pid(), members.size()));
+  if (!armed.ok()) return undo_arms(proc::name_member(armed.error(), arm_failed, members.size()));
   pt.mark("copy+arm");
 
   if (hooks && hooks->captured)

@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "job/tree.hpp"
 #include "proc/freeze.hpp"
+#include "proc/tree.hpp"
 
 namespace ckpt::job {
 
@@ -19,7 +19,7 @@ class FrozenJob {
 
   // Members in pre-order, the root first. Zombies are members but hold no
   // FrozenProcess (a zombie cannot be traced; nothing of it runs).
-  const std::vector<Member>& members() const { return members_; }
+  const std::vector<proc::Member>& members() const { return members_; }
   // The frozen process of members()[i], or nullptr for a zombie.
   const proc::FrozenProcess* process(size_t i) const { return frozen_[i].get(); }
 
@@ -28,7 +28,7 @@ class FrozenJob {
   Status kill();
 
  private:
-  std::vector<Member> members_;
+  std::vector<proc::Member> members_;
   std::vector<std::unique_ptr<proc::FrozenProcess>> frozen_;
 };
 

@@ -7,11 +7,11 @@
 #include <map>
 
 #include "dirty/tracker.hpp"
+#include "image/generation_dir.hpp"
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
 #include "job/freeze.hpp"
-#include "job/generation.hpp"
 
 namespace ckpt {
 
@@ -19,7 +19,7 @@ Result<UntrackStats> untrack(const std::string& dir) {
   CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(dir));
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + dir);
   const std::string gen_dir = image::generation_dir(dir, gens.back());
-  CKPT_ASSIGN(image::JobMeta job, job::read_job_or_root(gen_dir));
+  CKPT_ASSIGN(image::JobMeta job, image::read_job_or_root(gen_dir));
   const pid_t root = job.members.at(0).pid;
   UntrackStats stats;
 

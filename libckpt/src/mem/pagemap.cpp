@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "dirty/kernel_abi.hpp"
 #include "image/model.hpp"
+#include "mem/kernel_abi.hpp"
 
 namespace ckpt::mem {
 

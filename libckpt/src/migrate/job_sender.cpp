@@ -14,16 +14,16 @@
 #include <cstdlib>
 
 #include "dump/precopy_rule.hpp"
+#include "image/generation_dir.hpp"
 #include "image/store.hpp"
 #include "job/checkpoint.hpp"
-#include "job/generation.hpp"
-#include "job/tree.hpp"
 #include "migrate/job_stream.hpp"
 #include "migrate/protocol.hpp"
 #include "migrate/sender_link.hpp"
 #include "migrate/staging.hpp"
 #include "migrate/witness.hpp"
 #include "proc/freeze.hpp"
+#include "proc/tree.hpp"
 #include "util/clock.hpp"
 
 namespace ckpt::migrate {
@@ -64,7 +64,7 @@ Status wait_applied(FrameReader& r, uint64_t g) {
 // The members of a generation the job checkpoint wrote (zombies too).
 std::vector<pid_t> members_of(const std::string& gen_dir) {
   std::vector<pid_t> out;
-  if (auto jm = job::read_job_or_root(gen_dir); jm.ok())
+  if (auto jm = image::read_job_or_root(gen_dir); jm.ok())
     for (const image::JobMember& m : jm->members) out.push_back(m.pid);
   return out;
 }
@@ -72,7 +72,7 @@ std::vector<pid_t> members_of(const std::string& gen_dir) {
 // A job whose members change during the pre-copy is not moved: the part
 // left is not the job that was asked for.
 Status same_members(const std::vector<pid_t>& first, const std::vector<pid_t>& now) {
-  const std::string change = job::membership_change(first, now);
+  const std::string change = proc::membership_change(first, now);
   if (change.empty()) return {};
   return make_error(ECHILD, "the job changed during the pre-copy (" + change +
                                 "): not migrated; migrate it again once it is stable");
@@ -154,7 +154,7 @@ Result<MigrateStats> migrate_job(const MigrateOptions& opts, const JobMigrateHoo
       // the witness is disarmed first, and the detach clears EXITKILL.
       std::vector<std::vector<pid_t>> members;  // each member's threads
       std::vector<pid_t> leaders;
-      if (auto jm = job::read_job_or_root(gen_dir); jm.ok())
+      if (auto jm = image::read_job_or_root(gen_dir); jm.ok())
         for (const image::JobMember& m : jm->members)
           if (!m.zombie())
             if (auto t = proc::task_ids(m.pid); t.ok()) {

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "image/generation_dir.hpp"
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
-#include "job/generation.hpp"
 
 namespace ckpt::migrate {
 
@@ -181,7 +181,7 @@ Result<uint64_t> JobIncoming::end(const Frame& f) {
   auto bad = [&](const std::string& why) {
     return make_error(EBADMSG, "job generation " + std::to_string(gen_) + ": " + why);
   };
-  CKPT_ASSIGN(image::JobMeta jm, job::read_job_or_root(dir));
+  CKPT_ASSIGN(image::JobMeta jm, image::read_job_or_root(dir));
   if (jm.members.empty() || jm.generation != gen_) return bad("job.img is of another generation");
   if (last_ && jm.chain_id != chain_) return bad("of another chain");
   const pid_t root = jm.members[0].pid;

@@ -33,10 +33,10 @@
 
 #include "image/chain.hpp"
 #include "image/format.hpp"
+#include "image/generation_dir.hpp"
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
-#include "job/generation.hpp"
 #include "migrate/gate.hpp"
 #include "migrate/handover.hpp"
 #include "migrate/job_stream.hpp"
@@ -515,7 +515,7 @@ Status fsync_path(const std::string& path) {
 
 // A job's generation: job.img and every other member's files and directory.
 Status fsync_job_members(const std::string& gen_dir) {
-  auto jm = job::read_job_or_root(gen_dir);
+  auto jm = image::read_job_or_root(gen_dir);
   if (!jm.ok() || jm->members.size() < 2) return {};
   CKPT_TRY(fsync_path(gen_dir + "/" + image::kJobFile));
   const pid_t root = jm->members[0].pid;
@@ -695,7 +695,7 @@ Result<ReceivedProcess> Receiver::serve_one() {
     uint64_t g;
     std::memcpy(&g, kind_msg.data(), 8);
     const double ta = now_seconds();
-    // A job's generations are restored at the end (job/spawn), not warm.
+    // A job's generations are restored at the end (restore/job_spawn), not warm.
     if (kind == 'J') warm_ok = false;
     Status added = warm_ok ? warm.add(g) : Status{};
     if (trace)

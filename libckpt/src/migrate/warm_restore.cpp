@@ -17,14 +17,14 @@
 #include "image/chain.hpp"
 #include "image/format.hpp"
 #include "migrate/protocol.hpp"
-#include "pause/in_place.hpp"
 #include "proc/inject.hpp"
 #include "proc/regs.hpp"
+#include "proc/syscall_restart.hpp"
 #include "restore/address_space.hpp"
 #include "restore/file_locks.hpp"
 #include "restore/files.hpp"
+#include "restore/in_place.hpp"
 #include "restore/spawn.hpp"
-#include "restore/syscall_restart.hpp"
 #include "restore/tasks.hpp"
 #include "restore/uffd_fill.hpp"
 #include "util/fd.hpp"
@@ -263,8 +263,8 @@ Status WarmRestore::add(uint64_t gen) {
     changed.push_back({r.vaddr, r.bytes()});
   for (const image::MemRange& c : meta.complete) changed.push_back({c.start, c.end - c.start});
   dirty::normalize(changed);
-  pause::InPlaceStats st;
-  pause::InPlace ip(pid_, chain, plan, &st);
+  restore::InPlaceStats st;
+  restore::InPlace ip(pid_, chain, plan, &st);
   CKPT_TRY(ip.begin());
   CKPT_TRY(ip.fix_layout());
   CKPT_TRY(ip.write_memory(&changed, false));
@@ -296,8 +296,8 @@ Result<RestoreStats> WarmRestore::finish(const restore::ReleaseHook& before_rele
     CKPT_TRY(tracker->arm(pid_, meta.vmas, &state));
     stats.tracking = "armed";
   }
-  pause::InPlaceStats st;
-  pause::InPlace ip(pid_, chain, plan, &st);
+  restore::InPlaceStats st;
+  restore::InPlace ip(pid_, chain, plan, &st);
   CKPT_TRY(ip.begin());
   CKPT_TRY(ip.set_mm());
   // The helper was set up from the first generation: dispositions and files
@@ -317,7 +317,7 @@ Result<RestoreStats> WarmRestore::finish(const restore::ReleaseHook& before_rele
   CKPT_TRY(proc::set_xstate(pid_, t.xstate));
   user_regs_struct captured;
   std::memcpy(&captured, t.gpregs.data(), sizeof captured);
-  user_regs_struct final_regs = restore::resume_registers(captured);
+  user_regs_struct final_regs = proc::resume_registers(captured);
   CKPT_TRY(ip.end(&final_regs));
   if (before_release) {
     CKPT_TRY(tasks.load_masks());

@@ -1,7 +1,7 @@
 // cr_recv's restore for a live migration: the process is built from the
 // first (full) generation as soon as it arrives, kept stopped, and brought
 // up to date with each incremental while the sender still pre-copies
-// (pause/in_place: only the pages each generation holds are written). When
+// (restore/in_place: only the pages each generation holds are written). When
 // the final generation arrives only its few pages, the registers and the
 // small state remain: the downtime no longer includes building the whole
 // address space.

@@ -12,10 +12,10 @@
 #include <fstream>
 #include <iterator>
 
+#include "image/generation_dir.hpp"
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
-#include "job/generation.hpp"
 #include "migrate/job_stream.hpp"
 #include "migrate/sender_link.hpp"
 #include "nodes/announce.hpp"
@@ -56,7 +56,7 @@ void keep_until_settled(const std::vector<sockets::Connection>& locked) {
 }  // namespace
 
 Result<std::vector<sockets::Connection>> outside_of_generation(const std::string& gen_dir) {
-  CKPT_ASSIGN(image::JobMeta jm, job::read_job_or_root(gen_dir));
+  CKPT_ASSIGN(image::JobMeta jm, image::read_job_or_root(gen_dir));
   std::vector<sockets::Connection> out;
   const pid_t root = jm.members[0].pid;
   for (const image::JobMember& m : jm.members) {

@@ -21,8 +21,8 @@
 #include "image/reader.hpp"
 #include "image/store.hpp"
 #include "job/freeze.hpp"
-#include "job/tree.hpp"
 #include "pause/job_restart.hpp"
+#include "proc/tree.hpp"
 #include "util/clock.hpp"
 #include "util/fd.hpp"
 
@@ -67,10 +67,10 @@ Result<PauseStats> pause_job_by_restart(const PauseOptions& opts, uint64_t gen,
     auto chain = image::open_chain(opts.dir, gen, [&](uint64_t g) {
       return image::member_dir(image::generation_dir(opts.dir, g), m.pid, root);
     });
-    if (!chain.ok()) return job::name_member(chain.error(), m.pid, job.members.size());
+    if (!chain.ok()) return proc::name_member(chain.error(), m.pid, job.members.size());
     for (const auto& link : chain->links)
       if (Status v = link->verify_all(); !v.ok())
-        return job::name_member(v.error(), m.pid, job.members.size());
+        return proc::name_member(v.error(), m.pid, job.members.size());
     if (m.pid == root) {
       const std::string exe = read_link_or_empty("/proc/" + std::to_string(root) + "/exe");
       if (exe.empty()) return make_error(ESRCH, "no process " + std::to_string(root));
@@ -82,7 +82,7 @@ Result<PauseStats> pause_job_by_restart(const PauseOptions& opts, uint64_t gen,
 
   CKPT_ASSIGN(std::unique_ptr<job::FrozenJob> frozen, job::FrozenJob::freeze(opts.pid, true));
   std::set<pid_t> running;
-  for (const job::Member& m : frozen->members()) running.insert(m.pid);
+  for (const proc::Member& m : frozen->members()) running.insert(m.pid);
   for (const image::JobMember& m : job.members)
     if (!running.count(m.pid) && pid_exists(m.pid))
       return make_error(EBUSY, "PID " + std::to_string(m.pid) +

@@ -34,19 +34,19 @@
 #include "dirty/tracker.hpp"
 #include "dump/collect.hpp"
 #include "image/chain.hpp"
+#include "image/generation_dir.hpp"
 #include "image/store.hpp"
-#include "job/generation.hpp"
 #include "mem/pagemap.hpp"
-#include "pause/in_place.hpp"
 #include "pause/job_restart.hpp"
 #include "proc/freeze.hpp"
 #include "proc/inject.hpp"
 #include "proc/maps.hpp"
 #include "proc/regs.hpp"
+#include "proc/syscall_restart.hpp"
 #include "restore/address_space.hpp"
 #include "restore/credentials.hpp"
 #include "restore/file_locks.hpp"
-#include "restore/syscall_restart.hpp"
+#include "restore/in_place.hpp"
 #include "util/clock.hpp"
 #include "util/fd.hpp"
 #include "util/zeros.hpp"
@@ -88,8 +88,8 @@ std::string describe_tids(const std::set<pid_t>& now, const std::set<pid_t>& the
 }
 
 Status roll_back(pid_t pid, const image::Chain& chain, const image::RestorePlan& plan,
-                 const std::vector<Range>* candidates, pause::InPlaceStats* st) {
-  pause::InPlace ip(pid, chain, plan, st);
+                 const std::vector<Range>* candidates, restore::InPlaceStats* st) {
+  restore::InPlace ip(pid, chain, plan, st);
   CKPT_TRY(ip.begin());
   CKPT_TRY(ip.fix_layout());
   CKPT_TRY(ip.write_memory(candidates, true));
@@ -116,7 +116,7 @@ Status roll_back(pid_t pid, const image::Chain& chain, const image::RestorePlan&
       return sys_error("setting the signal mask of thread " + std::to_string(t.tid));
     user_regs_struct captured;
     std::memcpy(&captured, t.gpregs.data(), sizeof captured);
-    CKPT_TRY(proc::set_regs(t.tid, restore::resume_registers(captured)));
+    CKPT_TRY(proc::set_regs(t.tid, proc::resume_registers(captured)));
   }
   const image::ThreadRecord& t = threads[0];
   CKPT_TRY(proc::set_xstate(pid, t.xstate));
@@ -125,7 +125,7 @@ Status roll_back(pid_t pid, const image::Chain& chain, const image::RestorePlan&
     return sys_error("setting the signal mask");
   user_regs_struct captured;
   std::memcpy(&captured, t.gpregs.data(), sizeof captured);
-  user_regs_struct final_regs = restore::resume_registers(captured);
+  user_regs_struct final_regs = proc::resume_registers(captured);
   return ip.end(&final_regs);
 }
 
@@ -140,7 +140,7 @@ Result<PauseStats> pause_process(const PauseOptions& given) {
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + opts.dir);
   {
     CKPT_ASSIGN(image::JobMeta job,
-                job::read_job_or_root(image::generation_dir(opts.dir, gens.back())));
+                image::read_job_or_root(image::generation_dir(opts.dir, gens.back())));
     const bool tree_chain = job.members[0].flags & image::kMemberTree;
     if (job.members.size() > 1 || ((opts.tree || tree_chain) && has_children(opts.pid)))
       return pause::pause_job_by_restart(opts, gens.back(), job);
@@ -202,7 +202,7 @@ Result<PauseStats> pause_process(const PauseOptions& given) {
   st.method = tracked ? "tracker" : "compare";
   st.pid = opts.pid;
 
-  pause::InPlaceStats ips;
+  restore::InPlaceStats ips;
   // The point of no return: from the first change on, the process is
   // neither what it was nor the checkpoint until the rollback is over. If
   // cr_pause dies in between, the process dies with it (its chain is

@@ -5,9 +5,9 @@
 #include <ckpt/plan.hpp>
 
 #include "image/chain.hpp"
+#include "image/generation_dir.hpp"
 #include "image/job_image.hpp"
 #include "image/store.hpp"
-#include "job/generation.hpp"
 #include "util/clock.hpp"
 
 namespace ckpt::plan {
@@ -56,7 +56,7 @@ Result<ChainFigures> chain_figures(const std::string& given) {
   CKPT_ASSIGN(auto gens, image::list_generations(dir));
   if (gens.empty()) return make_error(ENOENT, "no checkpoint in " + dir);
   const uint64_t newest = gens.back();
-  CKPT_ASSIGN(image::JobMeta job, job::read_job_or_root(image::generation_dir(dir, newest)));
+  CKPT_ASSIGN(image::JobMeta job, image::read_job_or_root(image::generation_dir(dir, newest)));
   ChainFigures sum;
   bool first = true;
   for (const image::JobMember& m : job.members) {

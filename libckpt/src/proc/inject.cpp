@@ -14,7 +14,7 @@
 #include "proc/maps.hpp"
 #include "proc/regs.hpp"
 #include "proc/return_frame.hpp"
-#include "restore/syscall_restart.hpp"
+#include "proc/syscall_restart.hpp"
 
 asm(R"(
   .pushsection .text
@@ -196,7 +196,7 @@ Status plain_injection(pid_t pid, const user_regs_struct& captured, uint64_t mas
     return sys_error("blocking signals during injected calls");
   RemoteSyscall rs(pid, captured, insn);
   Status st = body(rs);
-  Status back = set_regs(pid, restore::live_resume_registers(captured));
+  Status back = set_regs(pid, proc::live_resume_registers(captured));
   if (::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof mask, &mask) != 0 && back.ok())
     back = sys_error("restoring the signal mask after injected calls");
   if (!st.ok()) return st;
@@ -216,7 +216,7 @@ Status with_injected_calls(pid_t pid, const InjectSite& site,
   // an interrupted call as a restore does (resume_registers).
   Result<ReturnFrame> frame = make_error(ENOTSUP, "no rt_sigreturn sequence in the target");
   if (site.sigreturn)
-    frame = write_return_frame(pid, site, restore::resume_registers(*captured), mask);
+    frame = write_return_frame(pid, site, proc::resume_registers(*captured), mask);
   if (!frame.ok()) return plain_injection(pid, *captured, mask, site.syscall_insn, body);
   // Each step leaves registers that return through the frame: parked on the
   // sigreturn sequence first, then (while calls run) past a syscall whose
@@ -226,7 +226,7 @@ Status with_injected_calls(pid_t pid, const InjectSite& site,
   CKPT_TRY(set_regs(pid, frame->parked));
   uint64_t all = ~0ull;
   if (::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof all, &all) != 0) {
-    (void)set_regs(pid, restore::live_resume_registers(*captured));
+    (void)set_regs(pid, proc::live_resume_registers(*captured));
     return sys_error("blocking signals during injected calls");
   }
   user_regs_struct base = frame->parked;
@@ -239,7 +239,7 @@ Status with_injected_calls(pid_t pid, const InjectSite& site,
   Status back;
   if (::ptrace(PTRACE_SETSIGMASK, pid, (void*)sizeof mask, &mask) != 0)
     back = sys_error("restoring the signal mask after injected calls");
-  Status regs = set_regs(pid, restore::live_resume_registers(*captured));
+  Status regs = set_regs(pid, proc::live_resume_registers(*captured));
   if (back.ok()) back = regs;
   if (!st.ok()) return st;
   return back;

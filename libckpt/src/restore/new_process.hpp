@@ -1,6 +1,6 @@
 // Steps every new process of a restore takes in itself, before it is
 // rebuilt from the outside: creation with the checkpointed PID, and the
-// state it sets up with its own system calls (job/spawn for jobs,
+// state it sets up with its own system calls (restore/job_spawn for jobs,
 // restore/spawn for migration).
 #pragma once
 

@@ -15,23 +15,23 @@
 #include "dirty/ledger.hpp"
 #include "dirty/tracker.hpp"
 #include "image/chain_link.hpp"
+#include "image/generation_dir.hpp"
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
-#include "job/generation.hpp"
-#include "job/spawn.hpp"
-#include "job/tree.hpp"
 #include "proc/inject.hpp"
 #include "proc/regs.hpp"
+#include "proc/syscall_restart.hpp"
+#include "proc/tree.hpp"
 #include "restore/address_space.hpp"
 #include "restore/file_locks.hpp"
 #include "restore/files.hpp"
 #include "restore/image_trust.hpp"
+#include "restore/job_spawn.hpp"
 #include "restore/restore_held.hpp"
 #include "restore/scratch.hpp"
 #include "restore/shared_memory.hpp"
 #include "restore/spawn.hpp"
-#include "restore/syscall_restart.hpp"
 #include "restore/tasks.hpp"
 #include "tty/pty.hpp"
 #include "util/clock.hpp"
@@ -51,7 +51,7 @@ Result<image::JobMeta> open_generation(const RestoreOptions& opts, bool* newest,
     return make_error(ENOENT, "no generation " + std::to_string(gen) + " in " + opts.dir);
   *newest = gen == gens.back();
   *out = gen;
-  return job::read_job_or_root(image::generation_dir(opts.dir, gen));
+  return image::read_job_or_root(image::generation_dir(opts.dir, gen));
 }
 
 // Everything after the child exists; on error the caller kills the child.
@@ -121,7 +121,7 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
   CKPT_TRY(proc::set_xstate(pid, t.xstate));
   user_regs_struct captured;
   std::memcpy(&captured, t.gpregs.data(), sizeof captured);
-  user_regs_struct final_regs = restore::resume_registers(captured);
+  user_regs_struct final_regs = proc::resume_registers(captured);
   // The last call removes the trampoline it runs from; the registers of the
   // checkpoint are loaded at its exit stop, so nothing else runs in between.
   CKPT_ASSIGN(long ret, rs.call_and_load(final_regs, SYS_munmap, builder.trampoline(),
@@ -134,7 +134,7 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
 // The slave of each pty that was a session's controlling terminal, for the
 // members of that session (spawn makes it theirs again).
 Status controlling_terminals(const std::vector<const image::ImageMeta*>& metas,
-                             const tty::Pairs& ptys, std::vector<job::SpawnMember>* spawn,
+                             const tty::Pairs& ptys, std::vector<restore::SpawnMember>* spawn,
                              std::vector<UniqueFd>* fds) {
   for (const tty::Controlling& c : tty::controlling_ttys(metas)) {
     auto pair = ptys.masters.find(c.index);
@@ -144,7 +144,7 @@ Status controlling_terminals(const std::vector<const image::ImageMeta*>& metas,
       return sys_error("/dev/pts/" + std::to_string(c.index) +
                        ": opening the controlling terminal of session " +
                        std::to_string(c.session));
-    for (job::SpawnMember& sm : *spawn) {
+    for (restore::SpawnMember& sm : *spawn) {
       if (sm.member->sid != c.session) continue;
       sm.ctty_fd = slave.get();
       sm.foreground = sm.member->pid == c.foreground;
@@ -173,7 +173,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
   const std::string gen_dir = image::generation_dir(opts.dir, gen);
   const pid_t root = job.members[0].pid;
   auto named = [&](pid_t pid, const Error& e) {
-    return job::name_member(e, pid, job.members.size());
+    return proc::name_member(e, pid, job.members.size());
   };
 
   // Every member's chain and plan, verified before any process exists.
@@ -243,7 +243,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     for (const image::JobShare& s : job.shares)
       shared.share_of[{s.pid, s.fd}] = {s.owner_pid, s.owner_fd};
     std::vector<restore::PreparedFiles> files(job.members.size());
-    std::vector<job::SpawnMember> spawn(job.members.size());
+    std::vector<restore::SpawnMember> spawn(job.members.size());
     for (size_t i = 0; i < job.members.size(); ++i) spawn[i].member = &job.members[i];
     for (size_t k = 0; k < chains.size(); ++k) {
       Status s = restore::prepare_files(*metas[k], &files[live[k]], &shared);
@@ -255,7 +255,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     held = std::move(shared.held);
     std::vector<UniqueFd> ctty;  // each session's terminal, until its members took it
     CKPT_TRY(controlling_terminals(metas, shared.ptys, &spawn, &ctty));
-    CKPT_ASSIGN(pids, job::spawn_job(spawn, opts.new_pid));
+    CKPT_ASSIGN(pids, restore::spawn_job(spawn, opts.new_pid));
   }
   pr.mark("files+spawn");
   // The tracking armed again before each process runs needs its tracker's
@@ -286,7 +286,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     const auto locks = restore::locks_to_take(*metas[k], shared_fds);
     Status s = rebuild(pids[live[k]], chains[k], plans[k], ro, join, locks, &stats, &built[k]);
     if (!s.ok()) {
-      job::kill_job(pids);
+      restore::kill_job(pids);
       return named(m.pid, s.error());
     }
   }
@@ -294,7 +294,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
   for (size_t k = 0; k < chains.size(); ++k) {
     Status s = restore::set_owners(pids[live[k]], *metas[k]);
     if (!s.ok()) {
-      job::kill_job(pids);
+      restore::kill_job(pids);
       return named(job.members[live[k]].pid, s.error());
     }
   }
@@ -305,7 +305,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     Status s = ready(pids[0]);
     if (s.ok()) s = sockets::finish_held(&held);
     if (!s.ok()) {
-      job::kill_job(pids);
+      restore::kill_job(pids);
       return s.error();
     }
   }
@@ -315,7 +315,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     for (Rebuilt& b : built)
       if (Status s = b.tasks->load_masks(); !s.ok() && result.ok()) result = s;
     if (!result.ok()) {
-      job::kill_job(pids);
+      restore::kill_job(pids);
       return result.error();
     }
     before_release(pids[0]);
@@ -325,7 +325,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     if (!s.ok() && result.ok()) result = s;
   }
   if (!result.ok()) {
-    job::kill_job(pids);
+    restore::kill_job(pids);
     return result.error();
   }
   pr.mark("release");

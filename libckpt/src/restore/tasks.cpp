@@ -19,8 +19,8 @@
 #include <string>
 
 #include "proc/regs.hpp"
+#include "proc/syscall_restart.hpp"
 #include "restore/credentials.hpp"
-#include "restore/syscall_restart.hpp"
 
 namespace ckpt::restore {
 
@@ -188,7 +188,7 @@ Status TaskRestorer::restore_thread(size_t i) {
   CKPT_TRY(proc::set_xstate(tids_[i], t.xstate));
   user_regs_struct captured;
   std::memcpy(&captured, t.gpregs.data(), sizeof captured);
-  return proc::set_regs(tids_[i], resume_registers(captured));
+  return proc::set_regs(tids_[i], proc::resume_registers(captured));
 }
 
 Status TaskRestorer::posix_timers(proc::RemoteSyscall& rs) {

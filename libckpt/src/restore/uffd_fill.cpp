@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "dirty/kernel_abi.hpp"
+#include "mem/kernel_abi.hpp"
 #include "proc/fd_links.hpp"
 #include "util/env.hpp"
 #include "util/fd.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/result.hpp"
+#include <ckpt/result.hpp>
 
 namespace ckpt::sockets {
 

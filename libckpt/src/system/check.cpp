@@ -10,9 +10,9 @@
 #include <ckpt/check.hpp>
 #include <cstring>
 
-#include "dirty/kernel_abi.hpp"
 #include "dirty/tracker.hpp"
 #include "dump/vma_flags.hpp"
+#include "mem/kernel_abi.hpp"
 #include "util/caps.hpp"
 #include "util/fd.hpp"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace ckpt::job {
+namespace ckpt::proc {
 
 struct Member {
   pid_t pid = 0, ppid = 0, pgid = 0, sid = 0;
@@ -36,4 +36,4 @@ std::string membership_change(const std::vector<pid_t>& was, const std::vector<p
 // The children of `pid` (of all its threads), ascending.
 std::vector<pid_t> children_of(pid_t pid);
 
-}  // namespace ckpt::job
+}  // namespace ckpt::proc

@@ -1,4 +1,4 @@
-#include "pause/in_place.hpp"
+#include "restore/in_place.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -24,7 +24,7 @@
 #include "util/text.hpp"
 #include "util/zeros.hpp"
 
-namespace ckpt::pause {
+namespace ckpt::restore {
 
 namespace {
 
@@ -288,4 +288,4 @@ Status InPlace::set_files() {
   return {};
 }
 
-}  // namespace ckpt::pause
+}  // namespace ckpt::restore

@@ -1,4 +1,4 @@
-#include "job/spawn.hpp"
+#include "restore/job_spawn.hpp"
 
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -19,7 +19,7 @@
 #include "restore/new_process.hpp"
 #include "util/fd.hpp"
 
-namespace ckpt::job {
+namespace ckpt::restore {
 
 namespace {
 
@@ -242,4 +242,4 @@ Result<std::vector<pid_t>> spawn_job(const std::vector<SpawnMember>& members, bo
   return pids;
 }
 
-}  // namespace ckpt::job
+}  // namespace ckpt::restore

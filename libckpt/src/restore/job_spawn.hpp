@@ -18,7 +18,7 @@
 #include "image/model.hpp"
 #include "restore/files.hpp"
 
-namespace ckpt::job {
+namespace ckpt::restore {
 
 struct SpawnMember {
   const image::JobMember* member = nullptr;
@@ -42,4 +42,4 @@ Result<std::vector<pid_t>> spawn_job(const std::vector<SpawnMember>& members, bo
 // Kills the spawned job (every PID that is not 0) and reaps the root.
 void kill_job(const std::vector<pid_t>& pids);
 
-}  // namespace ckpt::job
+}  // namespace ckpt::restore

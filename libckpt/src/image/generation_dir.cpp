@@ -1,4 +1,4 @@
-#include "job/generation.hpp"
+#include "image/generation_dir.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include "image/reader.hpp"
 #include "image/store.hpp"
 
-namespace ckpt::job {
+namespace ckpt::image {
 
 Result<std::unique_ptr<GenerationWriter>> GenerationWriter::create(const std::string& dir,
                                                                    uint64_t generation) {
@@ -50,4 +50,4 @@ Status single_process_only(const std::string& gen_dir, const std::string& what) 
   return {};
 }
 
-}  // namespace ckpt::job
+}  // namespace ckpt::image

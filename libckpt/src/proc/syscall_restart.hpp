@@ -4,7 +4,7 @@
 
 #include <sys/user.h>
 
-namespace ckpt::restore {
+namespace ckpt::proc {
 
 // Given the registers captured at the freeze stop, returns the registers to
 // resume with in a fresh process, which has no kernel-side restart block.
@@ -15,4 +15,4 @@ user_regs_struct resume_registers(const user_regs_struct& captured);
 // the restart the kernel itself would have made, restart block included.
 user_regs_struct live_resume_registers(const user_regs_struct& captured);
 
-}  // namespace ckpt::restore
+}  // namespace ckpt::proc

@@ -1,8 +1,8 @@
-#include "restore/syscall_restart.hpp"
+#include "proc/syscall_restart.hpp"
 
 #include <sys/syscall.h>
 
-namespace ckpt::restore {
+namespace ckpt::proc {
 
 namespace {
 // Kernel-internal return codes seen by a tracer at an interrupt stop.
@@ -61,4 +61,4 @@ user_regs_struct live_resume_registers(const user_regs_struct& captured) {
   return restart(captured, false);
 }
 
-}  // namespace ckpt::restore
+}  // namespace ckpt::proc

@@ -9,7 +9,7 @@
 
 #include "image/job_image.hpp"
 
-namespace ckpt::job {
+namespace ckpt::image {
 
 class GenerationWriter {
  public:
@@ -36,4 +36,4 @@ Result<image::JobMeta> read_job_or_root(const std::string& gen_dir);
 // processes (for the tools that handle single processes only so far).
 Status single_process_only(const std::string& gen_dir, const std::string& what);
 
-}  // namespace ckpt::job
+}  // namespace ckpt::image

@@ -1,4 +1,4 @@
-#include "job/tree.hpp"
+#include "proc/tree.hpp"
 
 #include <dirent.h>
 
@@ -11,7 +11,7 @@
 #include "util/fd.hpp"
 #include "util/text.hpp"
 
-namespace ckpt::job {
+namespace ckpt::proc {
 
 std::vector<pid_t> children_of(pid_t pid) {
   std::vector<pid_t> out;
@@ -91,4 +91,4 @@ std::string membership_change(const std::vector<pid_t>& was, const std::vector<p
   return out;
 }
 
-}  // namespace ckpt::job
+}  // namespace ckpt::proc

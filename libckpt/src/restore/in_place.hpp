@@ -22,7 +22,7 @@
 #include "restore/address_space.hpp"
 #include "util/fd.hpp"
 
-namespace ckpt::pause {
+namespace ckpt::restore {
 
 struct InPlaceStats {
   uint64_t pages_compared = 0, pages_written = 0, pages_dropped = 0;
@@ -65,4 +65,4 @@ class InPlace {
   std::vector<bool> keep_;
 };
 
-}  // namespace ckpt::pause
+}  // namespace ckpt::restore
