@@ -41,7 +41,7 @@ const char* kHelp =
     "  checkpoints (pagemap-scan tracker), adaptive write-protection off and on.\n"
     "  --workloads LIST   mg,sparse (default both)\n"
     "  --intervals LIST   seconds between incrementals (default 1,10)\n"
-    "  --modes LIST       off,on (default both): LIBCKPT_ADAPTIVE_TRACKING for the run\n"
+    "  --modes LIST       off,on (default both): adaptive tracking (TrackingOptions) for the run\n"
     "  --mg ARGS          arguments of bench/workloads/mg (default \"256 12\")\n"
     "  --sparse ARGS      arguments of bench/workloads/sparse (default \"100000 300 60\")\n"
     "  --bin DIR          where the workloads are (default: workloads/ next to this program)\n"
@@ -97,8 +97,8 @@ std::string slurp(const std::string& path) {
 // Runs `argv` with stdout into `out`; checkpoints it every `interval` s
 // (0: never) once it printed "computing".
 Run run(const std::vector<std::string>& argv, const std::string& out, double interval,
-        const std::string& dir, const std::string& tracker, int full_every, bool live,
-        bool direct) {
+        const std::string& dir, const std::string& tracker, int full_every, bool live, bool direct,
+        bool adaptive) {
   Run r;
   std::filesystem::remove_all(dir);
   ::unlink(out.c_str());  // never a previous run's "computing"
@@ -136,6 +136,7 @@ Run run(const std::vector<std::string>& argv, const std::string& out, double int
     co.tracker = tracker;
     co.live = live;
     co.direct_io = direct;
+    co.tracking.adaptive = adaptive;
     int taken = 0;
     double next = ckpt::now_seconds();
     while (!poll_exit()) {
@@ -276,8 +277,8 @@ int main(int argc, char** argv) {
     Run base;
     for (int rep = 0; rep < reps; ++rep)
       for (const auto& [interval, mode, io] : plan) {
-        ::setenv("LIBCKPT_ADAPTIVE_TRACKING", mode == "off" ? "off" : "on", 1);
-        Run r = run(args, out, interval, dir, tracker, full_every, live, io == "direct");
+        Run r =
+            run(args, out, interval, dir, tracker, full_every, live, io == "direct", mode != "off");
         if (interval == 0) base = r;
         const bool same = r.result == base.result && !r.result.empty();
         if (!same || r.exit_code != 0 || !r.error.empty()) bad = true;

@@ -226,10 +226,6 @@ int main(int argc, char** argv) {
   std::string used;
   for (int r = 0; r < reps; r++)
     for (int mode = 0; mode < kModes; mode++) {
-      if (mode == 3)
-        unsetenv("LIBCKPT_CAPTURE_HOLD");
-      else
-        setenv("LIBCKPT_CAPTURE_HOLD", mode == 2 ? "1" : "0", 1);
       Target t = start_target(bytes, dir, false);
       request(t);
       ckpt::CheckpointOptions co;
@@ -241,6 +237,8 @@ int main(int argc, char** argv) {
       request(t);  // every page written
       warm(dir, bytes);
       co.capture_bytes = mode == 0 ? int64_t(8) << 20 : -1;
+      using Writer = ckpt::CaptureTuning::Writer;
+      co.capture.writer = mode == 3 ? Writer::automatic : mode == 2 ? Writer::hold : Writer::drain;
       co.direct_io = direct;
       auto inc = must(ckpt::checkpoint_incremental(co), "cr_incr");
       used = inc.tracker;
@@ -252,7 +250,6 @@ int main(int argc, char** argv) {
   std::printf("\n100%%-dirty incremental of %zu MiB (tracker %s, %s, warm, medians of %d):\n", mib,
               used.c_str(), direct ? "O_DIRECT" : "buffered", reps);
   std::printf("  %-16s %10s %10s %14s\n", "mode", "frozen ms", "total ms", "tool buffers");
-  unsetenv("LIBCKPT_CAPTURE_HOLD");
   for (int mode = 0; mode < kModes; mode++) {
     std::printf("  %-16s %10.1f %10.1f %11.0f MiB\n", names[mode], median(frozen[mode]) * 1e3,
                 median(total[mode]) * 1e3, median(peak[mode]) / 1048576.0);

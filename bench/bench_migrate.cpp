@@ -5,7 +5,7 @@
 //   downtime, total time, bytes sent (vs populated memory), rounds, and the
 //   frozen stream's throughput vs raw TCP.
 //
-//   bench_migrate [--size MiB] [--rates 0,8,32,128] [--bin DIR] [--reps N]
+//   bench_migrate [--size MiB] [--rates 0,8,32,128] [--bin DIR] [--reps N] [--trace]
 // Needs root. The tools are taken from --bin (default: next to this binary).
 // Memory condition: "warm" (3 GiB touched and freed just before each
 // migration, see docs/performance.md).
@@ -40,6 +40,7 @@ using ckpt::now_seconds;
 namespace {
 
 std::string g_ns_a, g_ns_b, g_addr_a, g_addr_b, g_work;
+bool g_trace = false;  // --trace: cr_recv's build phases after each migration
 
 int sh(const std::string& cmd) {
   int rc = std::system(cmd.c_str());
@@ -260,7 +261,7 @@ Result migrate_once(const std::string& bin, size_t bytes, double rate, bool live
     std::string cr_recv = bin + "/cr_recv", token = g_work + "/token";
     execlp("ip", "ip", "netns", "exec", g_ns_b.c_str(), "unshare", "--pid", "--fork",
            "--mount-proc", "--kill-child", cr_recv.c_str(), "--listen", listen.c_str(), "--token",
-           token.c_str(), "--once", "--json", (char*)nullptr);
+           token.c_str(), "--once", "--json", g_trace ? "--trace" : (char*)nullptr, (char*)nullptr);
     _exit(127);
   }
   // Wait until it listens.
@@ -290,7 +291,7 @@ Result migrate_once(const std::string& bin, size_t bytes, double rate, bool live
   } else {
     r.error = read_all(g_work + "/mig.err");
   }
-  if (getenv("CKPT_RECV_TRACE")) std::fprintf(stderr, "%s", read_all(recv_err).c_str());
+  if (g_trace) std::fprintf(stderr, "%s", read_all(recv_err).c_str());
   kill(recv, SIGKILL);  // unshare --kill-child takes cr_recv and the migrated workload along
   waitpid(recv, nullptr, 0);
   kill(w, SIGKILL);  // still here if the migration failed
@@ -325,13 +326,16 @@ int main(int argc, char** argv) {
       bin = argv[++i];
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::stoi(argv[++i]);
+    } else if (a == "--trace") {
+      g_trace = true;
     } else {
       return usage_exit(
           "bench_migrate", a,
-          "usage: bench_migrate [--size MiB] [--rates 0,8,32] [--bin DIR] [--reps N]\n"
+          "usage: bench_migrate [--size MiB] [--rates 0,8,32] [--bin DIR] [--reps N] [--trace]\n"
           "Frozen and live migration of a process holding MiB (default 1024) between\n"
           "two network namespaces, writing at each rate (MB/s), against a TCP copy\n"
-          "of the same bytes; medians of N runs. Needs root.\n");
+          "of the same bytes; medians of N runs (--trace: how cr_recv built each).\n"
+          "Needs root.\n");
     }
   }
   if (geteuid() != 0) die("needs root (network namespaces)");

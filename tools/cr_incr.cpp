@@ -1,5 +1,4 @@
 // cr_incr --dir DIR [--tracker T] [--tree] [--kill] [--json] PID: incremental checkpoint.
-#include <ckpt/tracker.hpp>
 #include <cstdio>
 
 #include "common/cli.hpp"
@@ -11,28 +10,9 @@ int main(int argc, char** argv) {
       "running (unless --kill); on failure it is left exactly as it was."};
   ckpt::CheckpointOptions opts;
   bool json = false;
-  app.add_option("--dir", opts.dir, "checkpoint directory holding the chain")->required();
-  app.add_option("pid", opts.pid, "process to checkpoint (with --tree: the root of the job)")
-      ->required();
-  app.add_flag("--tree", opts.tree, "the process and all its descendants, as one job");
-  app.add_flag("--kill", opts.kill_after, "end the process after a successful checkpoint");
-  app.add_flag("--json", json, "print statistics as JSON on stdout");
-  app.add_flag("--tcp-established", opts.tcp_established,
-               "save TCP connections to peers outside the job in repair mode (docs/nodes.md)");
-  app.add_flag("--live", opts.live,
-               "copy memory while the process runs, then freeze it only for what it wrote since");
-  app.add_option_function<uint64_t>(
-         "--scratch-max", [&opts](uint64_t mib) { opts.scratch_max_bytes = mib << 20; },
-         "MiB of files on tmpfs and in temporary directories saved with each checkpoint, per "
-         "process (default 512)")
-      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 30));
-  ckpt::cli::add_compress_option(app, opts.compress_level);
-  app.add_flag("--no-sync", opts.no_sync,
-               "skip the fsyncs: faster, but an OS crash or power loss may lose this generation "
-               "(a killed tool never leaves a half one visible)");
-  app.add_flag("--direct", opts.direct_io, "write pages with O_DIRECT, bypassing the page cache");
-  app.add_option("--tracker", opts.tracker, "dirty-page tracker (cr_check lists them)")
-      ->check(CLI::IsMember(ckpt::tracker_choices()));
+  ckpt::cli::add_checkpoint_options(app, "cr_incr", opts, json,
+                                    "checkpoint directory holding the chain",
+                                    "dirty-page tracker (cr_check lists them)");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   opts.progress = ckpt::cli::progress_line("incremental");

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
                "the job of PID (implied by a chain taken with --tree): kill and restore");
   app.add_flag("--detach", detach, "a job: return once it runs instead of waiting for its root");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
+  ckpt::cli::add_trace_option(app, opts.log, "cr_pause");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
   if (auto d = ckpt::resolve_checkpoint_dir(opts.dir, chain); d.ok())
     opts.dir = *d;

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
                "restore only once the stream is complete (default: build the process while "
                "generations arrive)");
   app.add_flag("--json", json, "print one JSON line per received process on stdout");
+  ckpt::cli::add_trace_option(app, opts.log, "cr_recv");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
   opts.sandbox = !no_sandbox;
   opts.on_refused = [](const std::string& peer, const std::string& why) {

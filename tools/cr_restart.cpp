@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   app.add_flag("--force", opts.force,
                "restore even if files the process uses changed on disk since the checkpoint");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
+  ckpt::cli::add_trace_option(app, opts.log, "cr_restart");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
   if (auto d = ckpt::resolve_checkpoint_dir(opts.dir, chain); d.ok())
     opts.dir = *d;

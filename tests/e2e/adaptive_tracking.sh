@@ -43,7 +43,6 @@ if [[ $ok != true ]]; then
   echo "SKIP $NAME: the pagemap-scan tracker does not work on this kernel"
   exit 77
 fi
-unset LIBCKPT_ADAPTIVE_TRACKING
 
 # shellcheck source=round_chain.sh
 source "$HERE/round_chain.sh"

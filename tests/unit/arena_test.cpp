@@ -41,14 +41,8 @@ long lazy_free_kb(const void* addr) {
 
 class ArenaTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ::unsetenv("LIBCKPT_CAPTURE_KEEP");
-    release_arenas();
-  }
-  void TearDown() override {
-    ::unsetenv("LIBCKPT_CAPTURE_KEEP");
-    release_arenas();
-  }
+  void SetUp() override { release_arenas(); }
+  void TearDown() override { release_arenas(); }
 };
 
 TEST_F(ArenaTest, KeptReclaimableAndTakenAgain) {
@@ -59,7 +53,7 @@ TEST_F(ArenaTest, KeptReclaimableAndTakenAgain) {
   std::memset(a.start, 0x5a, kBytes);
   a.touched = kBytes;
   uint8_t* start = a.start;
-  return_arena(a);
+  return_arena(a, true);
   // Idle, it is the kernel's to reclaim.
   EXPECT_GT(lazy_free_kb(start), 0);
   // The same memory for a request it covers, with what it touched.
@@ -73,8 +67,8 @@ TEST_F(ArenaTest, KeptReclaimableAndTakenAgain) {
   Arena c = take_arena(2 * b.bytes);
   EXPECT_NE(c.start, b.start);
   EXPECT_EQ(c.touched, 0u);
-  return_arena(b);
-  return_arena(c);
+  return_arena(b, true);
+  return_arena(c, true);
   // ckpt::release_buffers(): nothing kept stays mapped.
   release_arenas();
   EXPECT_EQ(lazy_free_kb(start), -1);
@@ -82,13 +76,12 @@ TEST_F(ArenaTest, KeptReclaimableAndTakenAgain) {
 }
 
 TEST_F(ArenaTest, NotKeptWhenTurnedOff) {
-  ::setenv("LIBCKPT_CAPTURE_KEEP", "0", 1);
   Arena a = take_arena(kBytes);
   ASSERT_NE(a.start, nullptr);
   a.touched = kBatchBytes;
   std::memset(a.start, 1, kBatchBytes);
   uint8_t* start = a.start;
-  return_arena(a);
+  return_arena(a, false);
   // Unmapped: no mapping holds the address any more.
   EXPECT_EQ(lazy_free_kb(start), -1);
 }
@@ -98,7 +91,7 @@ TEST_F(ArenaTest, AForkedChildNeverGetsTheParentsArena) {
   ASSERT_NE(a.start, nullptr);
   std::memset(a.start, 1, kBatchBytes);
   a.touched = kBatchBytes;
-  return_arena(a);
+  return_arena(a, true);
   pid_t child = ::fork();
   if (child == 0) {
     // Not mapped here (MADV_DONTFORK): a child that took the parent's
@@ -115,7 +108,7 @@ TEST_F(ArenaTest, AForkedChildNeverGetsTheParentsArena) {
   // The parent still has it.
   Arena c = take_arena(kBytes);
   EXPECT_EQ(c.start, a.start);
-  return_arena(c);
+  return_arena(c, true);
 }
 
 TEST_F(ArenaTest, ACaptureKeepsWhatItFaultedInForTheNext) {
@@ -123,7 +116,17 @@ TEST_F(ArenaTest, ACaptureKeepsWhatItFaultedInForTheNext) {
   Arena kept = take_arena(kBytes);
   ASSERT_NE(kept.start, nullptr);
   EXPECT_EQ(kept.touched, kBytes);
-  return_arena(kept);
+  return_arena(kept, true);
+}
+
+TEST_F(ArenaTest, ACaptureToldNotToKeepLeavesNothing) {
+  CaptureTuning t;
+  t.keep_buffers = false;
+  { Capture(kBytes, t).prefault(kBytes); }
+  Arena fresh = take_arena(kBytes);
+  ASSERT_NE(fresh.start, nullptr);
+  EXPECT_EQ(fresh.touched, 0u);
+  return_arena(fresh, false);
 }
 
 }  // namespace

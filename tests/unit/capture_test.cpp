@@ -30,7 +30,6 @@ uint8_t pattern(uint64_t vaddr) {
 class CaptureTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    ::setenv("LIBCKPT_CAPTURE_READERS", GetParam(), 1);
     int p[2];
     ASSERT_EQ(::pipe(p), 0);
     child_ = ::fork();
@@ -51,7 +50,6 @@ class CaptureTest : public ::testing::TestWithParam<const char*> {
     ASSERT_EQ(::kill(child_, SIGSTOP), 0);  // a frozen target
   }
   void TearDown() override {
-    ::unsetenv("LIBCKPT_CAPTURE_READERS");
     ::kill(child_, SIGKILL);
     ::waitpid(child_, nullptr, 0);
   }
@@ -59,7 +57,7 @@ class CaptureTest : public ::testing::TestWithParam<const char*> {
   // How the writer runs during the read: resumed first (draining as the
   // reader goes), not resumed with every buffer faulted in first (it must
   // stay idle until finish(): a frozen target's copy needs nothing from it
-  // then), or held (LIBCKPT_CAPTURE_HOLD=1: it drains only when every
+  // then), or held (CaptureTuning::Writer::hold: it drains only when every
   // buffer is taken).
   enum class Writer { draining, prefaulted, held };
 
@@ -68,16 +66,15 @@ class CaptureTest : public ::testing::TestWithParam<const char*> {
   void capture_and_check(const std::vector<mem::Range>& ranges, uint64_t budget,
                          Writer writer = Writer::draining) {
     const bool prefaulted = writer == Writer::prefaulted;
-    if (writer == Writer::held)
-      ::setenv("LIBCKPT_CAPTURE_HOLD", "1", 1);
-    else
-      ::unsetenv("LIBCKPT_CAPTURE_HOLD");
+    CaptureTuning tuning;
+    tuning.readers = unsigned(std::atoi(GetParam()));
+    if (writer == Writer::held) tuning.writer = CaptureTuning::Writer::hold;
     MemoryPlan plan;
     plan.ranges = ranges;
     std::vector<uint64_t> got;
     bool content_ok = true;
     std::atomic<size_t> sunk{0};
-    Capture c(budget);
+    Capture c(budget, tuning);
     if (prefaulted) c.prefault(budget);
     if (writer == Writer::draining) c.resume();
     Status st = c.read(child_, plan,
@@ -92,7 +89,6 @@ class CaptureTest : public ::testing::TestWithParam<const char*> {
                          return Status{};
                        },
                        {});
-    ::unsetenv("LIBCKPT_CAPTURE_HOLD");
     ASSERT_TRUE(st.ok()) << st.error().message;
     if (prefaulted) {
       EXPECT_EQ(sunk.load(), 0u) << "the writer drained while the target was frozen";

@@ -396,14 +396,22 @@ std::vector<image::PageHash> hash_pages(pid_t pid, Range area) {
 
 // ------------------------------------------------------------- the fixture
 
+// A tracker without adaptive blocks: every written page protected again,
+// so what a collect reports is exact.
+PagemapScanTracker::Options plain() {
+  PagemapScanTracker::Options o;
+  o.adaptive.enabled = false;
+  return o;
+}
+
 class PagemapScan : public ::testing::Test {
  protected:
   void SetUp() override {
     // These tests check plain tracking, which is exact. Adaptive tracking
     // may report more (whole hot blocks), never less: it has its own tests
     // (AdaptiveHotAndColdNeverMissAWrite below, adaptive_tracking_test.cpp,
-    // e2e.incremental_adaptive) and enables itself there explicitly.
-    ::setenv("LIBCKPT_ADAPTIVE_TRACKING", "off", 1);
+    // e2e.incremental_adaptive) and enables itself there explicitly: the
+    // trackers here are made with plain().
     FeatureCheck c = PagemapScanTracker::probe();
     if (!c.ok) {
       GTEST_SKIP() << c.detail;
@@ -418,7 +426,6 @@ class PagemapScan : public ::testing::Test {
     target_ = std::make_unique<Target>(file_);
   }
   void TearDown() override {
-    ::unsetenv("LIBCKPT_ADAPTIVE_TRACKING");
     target_.reset();
     if (!file_.empty()) ::unlink(file_.c_str());
   }
@@ -450,7 +457,7 @@ class PagemapScan : public ::testing::Test {
     state_.chain_id[0] = id;
     state_.generation = 1;
     state_.prev_generation = 0;
-    PagemapScanTracker other;
+    PagemapScanTracker other{plain()};
     arm(target_->pid(), other);
     state_ = mine;
   }
@@ -527,7 +534,7 @@ class PagemapScan : public ::testing::Test {
 // --------------------------------------------------------------- the tests
 
 TEST_F(PagemapScan, ExactAcrossRoundsAndToolRuns) {
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   arm(target_->pid(), t);
   EXPECT_EQ(state_.target_fd, kTrackerFd);
   std::mt19937 rng(1);
@@ -536,7 +543,7 @@ TEST_F(PagemapScan, ExactAcrossRoundsAndToolRuns) {
     auto truth = random_pages(rng, n);
     write_pages(truth);
     // A new tracker object each round: what a new tool run starts from.
-    PagemapScanTracker fresh;
+    PagemapScanTracker fresh{plain()};
     DirtySet d = collect(target_->pid(), fresh);
     expect_exact(d, truth, {region()});
     // Shared anonymous memory: never vouched for. Shared file mappings: the
@@ -552,7 +559,7 @@ TEST_F(PagemapScan, ExactAcrossRoundsAndToolRuns) {
 // The estimate a capture prefaults its buffers by: what reads as written
 // now, counted while the process runs, and nothing protected by counting.
 TEST_F(PagemapScan, WrittenEstimateCountsAndChangesNothing) {
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   arm(target_->pid(), t);
   collect(target_->pid(), t);  // whatever the target wrote since the arm
   std::mt19937 rng(5);
@@ -562,13 +569,13 @@ TEST_F(PagemapScan, WrittenEstimateCountsAndChangesNothing) {
   // The region's 300 pages, and a few the target wrote serving the command.
   EXPECT_GE(est, 300 * kPage);
   EXPECT_LE(est, (300 + 64) * kPage);
-  PagemapScanTracker fresh;
+  PagemapScanTracker fresh{plain()};
   expect_exact(collect(target_->pid(), fresh), truth, {region()});
 }
 
 TEST_F(PagemapScan, TrackerFdIsCloseOnExecAndAvoidsTakenNumbers) {
   target_->run(Cmd{kDupNull, 0, uint64_t(kTrackerFd)});
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   arm(target_->pid(), t);
   EXPECT_EQ(state_.target_fd, kTrackerFd + 1);
   std::string base = "/proc/" + std::to_string(target_->pid());
@@ -586,7 +593,7 @@ TEST_F(PagemapScan, TrackerFdIsCloseOnExecAndAvoidsTakenNumbers) {
 }
 
 TEST_F(PagemapScan, ArmingAgainKeepsTheUserfaultfd) {
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   arm(target_->pid(), t);
   int fd = state_.target_fd;
   write_pages({target_->page(3)});
@@ -602,7 +609,7 @@ TEST_F(PagemapScan, ArmingAgainKeepsTheUserfaultfd) {
 // whatever happened between the two: pages written, a range replaced under
 // the layout install() saw, a range unmapped and mapped again.
 TEST_F(PagemapScan, ArmWhileRunningAfterInstall) {
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   {
     auto fp = proc::FrozenProcess::freeze(target_->pid());
     ASSERT_TRUE(fp.ok()) << fp.error().message;
@@ -636,7 +643,7 @@ TEST_F(PagemapScan, ArmWhileRunningAfterInstall) {
   expect_exact(collect(target_->pid(), t), next, {region()});
 
   // A tracked process keeps its userfaultfd: arm() checks it frozen.
-  PagemapScanTracker again;
+  PagemapScanTracker again{plain()};
   auto fp = proc::FrozenProcess::freeze(target_->pid());
   ASSERT_TRUE(fp.ok()) << fp.error().message;
   auto reinstalled = again.install(target_->pid(), &state_);
@@ -648,14 +655,16 @@ TEST_F(PagemapScan, ArmWhileRunningAfterInstall) {
 // More regions than the kernel's 512-entry bounce buffer, and scans that
 // fill the caller's buffer and must resume (the walk_end quirk).
 TEST_F(PagemapScan, ManyScatteredRegions) {
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   arm(target_->pid(), t);
   for (size_t slots : {16384, 64, 511, 512, 513}) {
     SCOPED_TRACE("buffer of " + std::to_string(slots) + " regions");
     std::set<uint64_t> truth;
     for (uint64_t i = slots % 2; i < kRegionPages; i += 2) truth.insert(target_->page(i));
     write_pages(truth);
-    PagemapScanTracker small(PagemapScanTracker::Options{slots});
+    PagemapScanTracker::Options o = plain();
+    o.scan_regions = slots;
+    PagemapScanTracker small(o);
     DirtySet d = collect(target_->pid(), small);
     EXPECT_GE(d.written.size(), 1000u);
     expect_exact(d, truth, {region()});
@@ -663,7 +672,7 @@ TEST_F(PagemapScan, ManyScatteredRegions) {
 }
 
 TEST_F(PagemapScan, LayoutChangesAreReported) {
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   arm(target_->pid(), t);
   const uint64_t p = kPage;
   // Everything at once, between two checkpoints.
@@ -713,7 +722,7 @@ TEST_F(PagemapScan, LayoutChangesAreReported) {
 }
 
 // Transparent huge pages protected per PMD (as quiet huge blocks are, and
-// every one with LIBCKPT_KEEP_HUGE_PAGES=off): writes and a whole-PMD
+// every one with TrackingOptions::keep_huge_pages = false): writes and a whole-PMD
 // MADV_DONTNEED (which leaves no page table behind) stay exact.
 TEST_F(PagemapScan, HugePages) {
   const uint64_t huge = 2 << 20;
@@ -728,7 +737,7 @@ TEST_F(PagemapScan, HugePages) {
   }
   RecordProperty("thp_kb", std::to_string(thp_kb));
 
-  PagemapScanTracker::Options o;
+  PagemapScanTracker::Options o = plain();
   o.huge.keep_huge = false;
   PagemapScanTracker t(o);
   arm(target_->pid(), t);
@@ -749,7 +758,7 @@ TEST_F(PagemapScan, HugePages) {
 }
 
 TEST_F(PagemapScan, PrivateFileCopies) {
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   arm(target_->pid(), t);
   uint64_t f = target_->file_map();
   Range file{f, kFilePages * kPage};
@@ -787,7 +796,7 @@ bool blocked_in(pid_t pid, std::initializer_list<long> nrs) {
 // The target is stopped inside a blocking system call while we inject ours;
 // it must finish that call as if nothing happened.
 TEST_F(PagemapScan, BlockedSystemCallsFinish) {
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   target_->send(Cmd{kSleep, 0, 400});
   ASSERT_TRUE(blocked_in(target_->pid(), {SYS_nanosleep, SYS_clock_nanosleep}));
   arm(target_->pid(), t);  // injects userfaultfd/dup3/close during nanosleep
@@ -815,7 +824,7 @@ TEST_F(PagemapScan, BlockedSystemCallsFinish) {
 }
 
 TEST_F(PagemapScan, ClosedUserfaultfdMeansEverything) {
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   arm(target_->pid(), t);
   int fd = state_.target_fd;
   write_pages({target_->page(1)});
@@ -836,7 +845,7 @@ TEST_F(PagemapScan, ClosedUserfaultfdMeansEverything) {
 // A child inherits the tracker's fd across fork, but not the registration:
 // collect on it must not trust that fd (it acts on the parent's memory).
 TEST_F(PagemapScan, InheritedUserfaultfdIsNotTrusted) {
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   arm(target_->pid(), t);
   TrackerState parent = state_;
   std::vector<VmaRecord> parent_prev = prev_;
@@ -868,7 +877,7 @@ TEST_F(PagemapScan, InheritedUserfaultfdIsNotTrusted) {
 // committed (the tool died after it), or an arm by another chain of the same
 // process, makes this chain's next collect save everything.
 TEST_F(PagemapScan, ResetsByOthersAreFoundOut) {
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   state_.chain_id[0] = 0xa1;
   state_.generation = 1;
   arm(target_->pid(), t);
@@ -902,14 +911,14 @@ TEST_F(PagemapScan, ResetsByOthersAreFoundOut) {
 // after its claim and run again, another chain, another run that claimed
 // the same generation at the same moment) saves everything.
 TEST_F(PagemapScan, AClaimBeforeTheFreezeIsOnlyItsOwnCollects) {
-  PagemapScanTracker armer;
+  PagemapScanTracker armer{plain()};
   state_.chain_id[0] = 0xc3;
   state_.generation = 1;
   arm(target_->pid(), armer);
   state_.prev_generation = 1;
   state_.generation = 2;
   write_pages({target_->page(3)});
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   t.before_freeze(target_->pid(), {}, state_);
   auto rec = read_ledger(target_->pid());
   ASSERT_TRUE(rec.has_value());
@@ -922,9 +931,9 @@ TEST_F(PagemapScan, AClaimBeforeTheFreezeIsOnlyItsOwnCollects) {
   state_.prev_generation = 2;
   state_.generation = 3;
   write_pages({target_->page(5)});
-  PagemapScanTracker killed;
+  PagemapScanTracker killed{plain()};
   killed.before_freeze(target_->pid(), {}, state_);
-  PagemapScanTracker again;
+  PagemapScanTracker again{plain()};
   DirtySet d = collect(target_->pid(), again);
   EXPECT_TRUE(d.everything) << "a collect trusted tracking another tool's claim covers";
   EXPECT_NE(d.reason.find("reset by generation 3 of chain c3"), std::string::npos) << d.reason;
@@ -933,7 +942,7 @@ TEST_F(PagemapScan, AClaimBeforeTheFreezeIsOnlyItsOwnCollects) {
   // the record is no longer its claim.
   state_.prev_generation = 3;
   state_.generation = 4;
-  PagemapScanTracker claimer;
+  PagemapScanTracker claimer{plain()};
   claimer.before_freeze(target_->pid(), {}, state_);
   arm_as_another_chain(0xd4);
   write_pages({target_->page(6)});
@@ -947,7 +956,7 @@ TEST_F(PagemapScan, AClaimBeforeTheFreezeIsOnlyItsOwnCollects) {
   // (Generation 4's collect above saved everything and recorded itself.)
   state_.prev_generation = 4;
   state_.generation = 5;
-  PagemapScanTracker racer;
+  PagemapScanTracker racer{plain()};
   racer.before_freeze(target_->pid(), {}, state_);
   auto claimed = read_ledger(target_->pid());
   ASSERT_TRUE(claimed.has_value());
@@ -1268,7 +1277,7 @@ TEST_F(PagemapScan, HugeBlockRewrittenWithSameContentStaysHuge) {
   if (target_->run(Cmd{kHuge, 0, aligned, huge}).result != 0)
     GTEST_SKIP() << "MADV_COLLAPSE does not work here: no huge pages to test with";
   ASSERT_GE(thp_kb(target_->pid()), 2048);
-  PagemapScanTracker t;
+  PagemapScanTracker t{plain()};
   arm(target_->pid(), t);
   uint64_t repaired = 0;
   for (int round = 0; round < 6; ++round) {
@@ -1276,7 +1285,7 @@ TEST_F(PagemapScan, HugeBlockRewrittenWithSameContentStaysHuge) {
     target_->run(Cmd{kRewrite, 0, aligned, huge});
     std::set<uint64_t> truth{aligned + 5 * kPage + uint64_t(round) * kPage};  // one real change
     write_pages(truth);
-    PagemapScanTracker fresh;
+    PagemapScanTracker fresh{plain()};
     DirtySet d = collect(target_->pid(), fresh);
     ASSERT_FALSE(d.everything) << d.reason;
     expect_covers(d, truth);
@@ -1287,7 +1296,7 @@ TEST_F(PagemapScan, HugeBlockRewrittenWithSameContentStaysHuge) {
   // rewrites, so its hash matches the last one.
   for (int round = 6; round < 10; ++round) {
     target_->run(Cmd{kRewrite, 0, aligned, huge});
-    PagemapScanTracker fresh;
+    PagemapScanTracker fresh{plain()};
     collect(target_->pid(), fresh);
     repaired += fresh.huge_repaired_bytes();
   }

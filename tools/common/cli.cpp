@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "util/clock.hpp"
@@ -89,13 +90,61 @@ void print_json(const nlohmann::json& j) {
   std::cout << j.dump() << std::endl;
 }
 
-void add_compress_option(CLI::App& app, int& level) {
+void add_checkpoint_options(CLI::App& app, const std::string& tool, CheckpointOptions& opts,
+                            bool& json, const std::string& dir_help,
+                            const std::string& tracker_help) {
+  app.add_option("--dir", opts.dir, dir_help)->required();
+  app.add_option("pid", opts.pid, "process to checkpoint (with --tree: the root of the job)")
+      ->required();
+  app.add_flag("--tree", opts.tree, "the process and all its descendants, as one job");
+  app.add_flag("--kill", opts.kill_after, "end the process after a successful checkpoint");
+  app.add_flag("--json", json, "print statistics as JSON on stdout");
+  app.add_flag("--tcp-established", opts.tcp_established,
+               "save TCP connections to peers outside the job in repair mode (docs/nodes.md)");
+  app.add_flag("--live", opts.live,
+               "copy memory while the process runs, then freeze it only for what it wrote since");
+  app.add_option_function<uint64_t>(
+         "--scratch-max", [&opts](uint64_t mib) { opts.scratch_max_bytes = mib << 20; },
+         "MiB of files on tmpfs and in temporary directories saved with each checkpoint, per "
+         "process (default 512)")
+      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 30));
   // Level 1 by default: docs/performance.md ("Compression") measured it
   // against 3 on the same data.
-  app.add_flag("--compress{1}", level,
+  app.add_flag("--compress{1}", opts.compress_level,
                "store page content zstd-compressed, level 1-19 (--compress alone: 1); "
                "restore checks and decompresses it")
       ->check(CLI::Range(1, 19));
+  app.add_flag("--no-sync", opts.no_sync,
+               "skip the fsyncs: faster, but an OS crash or power loss may lose this generation "
+               "(a killed tool never leaves a half one visible)");
+  app.add_flag("--direct", opts.direct_io,
+               "write pages with O_DIRECT, bypassing the page cache (longer freeze)");
+  app.add_option("--tracker", opts.tracker, tracker_help)->check(CLI::IsMember(tracker_choices()));
+  const std::map<std::string, bool> on_off{{"on", true}, {"off", false}};
+  app.add_option("--adaptive", opts.tracking.adaptive,
+                 "pagemap-scan: leave blocks the program rewrites every interval unprotected "
+                 "(on, the default) or protect every written page again (off)")
+      ->transform(CLI::CheckedTransformer(on_off));
+  app.add_option("--huge-pages", opts.tracking.keep_huge_pages,
+                 "pagemap-scan: huge pages stay unprotected unless quiet (keep, the default) or "
+                 "are protected like small pages (protect)")
+      ->transform(
+          CLI::CheckedTransformer(std::map<std::string, bool>{{"keep", true}, {"protect", false}}));
+  add_trace_option(app, opts.log, tool);
+}
+
+LogFn stderr_log(const std::string& tool, bool trace) {
+  return [tool, trace](LogKind kind, const std::string& line) {
+    if (kind == LogKind::note || trace)
+      std::fprintf(stderr, "%s: %s\n", tool.c_str(), line.c_str());
+  };
+}
+
+void add_trace_option(CLI::App& app, LogFn& log, const std::string& tool) {
+  log = stderr_log(tool, false);
+  app.add_flag_callback(
+      "--trace", [&log, tool] { log = stderr_log(tool, true); },
+      "print the time of each phase on stderr");
 }
 
 int parse(CLI::App& app, int argc, char** argv) {

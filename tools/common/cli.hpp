@@ -31,8 +31,21 @@ int wait_child(pid_t pid);
 // Whether PID names a zombie (a process that ended, not yet reaped).
 bool is_zombie(pid_t pid);
 
-// --compress[=LEVEL] of cr_full and cr_incr (CheckpointOptions::compress_level).
-void add_compress_option(CLI::App& app, int& level);
+// The options cr_full and cr_incr share (--dir, PID, --tree, --kill, --live,
+// --tcp-established, --scratch-max, --compress, --no-sync, --direct,
+// --tracker, --adaptive, --huge-pages, --trace) into `opts`, and --json
+// into `json`; `tool` names the tool in --trace lines.
+void add_checkpoint_options(CLI::App& app, const std::string& tool, CheckpointOptions& opts,
+                            bool& json, const std::string& dir_help,
+                            const std::string& tracker_help);
+
+// A log (LogFn) that prints each line on stderr as "TOOL: line": notes
+// always, traces only with `trace`.
+LogFn stderr_log(const std::string& tool, bool trace);
+
+// Sets `log` to stderr_log(tool, false), and adds --trace, which makes it
+// print traces too (each phase's time).
+void add_trace_option(CLI::App& app, LogFn& log, const std::string& tool);
 
 // Runs CLI11's parse; returns -1 to continue, or the exit status to return.
 int parse(CLI::App& app, int argc, char** argv);

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/cli.hpp"
 #include "cr_run/chains.hpp"
 #include "cr_run/isolated.hpp"
 
@@ -71,6 +72,7 @@ ckpt::CheckpointOptions job_checkpoint(const std::string& dir, uint64_t chain, c
   o.pid = s.root;
   o.tree = true;
   o.direct_io = !s.schedule.buffered;
+  o.log = ckpt::cli::stderr_log("cr_run", false);
   return o;
 }
 
@@ -222,6 +224,7 @@ bool Supervisor::restore_newest(const std::string& why) {
   ckpt::RestoreOptions o;
   o.dir = chain_dir(dir_, p.chain);
   o.generation = p.generation;
+  o.log = ckpt::cli::stderr_log("cr_run", false);
   auto r = ckpt::restore_process(o);
   if (!r.ok()) {
     log_.event("restart_failed",

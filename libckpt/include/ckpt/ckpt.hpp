@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <ckpt/result.hpp>
+#include <ckpt/tracker.hpp>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -15,6 +16,31 @@ namespace ckpt {
 
 // Called now and then during long work with bytes done and bytes total.
 using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+
+// Told, on the calling thread or a thread of the call, of what a call is
+// doing that a user may want in a log, one line (no newline) at a time: a
+// `note` is worth showing (a wait: "waiting for the TIME-WAIT of old
+// connections"), a `trace` is detail (each phase's time: "phase final copy
+// 12.3 ms"). The library never prints; unset: nothing is told.
+enum class LogKind { note, trace };
+using LogFn = std::function<void(LogKind kind, const std::string& line)>;
+
+// How the tool's page copy may use the machine during a freeze. The
+// defaults are what docs/performance.md measures best; the other settings
+// exist for measurements (bench/bench_freeze) and unusual machines.
+struct CaptureTuning {
+  // The writer thread drains copied pages to disk while the job is still
+  // frozen (`drain`), or waits for its release unless the buffers run out
+  // (`hold`). automatic: hold when no second CPU is free, or when the copy
+  // fits in buffers already faulted in.
+  enum class Writer { automatic, hold, drain } writer = Writer::automatic;
+  // Threads reading a frozen process's memory: 0 automatic (two when a CPU
+  // is free for the second), 1 or 2.
+  unsigned readers = 0;
+  // The buffers stay with this process for its next checkpoint (released by
+  // release_buffers()); false unmaps them at the end of each checkpoint.
+  bool keep_buffers = true;
+};
 
 struct CheckpointOptions {
   std::string dir;               // checkpoint directory (created if missing)
@@ -53,7 +79,12 @@ struct CheckpointOptions {
   // threads; restore checks and decompresses run by run (docs/format.md).
   // Not with `live` (refused).
   int compress_level = 0;
+  // How the chain's tracker works (pagemap-scan's adaptive blocks, huge
+  // pages: ckpt/tracker.hpp). Every generation of a chain may set its own.
+  TrackingOptions tracking;
+  CaptureTuning capture;
   ProgressFn progress;
+  LogFn log;
 };
 
 struct CheckpointStats {
@@ -97,7 +128,9 @@ Result<CheckpointStats> checkpoint_incremental(const CheckpointOptions& opts);
 // next checkpoint (faulting it in afresh is most of what a copy costs on a
 // VM); the kernel may reclaim it meanwhile (MADV_FREE). This unmaps it now,
 // e.g. in a launcher that will not checkpoint again for a long while.
-// LIBCKPT_CAPTURE_KEEP=0 keeps none in the first place.
+// CaptureTuning::keep_buffers = false keeps none in the first place. Safe
+// to call from any thread, also while another checkpoint runs (it then
+// keeps the buffers it uses until it ends).
 void release_buffers();
 
 struct RestoreOptions {
@@ -106,6 +139,7 @@ struct RestoreOptions {
   bool new_pid = false;     // restore under a new PID when the original is taken
   bool force = false;       // restore even if files changed on disk since the checkpoint
   ProgressFn progress;
+  LogFn log;
 };
 
 struct RestoreStats {

@@ -77,6 +77,9 @@ struct ReceiveOptions {
   size_t max_per_source = 16;
   // Told of every connection refused before or during authentication.
   std::function<void(const std::string& peer, const std::string& why)> on_refused;
+  // How each migration was built (phases of the warm finish, a warm build
+  // that fell back to a cold restore).
+  LogFn log;
 };
 
 struct ReceivedProcess {

@@ -16,6 +16,7 @@ struct PauseOptions {
   std::string dir;  // checkpoint directory of this process
   pid_t pid = 0;
   bool tree = false;  // the job of pid (also implied by a chain taken with --tree)
+  LogFn log;          // a job's restart: what its restore waits for (ckpt.hpp)
 };
 
 struct PauseStats {

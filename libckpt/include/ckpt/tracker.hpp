@@ -21,6 +21,20 @@ struct TrackerInfo {
   const char* summary;  // one line, for cr_check
 };
 
+// How a chain's tracker works, where it has a choice (pagemap-scan only;
+// the others ignore it). The defaults are what docs/performance.md measures.
+struct TrackingOptions {
+  // 2 MiB blocks the program rewrites every interval are left unprotected
+  // (no write fault per page), and what an incremental saves of them is
+  // kept to the pages whose content changed (docs/performance.md,
+  // "Adaptive tracking"). false: every written page is protected again
+  // after each collect.
+  bool adaptive = true;
+  // PMD-mapped huge pages stay unprotected unless they were quiet (a
+  // protected huge page splits on its first write).
+  bool keep_huge_pages = true;
+};
+
 // Every tracker, best first: "auto" picks the first one this kernel
 // supports; the last, hash, works everywhere.
 const std::vector<TrackerInfo>& tracker_kinds();

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "dirty/ledger.hpp"
-#include "util/env.hpp"
 
 namespace ckpt::dirty {
 
@@ -40,18 +39,6 @@ std::vector<mem::Range> sample_of(uint64_t start, uint64_t end) {
 }
 
 }  // namespace
-
-AdaptiveOptions AdaptiveOptions::from_env() {
-  AdaptiveOptions o;
-  o.enabled = env_switch_on("LIBCKPT_ADAPTIVE_TRACKING");
-  // Tuning knobs for measurements (docs/performance.md), not for users.
-  if (auto n = env_number("LIBCKPT_ADAPTIVE_HOT_AFTER")) o.hot_after = uint32_t(std::max(1LL, *n));
-  if (const char* e = std::getenv("LIBCKPT_ADAPTIVE_HOT_FRACTION"))
-    o.hot_fraction = std::strtod(e, nullptr);
-  o.carry_over = env_switch_on("LIBCKPT_ADAPTIVE_CARRY");
-  o.sampled_arm = env_switch_on("LIBCKPT_SAMPLED_ARM");
-  return o;
-}
 
 void AdaptiveTracking::load(pid_t pid, const TrackerState& s) {
   prev_.clear();

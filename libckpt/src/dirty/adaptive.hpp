@@ -60,9 +60,9 @@
 // hot, so where leaving it hot does not pay (a band that passes by, a writer that flips between
 // phases) adaptivity turns itself off for that block.
 //
-// LIBCKPT_ADAPTIVE_TRACKING=off in the environment of cr_full/cr_incr turns
-// adaptivity off (every written page is protected again, as before; no
-// content comparison).
+// TrackingOptions::adaptive = false (cr_full/cr_incr --adaptive=off) turns
+// adaptivity off (every written page is protected again; no content
+// comparison).
 #pragma once
 
 #include <sys/types.h>
@@ -93,11 +93,9 @@ struct AdaptiveOptions {
   // Smaller pieces (a VMA's clipped ends, small VMAs) are always tracked:
   // their faults cost little, and a quiet program's incrementals stay exact.
   uint64_t min_hot_bytes = kAdaptiveBlock / 2;
-  bool carry_over = true;  // a new full arms from the last chain's state (LIBCKPT_ADAPTIVE_CARRY)
-  // A full with page hashes arms blocks on their sample (LIBCKPT_SAMPLED_ARM).
+  bool carry_over = true;  // a new full arms from the last chain's state
+  // A full with page hashes arms blocks on their sample.
   bool sampled_arm = true;
-  // From the environment: LIBCKPT_ADAPTIVE_TRACKING=off disables.
-  static AdaptiveOptions from_env();
 };
 
 // The side file (dirty/ledger.hpp) in which an incremental's writer leaves

@@ -6,16 +6,9 @@
 #include <string>
 
 #include "dirty/ledger.hpp"
-#include "util/env.hpp"
 #include "util/hash.hpp"
 
 namespace ckpt::dirty {
-
-HugeOptions HugeOptions::from_env() {
-  HugeOptions o;
-  o.keep_huge = env_switch_on("LIBCKPT_KEEP_HUGE_PAGES");
-  return o;
-}
 
 void HugeBlocks::load(pid_t pid, const TrackerState& s) {
   prev_.clear();

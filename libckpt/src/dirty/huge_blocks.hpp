@@ -60,8 +60,6 @@ constexpr uint64_t kHugeBlock = 2ull << 20;
 
 struct HugeOptions {
   bool keep_huge = true;  // leave PMD-mapped huge pages unprotected unless quiet
-  // From the environment: LIBCKPT_KEEP_HUGE_PAGES=off disables.
-  static HugeOptions from_env();
 };
 
 // Reads [addr, addr + kHugeBlock) of the target into `buf`; false on failure.

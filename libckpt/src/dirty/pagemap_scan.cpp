@@ -354,6 +354,13 @@ int protect_quiet_huge(Scanner& sc, HugeBlocks& huge, const ReadBlockFn& read, i
 
 }  // namespace
 
+PagemapScanTracker::Options PagemapScanTracker::Options::from(const TrackingOptions& t) {
+  Options o;
+  o.adaptive.enabled = t.adaptive;
+  o.huge.keep_huge = t.keep_huge_pages;
+  return o;
+}
+
 PagemapScanTracker::PagemapScanTracker(Options opts) : opts_(opts) {
   regions_.resize(std::max<size_t>(opts_.scan_regions, 1));
 }

@@ -81,9 +81,11 @@ class PagemapScanTracker : public Tracker {
     // page_region slots per PAGEMAP_SCAN call; scans resume when they fill.
     size_t scan_regions = 16384;
     // Which written blocks stay unprotected between collects (dirty/adaptive).
-    AdaptiveOptions adaptive = AdaptiveOptions::from_env();
+    AdaptiveOptions adaptive;
     // Whether PMD-mapped huge pages stay unprotected (dirty/huge_blocks).
-    HugeOptions huge = HugeOptions::from_env();
+    HugeOptions huge;
+    // The caller's choices (TrackingOptions) over the defaults above.
+    static Options from(const TrackingOptions& t);
   };
 
   PagemapScanTracker() : PagemapScanTracker(Options{}) {}

@@ -13,12 +13,12 @@ const TrackerInfo& Tracker::info() const {
   return tracker_kinds().back();  // unreachable: every kind is listed
 }
 
-std::unique_ptr<Tracker> make_tracker(TrackerKind kind) {
+std::unique_ptr<Tracker> make_tracker(TrackerKind kind, const TrackingOptions& opts) {
   switch (kind) {
     case TrackerKind::kmod:
       return std::make_unique<KmodTracker>();
     case TrackerKind::pagemap_scan:
-      return std::make_unique<PagemapScanTracker>();
+      return std::make_unique<PagemapScanTracker>(PagemapScanTracker::Options::from(opts));
     case TrackerKind::soft_dirty:
       return std::make_unique<SoftDirtyTracker>();
     case TrackerKind::hash:
@@ -27,9 +27,9 @@ std::unique_ptr<Tracker> make_tracker(TrackerKind kind) {
   return nullptr;
 }
 
-std::unique_ptr<Tracker> make_tracker(const std::string& name) {
+std::unique_ptr<Tracker> make_tracker(const std::string& name, const TrackingOptions& opts) {
   const TrackerInfo* t = find_tracker(name);
-  return t ? make_tracker(t->kind) : nullptr;
+  return t ? make_tracker(t->kind, opts) : nullptr;
 }
 
 }  // namespace ckpt::dirty

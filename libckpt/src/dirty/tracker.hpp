@@ -141,9 +141,10 @@ class Tracker {
   }
 };
 
-std::unique_ptr<Tracker> make_tracker(TrackerKind kind);
+// `opts`: the caller's choices where the tracker has any (pagemap-scan).
+std::unique_ptr<Tracker> make_tracker(TrackerKind kind, const TrackingOptions& opts = {});
 // nullptr for a name that is no tracker.
-std::unique_ptr<Tracker> make_tracker(const std::string& name);
+std::unique_ptr<Tracker> make_tracker(const std::string& name, const TrackingOptions& opts = {});
 // Whether `kind` works on this kernel, and why (or why not).
 FeatureCheck probe_tracker(TrackerKind kind);
 

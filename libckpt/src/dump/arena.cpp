@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "dump/memory.hpp"
-#include "util/env.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::dump {
@@ -26,8 +25,7 @@ pid_t pool_owner = 0;  // a forked child inherits the list but not the mappings
 // ignored: a kept reservation of half the memory would count against the
 // system's commit limit between checkpoints, and others' allocations could
 // fail. Kept only where address space costs nothing until touched.
-bool keep_enabled() {
-  if (!env_switch_on("LIBCKPT_CAPTURE_KEEP")) return false;
+bool keep_allowed() {
   auto mode = read_file("/proc/sys/vm/overcommit_memory");
   return !mode.ok() || std::atoi(mode->c_str()) != 2;
 }
@@ -75,9 +73,9 @@ Arena take_arena(uint64_t bytes) {
   return a;
 }
 
-void return_arena(Arena a) {
+void return_arena(Arena a, bool keep) {
   if (!a.base) return;
-  if (!keep_enabled()) return unmap(a);
+  if (!keep || !keep_allowed()) return unmap(a);
   // Idle memory the kernel may reclaim; if it does not, the next capture
   // writes into it without a fault. Without MADV_FREE (before 4.5) it is
   // given back: kept, it could never be reclaimed.

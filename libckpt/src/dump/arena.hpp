@@ -1,8 +1,7 @@
 // The memory behind a capture's buffers, kept from one capture to the next
 // in the same process. Fresh memory is what a copy costs most on a VM: this
 // one hands freed pages back to its host, and the first touch of each page
-// then costs a fault in the host as well (400 MiB of huge pages: 22-780 ms
-// to fault in fresh, nothing when kept; docs/performance.md). A process that
+// then costs a fault in the host as well (docs/performance.md). A process that
 // checkpoints again and again (the C API in a launcher, a live checkpoint's
 // rounds) keeps what it used: marked MADV_FREE while
 // idle, so the kernel may still take it back under memory pressure (the next
@@ -27,11 +26,11 @@ struct Arena {
 Arena take_arena(uint64_t bytes);
 
 // Back for the next capture; `touched` is how much of it was written. Kept
-// unless LIBCKPT_CAPTURE_KEEP=0 or under strict overcommit (the reservation
-// would be charged); a few at most (a checkpoint and its live
-// rounds use two at once). Never in a child after fork (MADV_DONTFORK), nor
+// if `keep` (CaptureTuning::keep_buffers), unless under strict overcommit
+// (the reservation would be charged); a few at most (a checkpoint and its
+// live rounds use two at once). Never in a child after fork (MADV_DONTFORK), nor
 // in a core dump (MADV_DONTDUMP): it holds copies of other processes' memory.
-void return_arena(Arena a);
+void return_arena(Arena a, bool keep);
 
 // Unmaps every kept arena (ckpt::release_buffers()).
 void release_arenas();

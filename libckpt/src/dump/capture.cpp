@@ -11,7 +11,6 @@
 
 #include "mem/madvise.hpp"
 #include "mem/reader.hpp"
-#include "util/env.hpp"
 
 #include <memory>
 
@@ -19,8 +18,6 @@ namespace ckpt::dump {
 
 uint64_t default_capture_budget() {
   constexpr uint64_t kMin = 4 * kBatchBytes;
-  if (auto mib = env_number("LIBCKPT_CAPTURE_MIB"))
-    return std::max<uint64_t>(kMin, uint64_t(*mib) << 20);
   uint64_t avail_kb = 0;
   if (FILE* f = std::fopen("/proc/meminfo", "re")) {
     char line[256];
@@ -32,7 +29,6 @@ uint64_t default_capture_budget() {
 }
 
 uint64_t capture_prefault_bytes(pid_t pid, uint64_t expected) {
-  if (auto mib = env_number("LIBCKPT_CAPTURE_PREFAULT_MIB")) return uint64_t(*mib) << 20;
   // A quarter more, and 16 MiB: the next dirty set of a program that
   // rewrites its memory is about as large, seldom the same (a copy that fits
   // in faulted-in buffers also holds the writer: read()).
@@ -48,7 +44,7 @@ uint64_t capture_prefault_bytes(pid_t pid, uint64_t expected) {
   return std::min<uint64_t>(cap, uint64_t(resident) * 4096);
 }
 
-Capture::Capture(uint64_t budget_bytes) {
+Capture::Capture(uint64_t budget_bytes, const CaptureTuning& tuning) : tuning_(tuning) {
   slots_ = std::max<uint64_t>(2, budget_bytes / kBatchBytes);
   // Address space only: pages are allocated as buffers are first used,
   // unless an earlier capture in this process left them (dump/arena).
@@ -64,8 +60,8 @@ Capture::Capture(uint64_t budget_bytes) {
   double load = 0;
   cpus_ = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? unsigned(CPU_COUNT(&cpus)) : 1;
   held_ = cpus_ < 2 || ::getloadavg(&load, 1) != 1 || load >= double(cpus_);
-  if (const char* h = ::getenv("LIBCKPT_CAPTURE_HOLD")) {
-    held_ = std::strcmp(h, "0") != 0;
+  if (tuning_.writer != CaptureTuning::Writer::automatic) {
+    held_ = tuning_.writer == CaptureTuning::Writer::hold;
     hold_forced_ = true;
   }
   writer_ = std::thread([this] { drain(); });
@@ -105,7 +101,7 @@ Capture::~Capture() {
   writer_.join();
   arena_.touched =
       std::max(arena_.touched, std::max<uint64_t>(touched_slots_, next_unused_) * kBatchBytes);
-  return_arena(arena_);
+  return_arena(arena_, tuning_.keep_buffers);
 }
 
 int Capture::take_buffer() {
@@ -186,10 +182,9 @@ class SecondReader {
 // otherwise only with a CPU free for it besides this thread's and the
 // writer's (three CPUs allowed, the load average at most the CPU count minus
 // three): on two CPUs the draining writer competes with both readers
-// (512 MiB froze 128-144 ms instead of 114-124). LIBCKPT_CAPTURE_READERS=1
-// or =2 forces either.
-bool second_reader_wanted(unsigned cpus, bool writer_idle) {
-  if (auto n = env_number("LIBCKPT_CAPTURE_READERS")) return *n >= 2;
+// (a 512 MiB freeze lasted longer). CaptureTuning::readers forces either.
+bool second_reader_wanted(unsigned readers, unsigned cpus, bool writer_idle) {
+  if (readers) return readers >= 2;
   if (writer_idle) return cpus >= 2;
   double load = 0;
   if (::getloadavg(&load, 1) != 1) return false;
@@ -243,7 +238,7 @@ Status Capture::read(pid_t pid, const MemoryPlan& plan, PageSink sink, ProgressF
     if (!resumed_) held_ = writer_idle = true;
   }
   std::unique_ptr<SecondReader> second;
-  if (!missed && batches.size() > 1 && second_reader_wanted(cpus_, writer_idle))
+  if (!missed && batches.size() > 1 && second_reader_wanted(tuning_.readers, cpus_, writer_idle))
     second = std::make_unique<SecondReader>(pid);
   for (size_t k = 0; k < batches.size(); k += second ? 2 : 1) {
     report();

@@ -22,8 +22,8 @@
 
 namespace ckpt::dump {
 
-// The default budget: half of MemAvailable (LIBCKPT_CAPTURE_MIB overrides),
-// at least the 8 MiB a streaming copy uses anyway.
+// The default budget: half of MemAvailable, at least the 8 MiB a streaming
+// copy uses anyway.
 uint64_t default_capture_budget();
 
 // How much buffer memory to fault in before the freeze of `pid`, while it
@@ -35,18 +35,16 @@ uint64_t default_capture_budget();
 // (dirty::Tracker::written_estimate), the larger. The first touch of fresh
 // memory is what the copy costs most on a VM, and buffers faulted in for
 // the whole copy also let it run with the writer held and two readers
-// (Capture::read): an incremental of mg (320 MB) after a full copied in
-// 65 ms instead of 0.3-0.6 s. A full is not worth it: faulting in the whole
-// process made mg's (445 MB) freeze 0.12-0.16 s instead of 0.17-0.26 s but
-// the checkpoint 1.0-1.3 s instead of 0.3-0.55 s (docs/performance.md); a
-// full's buffers are recycled by the writer as the copy goes.
-// LIBCKPT_CAPTURE_PREFAULT_MIB overrides, 0 turns it off.
+// (Capture::read). A full is not worth it: faulting in the whole process
+// shortens its freeze a little but lengthens the checkpoint several times
+// (docs/performance.md); a full's buffers are recycled by the writer as the
+// copy goes.
 constexpr uint64_t kFullCopy = ~uint64_t(0);
 uint64_t capture_prefault_bytes(pid_t pid, uint64_t expected);
 
 class Capture {
  public:
-  explicit Capture(uint64_t budget_bytes);
+  explicit Capture(uint64_t budget_bytes, const CaptureTuning& tuning = {});
   ~Capture();  // abandons what is queued and joins the writer
   Capture(const Capture&) = delete;
   Capture& operator=(const Capture&) = delete;
@@ -66,8 +64,7 @@ class Capture {
   // second CPU is free (one CPU allowed, or the load average at least the
   // CPU count), and for a frozen read whose buffers are all faulted in
   // already (the writer would free none that the copy needs);
-  // LIBCKPT_CAPTURE_HOLD=1 or =0 forces either (docs/performance.md
-  // measures both).
+  // CaptureTuning::writer forces either (docs/performance.md measures both).
   void resume();
   // Allocates the first `bytes` of buffer memory now (capped at the budget),
   // before the job is frozen: the first touch of fresh memory is what the
@@ -116,6 +113,7 @@ class Capture {
   std::thread::id owner_ = std::this_thread::get_id();
   bool closing_ = false, abandon_ = false, held_ = true, hold_forced_ = false, resumed_ = false;
   unsigned cpus_ = 1;
+  CaptureTuning tuning_;
   uint64_t touched_slots_ = 0;  // buffers faulted in by prefault()
   Status error_;
   uint64_t in_use_ = 0, peak_ = 0;

@@ -79,6 +79,8 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   ms.hint = spec.hint;
   ms.prev_digest = spec.prev_digest;
   ms.tracker = tracker;
+  ms.tracking = opts.tracking;
+  ms.log = &opts.log;
   ms.generation = spec.generation;
   if (spec.prev)
     ms.chain_id = spec.prev->chain_id;

@@ -47,7 +47,7 @@ dirty::TrackerState tracker_state(const MemberSpec& spec) {
 }
 
 std::shared_ptr<dirty::Tracker> prepare_tracker(const MemberSpec& spec, uint64_t* written) {
-  std::shared_ptr<dirty::Tracker> t = dirty::make_tracker(spec.tracker);
+  std::shared_ptr<dirty::Tracker> t = dirty::make_tracker(spec.tracker, spec.tracking);
   if (t && spec.prev && spec.prev_hashes)
     t->before_freeze(spec.pid, *spec.prev_hashes, tracker_state(spec));
   if (t && written) *written = t->written_estimate(spec.pid, tracker_state(spec));
@@ -67,7 +67,7 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
 
   // Registers are captured here, before any tracker injects calls.
   const image::ImageMeta* earlier = prev ? prev : spec.hint;
-  PhaseTrace pt("describe");
+  PhaseTrace pt("describe", spec.log);
   CKPT_TRY(collect_process(pid, &meta.process));
   pt.mark("process");
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));
@@ -101,7 +101,8 @@ Status MemberDump::prepare(const MemberSpec& spec, CheckpointStats* stats) {
   utsname u;
   if (::uname(&u) == 0) meta.kernel_release = u.release;
 
-  tracker_ = spec.ready_tracker ? spec.ready_tracker : dirty::make_tracker(spec.tracker);
+  tracker_ =
+      spec.ready_tracker ? spec.ready_tracker : dirty::make_tracker(spec.tracker, spec.tracking);
   tstate_ = tracker_state(spec);
   // The tracker's collect and the plan walk the page tables too: they run
   // while smaps is still being read, and the advice is waited for last.

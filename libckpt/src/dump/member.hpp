@@ -34,6 +34,8 @@ struct MemberSpec {
   uint64_t prev_digest = 0;  // digest of prev's meta.img: bound into this generation's link
   const image::ImageMeta* hint = nullptr;  // full: an earlier generation of the same process
   std::string tracker;                     // the chain's tracker
+  TrackingOptions tracking;                // how it tracks (CheckpointOptions::tracking)
+  const LogFn* log = nullptr;              // phase times (CheckpointOptions::log)
   uint64_t generation = 0;
   std::array<uint8_t, 16> chain_id{};
   std::vector<pid_t> job;        // every member's PID

@@ -27,13 +27,15 @@ std::vector<image::MemRange> subtract(const std::vector<image::MemRange>& a,
 
 Status Precopy::plan_round(const MemberSpec& spec, CheckpointStats* stats) {
   const pid_t pid = pid_ = spec.fp ? spec.fp->pid() : spec.pid;
-  PhaseTrace pt("plan_round");
+  log_ = spec.log;
+  PhaseTrace pt("plan_round", log_);
   CKPT_ASSIGN(auto maps, proc::read_maps(pid));
   CKPT_ASSIGN(std::vector<image::VmaRecord> vmas, collect_vmas(pid, maps));
   pt.mark("maps+vmas");
   std::vector<mem::Range> dirty;
   if (rounds_ == 0) {
-    tracker = spec.ready_tracker ? spec.ready_tracker : dirty::make_tracker(spec.tracker);
+    tracker =
+        spec.ready_tracker ? spec.ready_tracker : dirty::make_tracker(spec.tracker, spec.tracking);
     if (!tracker) return make_error(ENOTSUP, "a live checkpoint needs a kernel dirty tracker");
     tstate.chain_id = spec.chain_id;
     tstate.generation = spec.generation;
@@ -98,7 +100,7 @@ Status Precopy::copy(image::SnapshotWriter& writer) {
     // after it, so a page populated or dropped meanwhile is in this round's
     // copy or in the next collect.
     arm_at_copy_ = false;
-    PhaseTrace pt("round (running)");
+    PhaseTrace pt("round (running)", log_);
     CKPT_TRY(tracker->arm(pid_, layout, &tstate));
     pt.mark("arm");
   }

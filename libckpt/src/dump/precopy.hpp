@@ -63,6 +63,7 @@ class Precopy {
   bool arm_at_copy_ = false;
   std::vector<image::SharedObject> shared_saved_;
   int rounds_ = 0;
+  const LogFn* log_ = nullptr;  // the spec's, for copy()'s phases
 };
 
 // [start, end) ranges for SnapshotWriter::drop_pages.

@@ -221,10 +221,6 @@ const Program& the_program() {
   static Program p;
   static std::once_flag once;
   std::call_once(once, [] {
-    if (const char* e = std::getenv("LIBCKPT_VMA_FLAGS"); e && std::strcmp(e, "smaps") == 0) {
-      p.why_not = "LIBCKPT_VMA_FLAGS=smaps";
-      return;
-    }
     if (!may_load_bpf()) {
       p.why_not = "loading BPF programs needs root, or CAP_BPF and CAP_PERFMON";
       return;

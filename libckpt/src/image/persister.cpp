@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "util/env.hpp"
-
 namespace ckpt::image {
 
 Persister::Persister(int fd, uint64_t base, uint64_t chunk, uint64_t step, std::string path)
@@ -57,11 +55,6 @@ Status Persister::stop() {
   }
   if (thread_.joinable()) thread_.join();
   return error_;
-}
-
-uint64_t Persister::step_from_env() {
-  if (auto mib = env_number("LIBCKPT_PERSIST_MIB")) return uint64_t(*mib) << 20;
-  return 128ull << 20;
 }
 
 }  // namespace ckpt::image

@@ -3,9 +3,8 @@
 // - each `chunk` written starts its writeback (sync_file_range WRITE), so the
 //   disk works while the rest is produced and the final fsync waits only for
 //   the tail (CRIU writes everything, then syncs). The call is asynchronous
-//   in name only: it blocks while the device queue is full (up to 82 ms per
-//   call, 0.15 s per GiB measured here), which stalled the writer thread
-//   when it was made there;
+//   in name only: it blocks while the device queue is full, which stalled
+//   the writer thread when it was made there;
 // - each `step` written (0: never) is fdatasync'ed: on a disk with a
 //   volatile write cache (a virtual disk that the host caches) writeback
 //   alone reaches only that cache, and the final fsync would then wait for
@@ -37,8 +36,8 @@ class Persister {
   // fsync would not see it again.
   Status stop();
 
-  // From the environment: LIBCKPT_PERSIST_MIB (0: off), else the default.
-  static uint64_t step_from_env();
+  // The default `step`: how much written content each fdatasync covers.
+  static constexpr uint64_t kDefaultStep = uint64_t(128) << 20;
 
  private:
   void run();

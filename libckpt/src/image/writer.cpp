@@ -146,10 +146,10 @@ Status SnapshotWriter::flush_iov() {
   // A durable commit fsyncs pages.img: its thread starts writeback of what
   // is written now and persists it in steps (image/persister.hpp).
   if (durable_ && content_bytes_ >= kWritebackChunk) {
-    static const uint64_t step = Persister::step_from_env();
     if (!persister_)
-      persister_ = std::make_unique<Persister>(pages_fd_.get(), kPagesHeaderSize, kWritebackChunk,
-                                               step, tmp_dir_ + "/" + kPagesFile);
+      persister_ =
+          std::make_unique<Persister>(pages_fd_.get(), kPagesHeaderSize, kWritebackChunk,
+                                      Persister::kDefaultStep, tmp_dir_ + "/" + kPagesFile);
     persister_->written(content_bytes_);
   }
   return {};

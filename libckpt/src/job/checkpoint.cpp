@@ -172,6 +172,8 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     }
     if (hint && hint->members.count(pid)) ms.hint = &hint->members.at(pid)->meta();
     ms.tracker = tracker;
+    ms.tracking = opts.tracking;
+    ms.log = &opts.log;
     ms.generation = generation;
     ms.chain_id = chain_id;
     return ms;
@@ -221,8 +223,9 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
 
   // The capture buffers (dump/capture), their first part faulted in while
   // the job still runs: see capture_prefault_bytes.
-  dump::Capture capture(opts.capture_bytes >= 0 ? uint64_t(opts.capture_bytes)
-                                                : dump::default_capture_budget());
+  dump::Capture capture(
+      opts.capture_bytes >= 0 ? uint64_t(opts.capture_bytes) : dump::default_capture_budget(),
+      opts.capture);
   // What the final copy is expected to take: what the parent incremental
   // copied (its non-zero runs, uncompressed) or what reads as written below.
   uint64_t expected = 0;
@@ -244,7 +247,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     // frozen copy's buffers for it are faulted in now (the first incremental
     // after a full has no parent incremental to go by). A live one's final
     // copy is only what the last round leaves.
-    PhaseTrace pv("before freeze");
+    PhaseTrace pv("before freeze", &opts.log);
     uint64_t written = 0;
     for (const auto& member : prev->members) {
       uint64_t w = 0;
@@ -261,7 +264,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
   // leaves, and its rounds fault buffers in as they go.
   if ((!prev || !tracker_info->kernel) && !opts.live) expected = dump::kFullCopy;
   {
-    PhaseTrace pf("before freeze");
+    PhaseTrace pf("before freeze", &opts.log);
     capture.prefault(dump::capture_prefault_bytes(opts.pid, expected));
     pf.mark("buffers");
   }
@@ -275,10 +278,10 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
     // Rounds after the arm collect while the process runs (a single
     // process: a tree's membership is only known frozen). Only the final
     // round freezes it, for a collect of what it wrote since the last one.
-    const bool running_rounds = !opts.tree && !::getenv("LIBCKPT_PRECOPY_FROZEN");
+    const bool running_rounds = !opts.tree;
     for (int round = 1;; ++round) {
       if (running_rounds && (prev || round > 1)) {
-        PhaseTrace pt("round (running)");
+        PhaseTrace pt("round (running)", &opts.log);
         std::unique_ptr<dump::Precopy>& pc = precopies[opts.pid];
         if (!pc) pc = std::make_unique<dump::Precopy>();
         dump::MemberSpec ms = member_spec_running(opts.pid);
@@ -300,7 +303,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
         continue;
       }
       t_frozen = now_seconds();
-      PhaseTrace pt("round");
+      PhaseTrace pt("round", &opts.log);
       CKPT_ASSIGN(frozen, job::FrozenJob::freeze(opts.pid, opts.tree));
       pt.mark("freeze");
       const std::vector<proc::Member>& ms = frozen->members();
@@ -345,7 +348,7 @@ Result<CheckpointStats> checkpoint_job(const CheckpointOptions& opts, const Prev
       prev_bytes = bytes;
     }
   }
-  PhaseTrace pt("final");
+  PhaseTrace pt("final", &opts.log);
   if (!frozen) {
     t_frozen = now_seconds();
     CKPT_ASSIGN(frozen, job::FrozenJob::freeze(opts.pid, opts.tree));

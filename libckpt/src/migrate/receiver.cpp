@@ -672,7 +672,13 @@ Result<ReceivedProcess> Receiver::serve_one() {
   bool warm_ok = opts_.warm;
   std::string kind_msg;
   char kind;
-  const bool trace = ::getenv("CKPT_RECV_TRACE") != nullptr;
+  // What the build did, for the caller's log (ReceiveOptions::log).
+  auto say = [this](const char* fmt, auto... args) {
+    if (!opts_.log) return;
+    char line[512];
+    std::snprintf(line, sizeof line, fmt, args...);
+    opts_.log(LogKind::trace, line);
+  };
   double early_seconds = 0;
   for (;;) {
     auto m = ctl_recv(ctl.get());
@@ -683,9 +689,7 @@ Result<ReceivedProcess> Receiver::serve_one() {
       Status st = early_step(warm, staging, kind, kind_msg, warm_ok);
       early_seconds += now_seconds() - ta;
       if (!st.ok()) {
-        if (trace)
-          std::fprintf(stderr, "cr_recv: building while receiving: %s\n",
-                       st.error().message.c_str());
+        say("building while receiving: %s", st.error().message.c_str());
         warm_ok = false;
         warm.abort();
       }
@@ -698,11 +702,9 @@ Result<ReceivedProcess> Receiver::serve_one() {
     // A job's generations are restored at the end (restore/job_spawn), not warm.
     if (kind == 'J') warm_ok = false;
     Status added = warm_ok ? warm.add(g) : Status{};
-    if (trace)
-      std::fprintf(stderr,
-                   "cr_recv: generation %llu applied in %.1f ms (%.1f ms while it arrived)%s%s\n",
-                   (unsigned long long)g, (now_seconds() - ta) * 1e3, early_seconds * 1e3,
-                   added.ok() ? "" : ": ", added.ok() ? "" : added.error().message.c_str());
+    say("generation %llu applied in %.1f ms (%.1f ms while it arrived)%s%s", (unsigned long long)g,
+        (now_seconds() - ta) * 1e3, early_seconds * 1e3, added.ok() ? "" : ": ",
+        added.ok() ? "" : added.error().message.c_str());
     early_seconds = 0;
     if (!added.ok()) {
       warm_ok = false;
@@ -744,16 +746,15 @@ Result<ReceivedProcess> Receiver::serve_one() {
   if (warm_ok && warm.last() == final_gen) {
     out.build = warm.built_early() ? "while-arriving" : "warm";
     restored = warm.finish(announce);
-    if (trace)
-      std::fprintf(stderr, "cr_recv: warm finish in %.1f ms%s%s\n", (now_seconds() - tr) * 1e3,
-                   restored.ok() ? "" : ": ",
-                   restored.ok() ? "" : restored.error().message.c_str());
+    say("warm finish in %.1f ms%s%s", (now_seconds() - tr) * 1e3, restored.ok() ? "" : ": ",
+        restored.ok() ? "" : restored.error().message.c_str());
     if (!restored.ok()) warm.abort();
   }
   if (!restored.ok() && !handed) {
     out.build = "cold";
     RestoreOptions ro;
     ro.dir = staging;
+    ro.log = opts_.log;
     ro.new_pid = opts_.new_pid;
     restored = restore::restore_held(ro, nullptr, announce);
   }

@@ -64,10 +64,9 @@ class WireStream : public image::GenerationStream {
 };
 
 // A frozen migration sends its layout before its memory, so that the
-// receiver builds the process while the content arrives. Off for A/B runs.
+// receiver builds the process while the content arrives.
 bool layout_first(const MigrateOptions& opts, const SenderLink& link) {
-  static const char* e = std::getenv("LIBCKPT_LAYOUT_FIRST");
-  return !opts.live && (link.features & kFeatureLayoutFirst) && !(e && std::strcmp(e, "off") == 0);
+  return !opts.live && (link.features & kFeatureLayoutFirst);
 }
 
 }  // namespace

@@ -69,8 +69,7 @@ Result<Staging> make_staging(const std::string& keep_dir, const std::string& nam
                      : ::getenv("TMPDIR")            ? ::getenv("TMPDIR")
                                                      : "/tmp";
   CKPT_ASSIGN(s, make_locked_dir(base, kPrefix));
-  static const char* huge = std::getenv("LIBCKPT_STAGING_HUGE");  // A/B runs
-  s.mounted = !(huge && std::strcmp(huge, "off") == 0) && mount_huge_tmpfs(s.dir);
+  s.mounted = mount_huge_tmpfs(s.dir);
   return s;
 }
 

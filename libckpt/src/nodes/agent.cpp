@@ -24,6 +24,7 @@ Status checkpoint(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const 
   o.pid = pid_t(req.a);
   o.tree = true;
   o.tcp_established = true;  // connections to the other nodes' parts
+  o.log = cfg.log;
   if (o.pid <= 0) return fail(w, make_error(EINVAL, "no root PID given"));
   job::RoundHooks hooks;
   hooks.frozen = [&] { return report_and_wait(w, r, {kFrozen}); };
@@ -39,6 +40,7 @@ Status restore(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const Mes
   RestoreOptions o;
   o.dir = cfg.dir;
   o.generation = req.a;
+  o.log = cfg.log;
   if (o.generation == 0) {
     auto gens = image::list_generations(cfg.dir);
     if (!gens.ok() || gens->empty())

@@ -3,6 +3,7 @@
 // coordinator and the next one waited for (docs/nodes.md).
 #pragma once
 
+#include <ckpt/ckpt.hpp>
 #include <ckpt/result.hpp>
 #include <cstdint>
 #include <string>
@@ -15,6 +16,7 @@ struct AgentConfig {
   std::vector<uint8_t> token;  // shared with cr_job
   std::string token_file;      // the same, for a migration to another agent
   double timeout = 60;         // per read from the coordinator
+  LogFn log;                   // what a session did (DaemonOptions::log)
 };
 
 // Serves the connection `fd` (not yet authenticated) to its end. A

@@ -1,12 +1,10 @@
-// cr_noded's loop (daemon.hpp).
+// The per-node agent service (daemon.hpp).
 #include "nodes/daemon.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,11 +26,6 @@
 namespace ckpt::nodes {
 
 namespace {
-
-volatile sig_atomic_t g_stop = 0;
-void on_stop(int) {
-  g_stop = 1;
-}
 
 Result<UniqueFd> listen_on(const std::string& where) {
   std::string host, port;
@@ -62,14 +55,31 @@ Result<UniqueFd> listen_on(const std::string& where) {
 
 }  // namespace
 
-namespace {
+Result<std::unique_ptr<Daemon>> Daemon::open(const DaemonOptions& opts) {
+  std::unique_ptr<Daemon> d(new Daemon(opts));
+  d->cfg_.dir = opts.dir;
+  d->cfg_.timeout = opts.timeout;
+  d->cfg_.token_file = opts.token_file;
+  d->cfg_.log = opts.log;
+  CKPT_ASSIGN(d->cfg_.token, migrate::load_token(opts.token_file));
+  CKPT_TRY(image::ensure_dir(opts.dir));
+  d->clean_after_sessions();  // a daemon killed with its sessions
+  CKPT_ASSIGN(d->listener_, listen_on(opts.listen));
+  d->next_sweep_ = now_seconds() + 2;
+  return d;
+}
+
+void Daemon::note(const std::string& line) const {
+  if (opts_.log) opts_.log(LogKind::note, line);
+}
 
 // What dead sessions left: the connection locks of a session killed in the
 // middle of a round (the kernel released the processes it had frozen), and
 // its generation's .tmp- directory.
-void clean_after_sessions(const std::string& dir, double grace) {
-  if (int n = sweep_dead_sessions(dir, grace); n > 0)
-    std::fprintf(stderr, "cr_noded: removed %d connection lock(s) left by a dead session\n", n);
+void Daemon::clean_after_sessions() {
+  const std::string& dir = opts_.dir;
+  if (int n = sweep_dead_sessions(dir, opts_.timeout); n > 0)
+    note("removed " + std::to_string(n) + " connection lock(s) left by a dead session");
   image::remove_stale_temps(dir);
   // A destination session's staging directory, .incoming-PID-XXXXXX.
   if (DIR* d = ::opendir(dir.c_str())) {
@@ -84,64 +94,46 @@ void clean_after_sessions(const std::string& dir, double grace) {
   }
 }
 
-}  // namespace
-
-Status run_daemon(const DaemonOptions& opts) {
-  AgentConfig cfg;
-  cfg.dir = opts.dir;
-  cfg.timeout = opts.timeout;
-  cfg.token_file = opts.token_file;
-  CKPT_ASSIGN(cfg.token, migrate::load_token(opts.token_file));
-  CKPT_TRY(image::ensure_dir(opts.dir));
-  clean_after_sessions(opts.dir, opts.timeout);  // a daemon killed with its sessions
-  CKPT_ASSIGN(UniqueFd lfd, listen_on(opts.listen));
-  // Restored jobs outlive the session that built them: they become ours.
-  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return sys_error("PR_SET_CHILD_SUBREAPER");
-  struct sigaction sa {};
-  sa.sa_handler = on_stop;
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
-  std::fprintf(stderr, "cr_noded: listening on %s, checkpoints in %s\n", opts.listen.c_str(),
-               opts.dir.c_str());
-  std::set<pid_t> sessions;
-  double next_sweep = now_seconds() + 2;
-  while (!g_stop) {
-    int st = 0;
-    for (pid_t p; (p = ::waitpid(-1, &st, WNOHANG)) > 0;) {
-      if (sessions.erase(p)) {
-        if (WIFSIGNALED(st)) {
-          std::fprintf(stderr, "cr_noded: session %d killed by signal %d\n", p, WTERMSIG(st));
-          clean_after_sessions(opts.dir, opts.timeout);
-        }
-        continue;
+void Daemon::reap() {
+  int st = 0;
+  for (pid_t p; (p = ::waitpid(-1, &st, WNOHANG)) > 0;) {
+    if (sessions_.erase(p)) {
+      if (WIFSIGNALED(st)) {
+        note("session " + std::to_string(p) + " killed by signal " + std::to_string(WTERMSIG(st)));
+        clean_after_sessions();
       }
-      if (WIFSIGNALED(st))
-        std::fprintf(stderr, "cr_noded: process %d ended by signal %d\n", p, WTERMSIG(st));
-      else
-        std::fprintf(stderr, "cr_noded: process %d exited with %d\n", p, WEXITSTATUS(st));
+      continue;
     }
-    // Also now and then: a session killed together with a previous daemon
-    // may have been a zombie (not yet reaped by its new parent) at start.
-    if (const double t = now_seconds(); t >= next_sweep) {
-      clean_after_sessions(opts.dir, opts.timeout);
-      next_sweep = t + 2;
-    }
-    pollfd pfd{lfd.get(), POLLIN, 0};
-    if (::poll(&pfd, 1, 200) <= 0) continue;
-    UniqueFd conn(::accept4(lfd.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!conn.valid()) continue;
-    const pid_t child = ::fork();
-    if (child < 0) return sys_error("fork");
-    if (child == 0) {
-      lfd.reset();
-      journal_locks(opts.dir);
-      Status s = serve_session(conn.get(), cfg);
-      close_journal();
-      if (!s.ok()) std::fprintf(stderr, "cr_noded: session: %s\n", s.error().message.c_str());
-      ::_exit(s.ok() ? 0 : 1);
-    }
-    sessions.insert(child);
+    if (WIFSIGNALED(st))
+      note("process " + std::to_string(p) + " ended by signal " + std::to_string(WTERMSIG(st)));
+    else
+      note("process " + std::to_string(p) + " exited with " + std::to_string(WEXITSTATUS(st)));
   }
+}
+
+Status Daemon::step(int wait_ms) {
+  reap();
+  // Also now and then: a session killed together with a previous daemon
+  // may have been a zombie (not yet reaped by its new parent) at start.
+  if (const double t = now_seconds(); t >= next_sweep_) {
+    clean_after_sessions();
+    next_sweep_ = t + 2;
+  }
+  pollfd pfd{listener_.get(), POLLIN, 0};
+  if (::poll(&pfd, 1, wait_ms) <= 0) return {};
+  UniqueFd conn(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!conn.valid()) return {};
+  const pid_t child = ::fork();
+  if (child < 0) return sys_error("fork");
+  if (child == 0) {
+    listener_.reset();
+    journal_locks(opts_.dir);
+    Status s = serve_session(conn.get(), cfg_);
+    close_journal();
+    if (!s.ok()) note("session: " + s.error().message);
+    ::_exit(s.ok() ? 0 : 1);
+  }
+  sessions_.insert(child);
   return {};
 }
 

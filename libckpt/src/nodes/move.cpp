@@ -48,9 +48,13 @@ namespace {
 // A migration that ends before COMMIT: the address may be on its way here
 // (the source was lost while cr_job moved it), so the locks stay; the
 // daemon removes them later unless the address is here (lock_journal).
-void keep_until_settled(const std::vector<sockets::Connection>& locked) {
+void note(const AgentConfig& cfg, const std::string& line) {
+  if (cfg.log) cfg.log(LogKind::note, line);
+}
+
+void keep_until_settled(const AgentConfig& cfg, const std::vector<sockets::Connection>& locked) {
   if (locked.empty()) return;
-  std::fprintf(stderr, "cr_noded: %zu lock(s) kept until the address settles\n", locked.size());
+  note(cfg, std::to_string(locked.size()) + " lock(s) kept until the address settles");
 }
 
 }  // namespace
@@ -153,9 +157,8 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
           if (Status s = sockets::lock_connection(c); !s.ok()) return refuse(s.error());
           locked.push_back(c);
         }
-        std::fprintf(stderr,
-                     "cr_noded: generation %llu received, %zu connections to other nodes locked\n",
-                     static_cast<unsigned long long>(done), locked.size());
+        note(cfg, "generation " + std::to_string(done) + " received, " +
+                      std::to_string(locked.size()) + " connections to other nodes locked");
         std::vector<uint8_t> p;
         migrate::put_u64(p, done);
         CKPT_TRY(w.send(migrate::kApplied, p.data(), p.size()));
@@ -167,6 +170,7 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
         if (f.len != 8 || committed) return refuse(make_error(EPROTO, "unexpected COMMIT"));
         RestoreOptions o;
         o.dir = staging;
+        o.log = cfg.log;
         o.generation = migrate::get_u64(f.data);
         // The locks stay on failure: the address may be here until cr_job
         // moves it back, and the other node must not see a reset meanwhile.
@@ -184,19 +188,21 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
         if (!res.ok()) return refuse(res.error().context("restoring the part"));
         committed = true;
         committed_gen = o.generation;
-        std::fprintf(stderr, "cr_noded: part restored in %.3f s, root PID %d (%llu processes)\n",
-                     res->seconds, res->pid, static_cast<unsigned long long>(res->processes));
+        char line[128];
+        std::snprintf(line, sizeof line, "part restored in %.3f s, root PID %d (%llu processes)",
+                      res->seconds, res->pid, static_cast<unsigned long long>(res->processes));
+        note(cfg, line);
         // The address came with the part: the neighbours learn its new
         // link-layer address now rather than after their entry expires.
         if (int n = announce_addresses(locked); n > 0)
-          std::fprintf(stderr, "cr_noded: %d address(es) announced (gratuitous ARP)\n", n);
+          note(cfg, std::to_string(n) + " address(es) announced (gratuitous ARP)");
         break;
       }
       case migrate::kDone:
         if (!committed) return make_error(EPROTO, "DONE before COMMIT");
         return {};
       case migrate::kError:
-        if (!committed) keep_until_settled(locked);
+        if (!committed) keep_until_settled(cfg, locked);
         return make_error(ECANCELED,
                           "sender: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
       default:
@@ -205,7 +211,7 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
     }
     auto next = r.next();
     if (!next.ok()) {
-      if (!committed) keep_until_settled(locked);
+      if (!committed) keep_until_settled(cfg, locked);
       return next.error().context("the sending agent");
     }
     f = *next;

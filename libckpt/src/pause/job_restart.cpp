@@ -119,6 +119,7 @@ Result<PauseStats> pause_job_by_restart(const PauseOptions& opts, uint64_t gen,
   RestoreOptions ro;
   ro.dir = opts.dir;
   ro.generation = gen;
+  ro.log = opts.log;
   auto rs = restore_process(ro);
   if (!rs.ok())
     return rs.error().context(

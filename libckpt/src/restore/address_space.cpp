@@ -24,7 +24,6 @@
 #include "proc/maps.hpp"
 #include "restore/batch_verifier.hpp"
 #include "restore/uffd_fill.hpp"
-#include "util/env.hpp"
 #include "util/hash.hpp"
 #include "util/phase_trace.hpp"
 #include "util/text.hpp"
@@ -393,8 +392,6 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
     compressed = compressed || (!sl.zero() && sl.run->compressed());
   unsigned workers =
       compressed ? std::max(2u, std::min(4u, std::thread::hardware_concurrency())) : 1;
-  const auto verify_threads = env_number("LIBCKPT_VERIFY_THREADS");  // A/B runs
-  if (verify_threads) workers = unsigned(std::clamp(*verify_threads, 1LL, 16LL));
   std::vector<std::set<const image::PageRun*>> checked(workers);  // a run may feed several batches
   // The page file's pages of batch b: read ahead for the next batch, page
   // tables of this one filled in one call rather than one fault per 64 KiB
@@ -414,7 +411,7 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   // Plain content is checked by the writer itself, run by run, just before
   // it copies the run: the run (at most 1 MiB) is still in the CPU's cache
   // for the copy, which a checker running batches ahead left to memory.
-  const bool fused = !compressed && !verify_threads && env_number("LIBCKPT_RESTORE_FUSED") != 0;
+  const bool fused = !compressed;
   std::optional<BatchVerifier> verifier;
   if (!fused)
     verifier.emplace(batches.size(), workers, 4, [&](size_t b, unsigned t) -> Status {
@@ -517,9 +514,8 @@ Status AddressSpaceBuilder::write_content(const ProgressFn& progress, MemoryStat
   // which a writer running behind could still be reading): faulting in the
   // new process's memory is most of a restore on a VM (clearing fresh pages),
   // and faults in different places of one process proceed in parallel.
-  const bool two = last_use.empty() && batches.size() > 1 &&
-                   std::thread::hardware_concurrency() >= 2 &&
-                   env_number("LIBCKPT_RESTORE_WRITERS") != 1;
+  const bool two =
+      last_use.empty() && batches.size() > 1 && std::thread::hardware_concurrency() >= 2;
   Part parts[2];
   if (two) {
     std::thread second([&] { write_part(1, 2, &parts[1], false); });
@@ -602,9 +598,10 @@ Status AddressSpaceBuilder::build_layout() {
   return map_vmas();
 }
 
-Status AddressSpaceBuilder::build(const ProgressFn& progress, MemoryStats* stats) {
+Status AddressSpaceBuilder::build(const ProgressFn& progress, MemoryStats* stats,
+                                  const LogFn* log) {
   if (!chain_) return make_error(EINVAL, "a layout-only builder has no content to write");
-  PhaseTrace pt("build");
+  PhaseTrace pt("build", log);
   CKPT_TRY(build_layout());
   pt.mark("layout");
   CKPT_TRY(write_content(progress, stats));

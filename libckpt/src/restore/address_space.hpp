@@ -46,7 +46,7 @@ class AddressSpaceBuilder {
       : pid_(pid), chain_(nullptr), meta_(layout), plan_(nullptr), rs_(rs) {}
 
   // Steps 1-5 (a builder of a chain only).
-  Status build(const ProgressFn& progress, MemoryStats* stats);
+  Status build(const ProgressFn& progress, MemoryStats* stats, const LogFn* log = nullptr);
   // Steps 1-4: the mappings, empty. Content may then be written where
   // layout_may_get_content() holds.
   Status build_layout();

@@ -409,7 +409,7 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFil
           break;
         }
         case FileKind::kTcp: {
-          CKPT_ASSIGN(UniqueFd fd, sockets::restore_tcp(f, what, &shared->repaired));
+          CKPT_ASSIGN(UniqueFd fd, sockets::restore_tcp(f, what, &shared->repaired, shared->log));
           source = keep(std::move(fd));
           break;
         }

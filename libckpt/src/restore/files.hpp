@@ -65,6 +65,7 @@ struct SharedFiles {
   sockets::UdpJob udp_sockets;    // UDP sockets: queues refilled, then connected
   tty::Pairs ptys;
   std::vector<UniqueFd> owned;  // this process's copies, kept until every member has its own
+  const LogFn* log = nullptr;   // the caller's (RestoreOptions::log): waits worth telling
 };
 
 // Ends what prepare_files had to leave half done until every file of the

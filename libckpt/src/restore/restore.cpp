@@ -72,7 +72,7 @@ struct Rebuilt {
 Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& plan,
                const RebuildOptions& opts, pid_t join_pgid,
                const std::vector<restore::HeldLock>& locks, RestoreStats* stats, Rebuilt* out) {
-  PhaseTrace pb("rebuild");
+  PhaseTrace pb("rebuild", &opts.user.log);
   CKPT_ASSIGN(user_regs_struct base, proc::get_regs(pid));
   out->rs = std::make_unique<proc::RemoteSyscall>(pid, base,
                                                   reinterpret_cast<uint64_t>(ckpt_inject_insn));
@@ -89,7 +89,7 @@ Status rebuild(pid_t pid, const image::Chain& chain, const image::RestorePlan& p
   restore::AddressSpaceBuilder& builder = *out->builder;
   builder.map_shared_from(opts.shared_memory);
   restore::MemoryStats ms;
-  CKPT_TRY(builder.build(opts.user.progress, &ms));
+  CKPT_TRY(builder.build(opts.user.progress, &ms, &opts.user.log));
   CKPT_TRY(restore::take_locks(pid, builder, locks));
   pb.mark("build");
   stats->pages_written += ms.pages_written;
@@ -165,7 +165,7 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
 Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const ReadyHook& ready,
                                            const ReleaseHook& before_release) {
   const double t0 = now_seconds();
-  PhaseTrace pr("restore");
+  PhaseTrace pr("restore", &opts.log);
   dirty::LedgerHold hints;  // the trackers' side state: written once the job runs
   bool newest = false;
   uint64_t gen = 0;
@@ -239,6 +239,7 @@ Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const Rea
     // once every member holds its own.
     restore::SharedFiles shared;
     shared.hold_outside = bool(ready);
+    shared.log = &opts.log;
     for (auto [key, fd] : shm.deleted_files()) shared.deleted[key] = fd;  // mapped and open
     for (const image::JobShare& s : job.shares)
       shared.share_of[{s.pid, s.fd}] = {s.owner_pid, s.owner_fd};

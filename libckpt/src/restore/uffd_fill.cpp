@@ -15,7 +15,6 @@
 
 #include "mem/kernel_abi.hpp"
 #include "proc/fd_links.hpp"
-#include "util/env.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::restore {
@@ -49,7 +48,6 @@ std::vector<mem::Range> UffdFill::eligible(const std::vector<image::VmaRecord>& 
 UffdFill::UffdFill(pid_t pid, const CallFn& call, const std::vector<mem::Range>& ranges)
     : pid_(pid) {
   if (ranges.empty()) return;
-  if (env_number("LIBCKPT_RESTORE_UFFD") == 0) return;  // A/B runs
   // User-mode faults only: nobody serves faults here, and a kernel-mode
   // access to a page not filled yet (none is made) fails with EFAULT
   // instead of waiting. It needs no privilege either (vm.unprivileged_userfaultfd).

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <ckpt/ckpt.hpp>
 #include <ckpt/result.hpp>
 #include <set>
 #include <string>
@@ -43,9 +44,10 @@ struct Repaired {
 };
 
 // Creates the socket of `f`. A connection comes back in repair mode and is
-// appended to `repaired`.
+// appended to `repaired`. A listener that waits for old connections to
+// leave its port says so to `log`.
 Result<UniqueFd> restore_tcp(const image::FileRecord& f, const std::string& what,
-                             std::vector<Repaired>* repaired);
+                             std::vector<Repaired>* repaired, const LogFn* log = nullptr);
 
 // A connection to a peer outside the job kept in repair mode past the
 // restore of the files, until the peer's side exists too (a job across

@@ -180,7 +180,8 @@ std::string holders_of(uint16_t port) {
 // may still be on its way) are waited for: the kernel does not destroy
 // those, and they end within a round trip or a retransmission.
 // Anything else in the way is an error.
-Status listen_again(int sock, const Endpoint& local, int backlog, const std::string& what) {
+Status listen_again(int sock, const Endpoint& local, int backlog, const std::string& what,
+                    const LogFn* log) {
   bool said = false, can_destroy = true;
   for (int tries = 0;; ++tries) {
     if (::listen(sock, backlog) == 0) return {};
@@ -191,9 +192,8 @@ Status listen_again(int sock, const Endpoint& local, int backlog, const std::str
       continue;
     }
     can_destroy = false;
-    if (!said)
-      std::fprintf(stderr, "%s: waiting for the TIME-WAIT of old connections (at most 60 s)\n",
-                   what.c_str());
+    if (!said && log && *log)
+      (*log)(LogKind::note, what + ": waiting for the TIME-WAIT of old connections (at most 60 s)");
     said = true;
     ::usleep(100 * 1000);
   }
@@ -202,7 +202,7 @@ Status listen_again(int sock, const Endpoint& local, int backlog, const std::str
 }  // namespace
 
 Result<UniqueFd> restore_tcp(const FileRecord& f, const std::string& what,
-                             std::vector<Repaired>* repaired) {
+                             std::vector<Repaired>* repaired, const LogFn* log) {
   const auto& p = f.params;
   if (p.size() < image::kTcpParams) return make_error(EBADMSG, what + ": TCP record is malformed");
   const int family = int(p[image::kTcpFamily]);
@@ -236,7 +236,8 @@ Result<UniqueFd> restore_tcp(const FileRecord& f, const std::string& what,
     const bool reuse_for_listen = state == TCP_LISTEN && bound;
     if (reuse || reuse_for_listen)
       CKPT_TRY(set_int(s, SOL_SOCKET, SO_REUSEADDR, 1, what, "SO_REUSEADDR"));
-    if (state == TCP_LISTEN) CKPT_TRY(listen_again(s, local, int(p[image::kTcpBacklog]), what));
+    if (state == TCP_LISTEN)
+      CKPT_TRY(listen_again(s, local, int(p[image::kTcpBacklog]), what, log));
     if (reuse_for_listen && !reuse)
       CKPT_TRY(set_int(s, SOL_SOCKET, SO_REUSEADDR, 0, what, "SO_REUSEADDR"));
   } else {

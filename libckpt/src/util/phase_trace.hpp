@@ -1,34 +1,32 @@
-// Where a checkpoint's time goes, phase by phase, on stderr when
-// LIBCKPT_TRACE_PHASES is set (docs/performance.md uses it to split the
-// final freeze of a live checkpoint). Costs one getenv per process otherwise.
+// Where a call's time goes, phase by phase, told to the caller's log
+// (LogFn: "phase final copy 12.3 ms"); tools print it with --trace, and
+// docs/performance.md uses it to split a freeze. Costs nothing without a log.
 #pragma once
 
+#include <ckpt/ckpt.hpp>
 #include <cstdio>
-#include <cstdlib>
 
 #include "util/clock.hpp"
 
 namespace ckpt {
 
-inline bool phase_trace_on() {
-  static const bool on = std::getenv("LIBCKPT_TRACE_PHASES") != nullptr;
-  return on;
-}
-
-// Prints the time since the previous mark (or since construction).
+// Tells the time since the previous mark (or since construction).
 class PhaseTrace {
  public:
-  explicit PhaseTrace(const char* scope)
-      : scope_(scope), t_(phase_trace_on() ? now_seconds() : 0) {}
+  PhaseTrace(const char* scope, const LogFn* log)
+      : scope_(scope), log_(log && *log ? log : nullptr), t_(log_ ? now_seconds() : 0) {}
   void mark(const char* phase) {
-    if (!phase_trace_on()) return;
+    if (!log_) return;
     const double t = now_seconds();
-    std::fprintf(stderr, "phase %s %-24s %8.2f ms\n", scope_, phase, (t - t_) * 1e3);
+    char line[160];
+    std::snprintf(line, sizeof line, "phase %s %-24s %8.2f ms", scope_, phase, (t - t_) * 1e3);
+    (*log_)(LogKind::trace, line);
     t_ = t;
   }
 
  private:
   const char* scope_;
+  const LogFn* log_;
   double t_;
 };
 
