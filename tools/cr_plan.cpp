@@ -584,10 +584,6 @@ int main(int argc, char** argv) {
       "frozen migration or pause, spare nodes. Times in seconds or with a unit (90s, 2min,\n"
       "1.25h, 1d, 100y); sizes in bytes or with a unit (125M, 4Gi). Formulas: docs/policy.md."};
   app.require_subcommand(1);
-  // Usage errors in one line too, like every other refusal.
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return std::string(kTool) + ": " + e.what() + " (see --help)\n";
-  });
   Common c;
   Inputs in;
   auto common = [&](CLI::App* sub) {

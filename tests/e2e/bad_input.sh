@@ -21,7 +21,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/lib.sh"
 
 TESTS=(no-such-pid has-children not-traceable readonly-dir private-dir disk-full scratch-limit corrupt-pages corrupt-addr
-  corrupt-meta corrupt-header truncated-pages restart-missing pid-taken)
+  corrupt-meta corrupt-header truncated-pages restart-missing pid-taken usage-errors)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
   echo "  TEST: ${TESTS[*]}" >&2
@@ -214,6 +214,26 @@ offset_in_data() {
 }
 
 case $TEST in
+  usage-errors)
+    # Every tool: an unknown option, a missing required one, a bad value:
+    # status 2 and one line on stderr that names the tool.
+    for t in cr_full cr_incr cr_compact cr_untrack cr_restart cr_info cr_check cr_recv cr_migrate \
+      cr_noded cr_job cr_pause cr_run cr_plan; do
+      for args in "--no-such-option" "" "--dir"; do
+        [[ $t == cr_check && -z $args ]] && continue # needs nothing
+        [[ $t == cr_check && $args == --dir ]] && continue
+        # shellcheck disable=SC2086 # the words of args on purpose
+        tool "$BIN_DIR/$t" $args
+        expect_refusal "$t ${args:-(no arguments)}"
+        ((TOOL_RC == 2)) || fail "$t ${args:-(no arguments)}: status $TOOL_RC, not 2 (a usage error)"
+        [[ $(first_line "$WORK/tool.err") == "$t: "* ]] || fail "$t ${args:-(no arguments)}: the line does not name the tool"
+      done
+    done
+    tool "$BIN_DIR/cr_full" --dir "$WORK/ck" --adaptive maybe 1
+    expect_refusal "cr_full --adaptive maybe"
+    ((TOOL_RC == 2)) || fail "cr_full --adaptive maybe: status $TOOL_RC, not 2"
+    pass "every tool's usage error is one line naming it, status 2"
+    ;;
   no-such-pid)
     start_target 16 200 # a bystander: nothing may happen to it either
     sleep 0 &

@@ -100,7 +100,7 @@ case $MODE in
       # shellcheck disable=SC2086 # two words on purpose
       "$BIN_DIR/cr_full" --dir "$WORK/bad" $bad "$PID" 2>"$WORK/tool.err" || rc=$?
       ((rc != 0)) || fail "cr_full $bad succeeded"
-      # (CLI11 adds "Run with --help" after a bad value: the first line is the cause.)
+      is_one_line "$WORK/tool.err" || fail "cr_full $bad: not one line on stderr"
       [[ $(first_line "$WORK/tool.err") == *compress* ]] || fail "cr_full $bad: no cause naming --compress: $(first_line "$WORK/tool.err")"
       st=$(proc_state "$PID")
       [[ $st != T && $st != t && $st != Z && $st != - ]] || fail "target not running after cr_full $bad (state $st)"

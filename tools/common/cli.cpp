@@ -32,6 +32,11 @@ int fail(const std::string& tool, const std::string& message) {
   return 1;
 }
 
+int usage_error(const std::string& tool, const std::string& message) {
+  std::fprintf(stderr, "%s: %s (see --help)\n", tool.c_str(), message.c_str());
+  return 2;
+}
+
 int fail(const std::string& tool, const Error& e) {
   return fail(tool, e.message);
 }
@@ -150,8 +155,18 @@ void add_trace_option(CLI::App& app, LogFn& log, const std::string& tool) {
 int parse(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line naming the tool, as every other refusal (README).
+    const char* slash = argc > 0 ? std::strrchr(argv[0], '/') : nullptr;
+    const char* tool = argc > 0 ? (slash ? slash + 1 : argv[0]) : "cr";
+    std::fprintf(stderr, "%s: %s (see --help)\n", tool, e.what());
+    return 2;
   }
   return -1;
 }

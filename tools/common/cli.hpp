@@ -11,6 +11,9 @@ namespace ckpt::cli {
 // Prints "tool: cause" on stderr and returns the exit status for it.
 int fail(const std::string& tool, const Error& e);
 int fail(const std::string& tool, const std::string& message);
+// The same for a usage error found after parsing: "tool: message (see
+// --help)", status 2.
+int usage_error(const std::string& tool, const std::string& message);
 
 // A progress callback that draws one self-erasing line on stderr when it is
 // a terminal and the work has taken more than half a second.
@@ -47,7 +50,9 @@ LogFn stderr_log(const std::string& tool, bool trace);
 // print traces too (each phase's time).
 void add_trace_option(CLI::App& app, LogFn& log, const std::string& tool);
 
-// Runs CLI11's parse; returns -1 to continue, or the exit status to return.
+// Runs CLI11's parse; returns -1 to continue, or the exit status to return:
+// 0 after --help, 2 after a usage error, which is one line on stderr
+// ("TOOL: what is wrong (see --help)").
 int parse(CLI::App& app, int argc, char** argv);
 
 }  // namespace ckpt::cli

@@ -49,33 +49,35 @@ int main(int argc, char** argv) {
   app.add_option("command", command, "the job's command and arguments (after --)");
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
   if (dir.empty() && resume.empty())
-    return ckpt::cli::fail("cr_run", "say --dir DIR or --resume DIR");
+    return ckpt::cli::usage_error("cr_run", "say --dir DIR or --resume DIR");
   if (interval == "auto") {
     sched.auto_interval = true;
     sched.interval_s = 0;
     sched.mtbf_s = cr_run::AutoInterval::kDefaultMtbf_s;
     if (!mtbf.empty()) {
       auto m = cr_run::parse_duration(mtbf);
-      if (!m) return ckpt::cli::fail("cr_run", "--mtbf: not a positive duration: " + mtbf);
+      if (!m) return ckpt::cli::usage_error("cr_run", "--mtbf: not a positive duration: " + mtbf);
       sched.mtbf_s = *m;
     }
     cr_run::AutoInterval first(sched.mtbf_s);  // the provisional plan must hold
     if (std::string err; !first.plan(err))
-      return ckpt::cli::fail("cr_run", "--interval auto --mtbf " + mtbf + ": " + err);
+      return ckpt::cli::usage_error("cr_run", "--interval auto --mtbf " + mtbf + ": " + err);
   } else {
     char* end = nullptr;
     sched.interval_s = std::strtod(interval.c_str(), &end);
     if (interval.empty() || *end || !(sched.interval_s >= 0 && sched.interval_s <= 1e9))
-      return ckpt::cli::fail("cr_run", "--interval: not seconds in [0, 1e9] or auto: " + interval);
-    if (!mtbf.empty()) return ckpt::cli::fail("cr_run", "--mtbf needs --interval auto");
+      return ckpt::cli::usage_error("cr_run",
+                                    "--interval: not seconds in [0, 1e9] or auto: " + interval);
+    if (!mtbf.empty()) return ckpt::cli::usage_error("cr_run", "--mtbf needs --interval auto");
   }
   if (!resume.empty() && (iv->count() || mt->count() || buf->count()))
-    return ckpt::cli::fail(
+    return ckpt::cli::usage_error(
         "cr_run", "--resume keeps the recorded schedule: no --interval, --mtbf or --buffered");
   if (!resume.empty() && !command.empty())
-    return ckpt::cli::fail("cr_run", "--resume takes no command: it runs the recorded one");
+    return ckpt::cli::usage_error("cr_run", "--resume takes no command: it runs the recorded one");
   if (!dir.empty() && command.empty())
-    return ckpt::cli::fail("cr_run", "no command: cr_run --dir DIR [options] -- COMMAND ARGS...");
+    return ckpt::cli::usage_error("cr_run",
+                                  "no command: cr_run --dir DIR [options] -- COMMAND ARGS...");
 
   FILE* out = stderr;
   if (!log_path.empty()) {
