@@ -14,7 +14,8 @@ void AutoInterval::checkpoint_done(double total_s, bool full) {
   ++count_;
   C_ = sum_s_ / count_;
   // R, until a restore is measured: the newest full's cost. A restore reads
-  // about what that full wrote (docs/performance.md: R_f was 0.3-0.7 O_f).
+  // about what that full wrote, and takes less time than writing it did
+  // (docs/performance.md, "Restore").
   if (full && r_source_[0] != 'r') {
     R_ = total_s;
     r_source_ = "full";

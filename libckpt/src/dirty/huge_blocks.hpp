@@ -3,7 +3,8 @@
 // Write-protecting a PMD-mapped huge page whole keeps it huge, but the
 // program's first write to it then splits it into 512 small mappings: with
 // asynchronous write-protect the kernel resolves that fault at 4 KiB (probe
-// and numbers: docs/performance.md, "Speed after a restore"). A program that
+// and numbers: docs/performance.md, "Huge pages under pagemap-scan
+// tracking"). A program that
 // asked for huge pages (MADV_HUGEPAGE) lost them after its first checkpoint
 // or restore, and ran up to 4x slower until khugepaged (which refuses
 // protected entries) could not give them back.
