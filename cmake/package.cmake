@@ -4,12 +4,17 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# The SONAME counts incompatible changes of what the shared library exports:
-# the C API of ckpt.h and plan.h, and the C++ API of the public headers
-# (libckpt/libckpt.map lists it). The C structs grow by appending fields
-# behind their `size`, so they do not need a new SONAME.
-set(CKPT_ABI_VERSION 1)
-target_compile_definitions(ckpt PRIVATE CKPT_VERSION_STRING="${PROJECT_VERSION}")
+# The shared library exports the C API of ckpt.h and plan.h, nothing else
+# (libckpt/libckpt.map): its SONAME is the project's major version, which
+# counts incompatible changes of that API. The C structs grow by appending
+# fields behind their `size`, so they need no new SONAME. The C++ API of
+# the public .hpp headers is not part of this ABI: C++ programs link
+# libckpt.a (libckpt::ckpt_static), built with the same headers.
+set(CKPT_ABI_VERSION ${PROJECT_VERSION_MAJOR})
+target_compile_definitions(ckpt PRIVATE CKPT_VERSION_STRING="${PROJECT_VERSION}"
+  CKPT_BUILD_VERSION_MAJOR=${PROJECT_VERSION_MAJOR}
+  CKPT_BUILD_VERSION_MINOR=${PROJECT_VERSION_MINOR}
+  CKPT_BUILD_VERSION_PATCH=${PROJECT_VERSION_PATCH})
 
 # The shared library is the static one (built PIC) linked whole, so the
 # sources are compiled once; the version script hides everything that is

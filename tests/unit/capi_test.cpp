@@ -2,9 +2,11 @@
 // the handle and the thread, never a crash; a real process checkpointed and
 // restored attached (the caller's child) and detached (not its child).
 #include <ckpt/ckpt.h>
+#include <ckpt/plan.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -160,6 +162,130 @@ TEST(CApi, NewerStructsAndBadFields) {
   EXPECT_EQ(msg(x.c), "");
 }
 
+TEST(CApi, FreedAndGarbageHandlesAreRefused) {
+  ckpt_ctx* c = nullptr;
+  ASSERT_EQ(ckpt_ctx_new(CKPT_API_VERSION, &c), 0);
+  ckpt_ctx_free(c);
+  EXPECT_EQ(ckpt_set_progress(c, nullptr, nullptr), -EINVAL);
+  EXPECT_NE(std::string(ckpt_last_message()).find("not a handle"), std::string::npos)
+      << ckpt_last_message();
+  EXPECT_EQ(ckpt_verify(c, "/tmp", 0), -EINVAL);
+  EXPECT_NE(std::string(ckpt_ctx_message(c)).find("not a handle"), std::string::npos);
+  ckpt_ctx_free(c);  // twice: ignored
+  // Never read through: an address nothing maps.
+  auto* garbage = reinterpret_cast<ckpt_ctx*>(uintptr_t(0xdead0000));
+  EXPECT_EQ(ckpt_verify(garbage, "/tmp", 0), -EINVAL);
+  EXPECT_EQ(ckpt_set_progress(garbage, nullptr, nullptr), -EINVAL);
+  EXPECT_NE(std::string(ckpt_ctx_message(garbage)).find("not a handle"), std::string::npos);
+  ckpt_ctx_free(garbage);
+}
+
+TEST(CApi, ReservedMustBeZero) {
+  Ctx x;
+  ckpt_checkpoint_opts co{};
+  co.size = sizeof co;
+  co.dir = "/tmp/x";
+  co.pid = 1;
+  co.reserved = 1;
+  EXPECT_EQ(ckpt_checkpoint_full(x.c, &co, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("reserved"), std::string::npos) << msg(x.c);
+  ckpt_restore_opts ro{};
+  ro.size = sizeof ro;
+  ro.dir = "/tmp/x";
+  ro.reserved = 2;
+  EXPECT_EQ(ckpt_restore(x.c, &ro, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("reserved"), std::string::npos) << msg(x.c);
+  ckpt_pause_opts po{};
+  po.size = sizeof po;
+  po.dir = "/tmp/x";
+  po.pid = 1;
+  po.reserved = 3;
+  EXPECT_EQ(ckpt_pause(x.c, &po, nullptr), -EINVAL);
+  ckpt_migrate_opts mo{};
+  mo.size = sizeof mo;
+  mo.reserved = 4;
+  EXPECT_EQ(ckpt_migrate(x.c, &mo, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("reserved"), std::string::npos) << msg(x.c);
+}
+
+TEST(CApi, VersionsAgree) {
+  EXPECT_EQ(ckpt_version_number(), unsigned(CKPT_VERSION_NUMBER));
+  EXPECT_EQ(std::string(ckpt_version()), std::to_string(CKPT_VERSION_MAJOR) + "." +
+                                             std::to_string(CKPT_VERSION_MINOR) + "." +
+                                             std::to_string(CKPT_VERSION_PATCH));
+  EXPECT_EQ(ckpt_check_version(CKPT_VERSION_MAJOR, CKPT_VERSION_MINOR), 0);
+  EXPECT_EQ(ckpt_check_version(CKPT_VERSION_MAJOR, 0), 0);
+  EXPECT_EQ(ckpt_check_version(CKPT_VERSION_MAJOR + 1, 0), -EINVAL);
+  EXPECT_NE(std::string(ckpt_last_message()).find("not compatible"), std::string::npos);
+  EXPECT_EQ(ckpt_check_version(CKPT_VERSION_MAJOR, CKPT_VERSION_MINOR + 1), -EINVAL);
+}
+
+TEST(CApi, OutputBeyondTheLibrarysStructIsZeroed) {
+  // A caller built against a newer, longer result struct.
+  struct Longer {
+    ckpt_plan_interval_result r;
+    uint64_t future;
+  } out;
+  std::memset(&out, 0xa5, sizeof out);
+  out.r.size = sizeof out;
+  ckpt_plan_interval_opts in{};
+  in.size = sizeof in;
+  in.checkpoint_s = 23;
+  in.restart_s = 30;
+  in.mtbf_s = 4500;
+  ASSERT_EQ(ckpt_plan_interval(&in, &out.r, nullptr, 0), 0) << ckpt_last_message();
+  EXPECT_EQ(out.r.size, sizeof out);
+  EXPECT_GT(out.r.young_daly_period_s, 400);
+  EXPECT_EQ(out.future, 0u);
+  // plan.h's failures are the thread's message too.
+  in.mtbf_s = -1;
+  char buf[8];
+  EXPECT_EQ(ckpt_plan_interval(&in, &out.r, buf, sizeof buf), -EINVAL);
+  EXPECT_NE(std::string(ckpt_last_message()), "");
+  EXPECT_EQ(std::strlen(buf), sizeof buf - 1);  // truncated to the caller's buffer
+}
+
+// Out of memory inside the library (a tiny RLIMIT_AS, in a child): every
+// call returns, none terminates the caller, and the message says so.
+TEST(CApi, OutOfMemoryIsAnErrorNotAnAbort) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ckpt_ctx* c = nullptr;
+    if (ckpt_ctx_new(CKPT_API_VERSION, &c) != 0) _exit(10);
+    // Room for the call's first steps, not for its buffers.
+    rlimit lim{};
+    std::ifstream status("/proc/self/status");
+    unsigned long vm_kb = 0;
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmSize:", 0) == 0) vm_kb = std::stoul(line.substr(7));
+    lim.rlim_cur = lim.rlim_max = (vm_kb + 256) * 1024;
+    if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(11);
+    int enomem = 0;
+    for (int i = 0; i < 20; ++i) {
+      ckpt_plan_mesh mesh{};
+      mesh.size = sizeof mesh;
+      mesh.q = 3;
+      for (int d = 0; d < 3; ++d) mesh.dims[d] = 200;  // 8e6 nodes: a rank map of 32 MB
+      mesh.spare_dims = 1;
+      mesh.thickness = 1;
+      int ranks[4];
+      size_t n = 4;
+      int failed = 0;
+      int rc =
+          ckpt_plan_substitute(&mesh, &failed, 1, CKPT_PLAN_SLIDE_HYBRID, ranks, &n, nullptr, 0);
+      if (rc == -ENOMEM && std::strstr(ckpt_last_message(), "out of memory")) ++enomem;
+      (void)ckpt_verify(c, "/proc/self", 0);  // any answer, but an answer
+    }
+    _exit(enomem > 0 ? 0 : 12);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFEXITED(st)) << "the child was killed by signal " << WTERMSIG(st)
+                             << " (an exception crossed the C API?)";
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "no call reported ENOMEM (12: none; 10, 11: setup)";
+}
+
 TEST(CApi, MessagesArePerThread) {
   Ctx x;
   ckpt_ctx* bad = nullptr;
@@ -290,10 +416,14 @@ TEST(CApi, CheckpointAndRestoreAttachedAndDetached) {
   kill(pid, SIGKILL);
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
 
-  // Detached: runs, but is not our child.
+  // Detached: runs, but is not our child; its progress still reaches the
+  // callback, on this thread.
   ro.flags = CKPT_RESTORE_DETACH;
   rs = {sizeof rs};
+  const int attached_calls = calls[CKPT_PHASE_RESTORE];
   ASSERT_EQ(ckpt_restore(x.c, &ro, &rs), 0) << msg(x.c);
+  EXPECT_GT(calls[CKPT_PHASE_RESTORE], attached_calls) << "no progress from a detached restore";
+  EXPECT_EQ(g_off_thread, 0) << "detached progress reported on another thread";
   EXPECT_EQ(rs.pid, pid);
   EXPECT_NE(parent_of(pid), getpid());
   EXPECT_EQ(waitpid(pid, &status, WNOHANG), -1);

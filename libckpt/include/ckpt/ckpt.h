@@ -12,10 +12,17 @@
  *    last cause, also for failures that had no handle (NULL). A handle is
  *    used by one thread at a time.
  *  - Every struct starts with `size`: set it to sizeof the struct your code
- *    was compiled with. Fields are only ever appended. Options need at least
- *    the fields of API version 1 (CKPT_*_OPTS_SIZE_V1); a bigger struct is
- *    accepted when the fields this library does not know are zero. Outputs
- *    (stats, may be NULL) are written up to their `size`.
+ *    was compiled with, and zero the rest before setting fields (= {0} or
+ *    designated initializers). Fields are only ever appended. Options need
+ *    at least the fields of API version 1 (CKPT_*_OPTS_SIZE_V1); a bigger
+ *    struct is accepted when the fields this library does not know are
+ *    zero, and every options struct's `reserved` must be zero (it fills what
+ *    would be padding, where a newer field could otherwise go unseen).
+ *    Outputs (stats, may be NULL) are written up to their `size`; what the
+ *    caller's struct has beyond this library's is zeroed.
+ *  - No C++ exception, abort or signal handler crosses this API: out of
+ *    memory is -ENOMEM, a thread that cannot be made its -errno.
+ *  - Messages are at most 511 bytes.
  *  - A failed checkpoint leaves the target running as before; a failed
  *    restore leaves nothing behind; no partial generation becomes visible.
  */
@@ -30,7 +37,18 @@
 extern "C" {
 #endif
 
-/* The API this header describes; pass it to ckpt_ctx_new(). */
+/* The library this header comes with. ckpt_version_number() is the one
+ * running: the two may differ when the program runs against a newer
+ * libckpt.so of the same major version. */
+#define CKPT_VERSION_MAJOR 2
+#define CKPT_VERSION_MINOR 0
+#define CKPT_VERSION_PATCH 0
+#define CKPT_VERSION_NUMBER \
+  (CKPT_VERSION_MAJOR * 10000 + CKPT_VERSION_MINOR * 100 + CKPT_VERSION_PATCH)
+
+/* The behaviour of the calls this header describes; pass it to
+ * ckpt_ctx_new(). It changes only when a call's meaning changes for
+ * callers that do not change (new calls, fields and flags do not). */
 #define CKPT_API_VERSION 1
 
 typedef struct ckpt_ctx ckpt_ctx;
@@ -46,8 +64,13 @@ const char* ckpt_ctx_message(const ckpt_ctx* ctx);
 /* The calling thread's last failure cause, whatever the handle. */
 const char* ckpt_last_message(void);
 
-/* The library's version, "MAJOR.MINOR.PATCH". */
+/* The running library's version, "MAJOR.MINOR.PATCH", and as a number
+ * (MAJOR * 10000 + MINOR * 100 + PATCH, as CKPT_VERSION_NUMBER). */
 const char* ckpt_version(void);
+unsigned ckpt_version_number(void);
+/* 0 when the running library has everything of version major.minor (the
+ * same major, a minor at least as high), else -EINVAL with a message. */
+int ckpt_check_version(unsigned major, unsigned minor);
 
 /* The dirty trackers the options' `tracker` accepts besides "auto", best
  * first ("auto" picks the first this kernel supports): the name at `index`,
@@ -85,6 +108,7 @@ struct ckpt_checkpoint_opts {
   /* appended after V1 (a V1-sized struct reads as 0): zstd level 1-19 for
    * page content, 0 = stored plain (docs/format.md, compressed runs) */
   int compress_level;
+  int reserved; /* must be 0 */
 };
 #define CKPT_CHECKPOINT_OPTS_SIZE_V1 \
   (offsetof(struct ckpt_checkpoint_opts, tracker) + sizeof(char*))
@@ -123,9 +147,11 @@ enum ckpt_restore_flags {
   CKPT_RESTORE_NEW_PID = 1u << 0, /* a new PID when the original one is taken */
   CKPT_RESTORE_FORCE = 1u << 1,   /* even if files changed on disk since the checkpoint */
   /* Detached: the restored job is not the caller's child (it is restored by
-   * a short-lived intermediate process and reparented to the nearest child
-   * subreaper, or init); the caller cannot wait for it. Without it (attached)
-   * the restored root is the caller's child and the caller must reap it. */
+   * a short-lived intermediate process that this call forks, and reparented
+   * to the nearest child subreaper, or init); the caller cannot wait for it.
+   * Progress still reaches the callback on the calling thread. Without it
+   * (attached) the restored root is the caller's child and the caller must
+   * reap it. */
   CKPT_RESTORE_DETACH = 1u << 2
 };
 
@@ -134,6 +160,7 @@ struct ckpt_restore_opts {
   const char* dir;
   uint64_t generation; /* 0: the newest committed generation */
   unsigned flags;      /* enum ckpt_restore_flags */
+  unsigned reserved;   /* must be 0 */
 };
 #define CKPT_RESTORE_OPTS_SIZE_V1 (offsetof(struct ckpt_restore_opts, flags) + sizeof(unsigned))
 
@@ -197,6 +224,7 @@ struct ckpt_pause_opts {
   size_t size;
   const char* dir; /* checkpoint directory of this process */
   pid_t pid;
+  int reserved; /* must be 0 */
 };
 #define CKPT_PAUSE_OPTS_SIZE_V1 (offsetof(struct ckpt_pause_opts, pid) + sizeof(pid_t))
 
@@ -227,6 +255,7 @@ struct ckpt_migrate_opts {
   const char* tracker;     /* live: NULL or "auto", or one of ckpt_tracker_name() */
   double timeout_seconds;  /* 0: 60 */
   double deadline_seconds; /* live: 0: 60 */
+  uint64_t reserved;       /* must be 0 */
 };
 #define CKPT_MIGRATE_OPTS_SIZE_V1 \
   (offsetof(struct ckpt_migrate_opts, deadline_seconds) + sizeof(double))

@@ -1,12 +1,16 @@
 /* Checkpoint policy for launchers and resource managers: the C face of
  * ckpt/plan.hpp (formulas in docs/policy.md).
  *
- * Every call returns 0 or -errno (-EINVAL for nonsense figures, -ENOSPC when
- * no spare is left); nothing is kept between calls. Every struct starts with
- * `size`: set it to sizeof the struct your code was compiled with, so a
- * newer library knows which fields you have (fields are only ever appended;
- * fields beyond `size` read as 0 and are not written). `msg`, when not NULL,
- * receives a one-line cause on error (NUL-terminated, truncated to msg_len). */
+ * The conventions of ckpt/ckpt.h, without a handle. Every call returns 0 or
+ * -errno (-EINVAL for nonsense figures, -ENOSPC when no spare is left);
+ * nothing is kept between calls. Every struct starts with `size`: set it to
+ * sizeof the struct your code was compiled with, so a newer library knows
+ * which fields you have (fields are only ever appended; fields beyond
+ * `size` read as 0 and are not written; a struct bigger than this
+ * library's is accepted when what it does not know is zero, and its output
+ * beyond that is zeroed). The one-line cause of a failure is the thread's
+ * ckpt_last_message() (ckpt/ckpt.h), and also goes to `msg` when it is not
+ * NULL (NUL-terminated, truncated to msg_len). No C++ exception crosses. */
 #ifndef CKPT_PLAN_H
 #define CKPT_PLAN_H
 
@@ -97,6 +101,7 @@ struct ckpt_plan_mesh {
   int dims[8];
   int spare_dims;
   int thickness;
+  int reserved; /* must be 0 */
 };
 
 enum ckpt_plan_slide {

@@ -59,12 +59,16 @@ int checkpoint(ckpt_ctx* ctx, const ckpt_checkpoint_opts* in, ckpt_checkpoint_st
 
 extern "C" int ckpt_checkpoint_full(ckpt_ctx* ctx, const struct ckpt_checkpoint_opts* opts,
                                     struct ckpt_checkpoint_stats* stats) {
-  return checkpoint(ctx, opts, stats, true, "ckpt_checkpoint_full");
+  return guarded(ctx, "ckpt_checkpoint_full", [&]() -> int {
+    return checkpoint(ctx, opts, stats, true, "ckpt_checkpoint_full");
+  });
 }
 
 extern "C" int ckpt_checkpoint_incremental(ckpt_ctx* ctx, const struct ckpt_checkpoint_opts* opts,
                                            struct ckpt_checkpoint_stats* stats) {
-  return checkpoint(ctx, opts, stats, false, "ckpt_checkpoint_incremental");
+  return guarded(ctx, "ckpt_checkpoint_incremental", [&]() -> int {
+    return checkpoint(ctx, opts, stats, false, "ckpt_checkpoint_incremental");
+  });
 }
 
 extern "C" void ckpt_release_buffers(void) {
