@@ -37,7 +37,7 @@ if [[ $PHASE == all || $PHASE == build ]]; then
   # -O1 with line tables only, as libFuzzer's docs suggest: 10-20 % less compile
   # time per file than RelWithDebInfo (-O2 -g); this build is CI's largest item.
   # A unity build (16 sources per compiler run; the unit tests stay one per
-  # file): 644 s of one core instead of about 1,000 (2026-11-27).
+  # file): about a third less compile time.
   cmake -S . -B build-san -DCMAKE_BUILD_TYPE=None -DCMAKE_C_FLAGS="-O1 -gline-tables-only" \
     -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCKPT_SANITIZE=ON -DCKPT_FUZZ=ON \
     -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
@@ -61,17 +61,15 @@ run_unit() {
   # Excluded here (they pass in the normal build): the seccomp sandbox tests,
   # because ASan's runtime makes calls outside the allowlists in the sandboxed
   # child (SIGSYS), and PagemapScan.BlockedSystemCallsFinish, whose timing
-  # does not hold under ASan (24.7 s measured); the cli.* cases, whose tools this
+  # does not hold under ASan; the cli.* cases, whose tools this
   # pass does not build (they run in the normal build); and the PagemapScan
   # cases that track a forked test process through many rounds of huge-page
   # and adaptive scans: a forked ASan process carries ASan's shadow mappings
   # (terabytes of address space), and each scan over them costs seconds of
-  # kernel time (2026-11-24: AdaptiveHotAndColdNeverMissAWrite 0.6 s in the
-  # normal build, 225 s here, almost all system time; HugePagesStayHuge*
-  # 196 and 283 s; HugeBlockRewrittenWithSameContentStaysHuge did not see its
-  # block protected within its rounds; ANewFullArmsBlocksFoundHotOnTheirSample
-  # 72 s on a quiet machine; SampledArm* 42 and 44 s alone, 2026-11-25, clean),
-  # beyond the 300 s limit when the host's tests run alongside; and WarmLayout.*,
+  # kernel time (AdaptiveHotAndColdNeverMissAWrite takes minutes instead of
+  # a second, almost all system time; HugeBlockRewrittenWithSameContentStaysHuge
+  # does not see its block protected within its rounds), beyond the 300 s
+  # limit when the host's tests run alongside; and WarmLayout.*,
   # which build a forked test process again from its layout: ASan's shadow
   # mapping (16 TiB, MAP_NORESERVE, which images do not record yet) cannot be
   # mapped again (ENOMEM), after a minute of checkpointing it. They run in

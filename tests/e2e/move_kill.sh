@@ -260,8 +260,8 @@ ns_leftovers() {
     [[ $p == "${RPID:-}" || $p == "${1:-}" ]] && continue
     local cmd
     cmd=$({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null) || continue # (ended meanwhile)
-    # The init's own fork on its way to exec its next sleep (seen under load
-    # in CI of 2026-11-29): it still carries the init's command line.
+    # The init's own fork on its way to exec its next sleep (seen under
+    # load): it still carries the init's command line.
     [[ $cmd == "$init_cmd" ]] && continue
     [[ ${1:-} == copies && $cmd == *"$T_DIR/ready"* ]] && continue
     [[ $cmd == sleep* ]] && continue
@@ -418,8 +418,8 @@ trial() {
         wait "$HOLDER" 2>/dev/null
         how="ended with status $?"
       fi
-      # Where each side waits (CI failures of 2026-11-28 left the process
-      # sleeping, traced or not, with cr_restart running).
+      # Where each side waits (a failure can leave the process sleeping,
+      # traced or not, with cr_restart running).
       local where
       tracer=$(tracer_of "$PID")
       where="tracer $tracer ($({ tr '\0' ' ' <"/proc/$tracer/cmdline"; } 2>/dev/null | cut -c1-80))"

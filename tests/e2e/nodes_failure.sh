@@ -390,8 +390,8 @@ move_case move-link-dst C 12 link
 move_case move-kill-src-takeover B - takeover-kill
 move_case move-kill-src-committed B 16:18 committed
 # The same, with C's session alive 1.5 s after it has let the part go (its
-# lock released): asked where the part runs, C waits for it (CI flake of
-# 2026-11-29: "no part with root PID ... runs here").
+# lock released): asked where the part runs, C waits for it (not "no part
+# with root PID ... runs here").
 move_case move-kill-src-committed-slow B 16:18 committed 1500
 move_case move-kill-src-commit-sent C 9 commit-sent
 # Not a failure: a move that succeeds, whose takeover does not flush A's

@@ -1,5 +1,5 @@
 // Tracking records (dirty/ledger) name the boot they were written in: /run
-// survives a reboot on some machines (this VM's is on its root disk), and
+// survives a reboot on some machines (where it is on the root disk), and
 // the same PID, start time and PID namespace can then name another process.
 #include <dirent.h>
 #include <gtest/gtest.h>

@@ -68,7 +68,7 @@ unsigned long long pid_namespace() {
 }
 
 // The first 8 hex digits of this boot's id: /run is not a tmpfs everywhere
-// (this VM's is on its root disk), and after a reboot the same PID, start
+// (some machines keep it on their root disk), and after a reboot the same PID, start
 // time and PID namespace (the initial one's number is fixed) can name
 // another process (a service started at the same point of every boot).
 const std::string& boot_tag() {

@@ -251,8 +251,8 @@ Status serve_where(FrameWriter& w, const AgentConfig& cfg, const Message& req) {
   }
   // A part restored here is a child of the daemon (our parent) once its
   // session ended. The session's lock goes before its children are handed
-  // over (it still has to return and exit, which under load took long
-  // enough for a wrong "not here": CI of 2026-11-29), so a part whose parent
+  // over (it still has to return and exit, which under load can take long
+  // enough for a wrong "not here"), so a part whose parent
   // is one of our sessions, running or exiting, is waited for.
   for (;;) {
     char state = 0;

@@ -1,7 +1,7 @@
 // System calls run in a process being rebuilt in one round trip each batch
 // (proc::RemoteSyscall::call_batch) instead of one per call: an injected
-// call costs two ptrace stops, 0.15-0.25 ms each on this VM, and rebuilding
-// a small process's mappings took about 40 of them.
+// call costs two ptrace stops, costly in a VM, and rebuilding a small
+// process's mappings takes tens of them.
 #pragma once
 
 #include <sys/types.h>
