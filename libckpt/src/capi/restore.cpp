@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "capi/handle.hpp"
+#include "util/fd.hpp"
 
 namespace {
 
@@ -33,15 +34,7 @@ void fill(const ckpt::RestoreStats& r, ckpt_restore_stats& s) {
 }
 
 bool write_all(int fd, const void* data, size_t len) {
-  const char* p = static_cast<const char*>(data);
-  while (len) {
-    ssize_t n = ::write(fd, p, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    len -= size_t(n);
-  }
-  return true;
+  return ckpt::write_all(fd, data, len, "the detached restore's pipe").ok();
 }
 
 bool read_all(int fd, void* data, size_t len) {
