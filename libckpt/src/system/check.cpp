@@ -29,10 +29,12 @@ std::vector<FeatureCheck> check_system() {
   out.push_back({"restore-pid", cr,
                  cr ? "can create a process with a chosen PID (clone3 set_tid)"
                     : "needs root or CAP_CHECKPOINT_RESTORE to restore the original PID"});
-  bool res = root || has_effective_cap(CAP_SYS_RESOURCE);
-  out.push_back({"restore-mm", res,
-                 res ? "can set the mm fields (prctl PR_SET_MM_MAP)"
-                     : "needs root or CAP_SYS_RESOURCE for PR_SET_MM_MAP"});
+  // PR_SET_MM_MAP's other fields need nothing; its executable link needs
+  // CAP_CHECKPOINT_RESTORE (docs/security.md, "Restores by unprivileged users").
+  out.push_back({"restore-mm", cr,
+                 cr ? "can set the mm fields and the executable link (prctl PR_SET_MM_MAP)"
+                    : "needs root or CAP_CHECKPOINT_RESTORE to set the executable link "
+                      "(PR_SET_MM_MAP with exe_fd)"});
   std::string scope = "no Yama: ptrace rights follow uid and capabilities";
   if (auto s = read_file("/proc/sys/kernel/yama/ptrace_scope"); s.ok())
     scope = "Yama ptrace_scope " + s->substr(0, s->find('\n'));
