@@ -199,8 +199,9 @@ TEST(CApi, ReservedMustBeZero) {
   po.size = sizeof po;
   po.dir = "/tmp/x";
   po.pid = 1;
-  po.reserved = 3;
+  po.flags = 1u << 7;
   EXPECT_EQ(ckpt_pause(x.c, &po, nullptr), -EINVAL);
+  EXPECT_NE(msg(x.c).find("unknown flags"), std::string::npos) << msg(x.c);
   ckpt_migrate_opts mo{};
   mo.size = sizeof mo;
   mo.reserved = 4;
@@ -329,6 +330,41 @@ pid_t start_sleep() {
   while (read(p[0], &c, 1) < 0 && errno == EINTR) {
   }
   close(p[0]);
+  return pid;
+}
+
+// A job of three: a shell and its two `sleep`s, started as start_sleep does.
+pid_t start_job() {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
+    for (int fd = 3; fd < 1024; ++fd)
+      if (fd != p[1]) close(fd);
+    execl("/bin/sh", "sh", "-c", "sleep 60 & sleep 60 & wait", (char*)nullptr);
+    _exit(127);
+  }
+  close(p[1]);
+  char c;
+  while (read(p[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  close(p[0]);
+  // Until both children run `sleep`.
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream kids("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) +
+                       "/children");
+    int a = 0, b = 0;
+    if ((kids >> a >> b) && a > 0 && b > 0) {
+      char ea[64] = {}, eb[64] = {};
+      if (readlink(("/proc/" + std::to_string(a) + "/exe").c_str(), ea, sizeof ea - 1) > 0 &&
+          readlink(("/proc/" + std::to_string(b) + "/exe").c_str(), eb, sizeof eb - 1) > 0 &&
+          std::strstr(ea, "sleep") && std::strstr(eb, "sleep"))
+        return pid;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   return pid;
 }
 
@@ -465,6 +501,52 @@ TEST(CApi, CheckpointAndRestoreAttachedAndDetached) {
   }
   EXPECT_LT(ckpt_verify(x.c, dir.c_str(), 0), 0);
   EXPECT_NE(msg(x.c), "");
+}
+
+// A job through the C API: checkpointed with CKPT_TREE, rolled back with
+// CKPT_PAUSE_TREE (kill and restore: the root becomes the caller's child),
+// its tracking ended with ckpt_untrack.
+TEST(CApi, AJobIsCheckpointedPausedAndUntracked) {
+  if (geteuid() != 0) GTEST_SKIP() << "restore with the original PIDs needs root";
+  ckpt::testing::TempDir tmp;
+  const std::string dir = tmp.path() + "/ck";
+  Ctx x;
+  const pid_t root = start_job();
+  ASSERT_GT(root, 0);
+  ckpt_checkpoint_opts co{};
+  co.size = sizeof co;
+  co.dir = dir.c_str();
+  co.pid = root;
+  co.flags = CKPT_TREE;
+  ckpt_checkpoint_stats st{sizeof st};
+  ASSERT_EQ(ckpt_checkpoint_full(x.c, &co, &st), 0) << msg(x.c);
+  EXPECT_EQ(st.processes, 3u);
+  ckpt_pause_opts po{};
+  po.size = sizeof po;
+  po.dir = dir.c_str();
+  po.pid = root;
+  po.flags = CKPT_PAUSE_TREE;
+  ckpt_pause_stats ps{sizeof ps};
+  ASSERT_EQ(ckpt_pause(x.c, &po, &ps), 0) << msg(x.c);
+  EXPECT_EQ(ps.restarted, 1);
+  EXPECT_EQ(ps.processes, 3u);
+  EXPECT_EQ(ps.pid, root);
+  EXPECT_EQ(parent_of(root), getpid());
+  // The restored job's tracking (armed by the restore when the chain's
+  // tracker is a kernel one) handed back.
+  ckpt_untrack_stats us{sizeof us};
+  ASSERT_EQ(ckpt_untrack(x.c, dir.c_str(), &us), 0) << msg(x.c);
+  EXPECT_EQ(us.processes, 3u);
+  EXPECT_LE(us.released, 3u);
+  EXPECT_STREQ(us.tracker, st.tracker);
+  {
+    std::ifstream kids("/proc/" + std::to_string(root) + "/task/" + std::to_string(root) +
+                       "/children");
+    for (int k; kids >> k;) kill(k, SIGKILL);
+  }
+  kill(root, SIGKILL);
+  int status = 0;
+  EXPECT_EQ(waitpid(root, &status, 0), root);
 }
 
 }  // namespace

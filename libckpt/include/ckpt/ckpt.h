@@ -96,7 +96,12 @@ enum ckpt_checkpoint_flags {
   CKPT_FORCE = 1u << 3, /* full: move another process's chain in dir aside */
   /* TCP connections to peers outside the job saved in repair mode (held back
    * while frozen; with CKPT_KILL until the restore rebuilds them) */
-  CKPT_TCP_ESTABLISHED = 1u << 4
+  CKPT_TCP_ESTABLISHED = 1u << 4,
+  /* memory pre-copied while the job runs, the job frozen only for what it
+   * wrote since (a kernel dirty tracker; not with compress_level) */
+  CKPT_LIVE = 1u << 5,
+  /* no fsync: an OS crash may lose this generation, never show half of one */
+  CKPT_NO_SYNC = 1u << 6
 };
 
 struct ckpt_checkpoint_opts {
@@ -218,13 +223,31 @@ struct ckpt_compact_stats {
 /* Folds the newest chain in dir into one full generation, offline. */
 int ckpt_compact(ckpt_ctx* ctx, const char* dir, struct ckpt_compact_stats* stats);
 
+struct ckpt_untrack_stats {
+  size_t size;
+  uint64_t processes; /* members of the newest generation found running */
+  uint64_t released;  /* of those, the ones that still held the tracker */
+  char tracker[24];   /* the chain's, NUL-terminated */
+};
+/* Ends the dirty-page tracking the chain in dir keeps in its running
+ * process or job (cr_untrack): it is handed back clean; the chain stays
+ * restorable and its next incremental saves everything. */
+int ckpt_untrack(ckpt_ctx* ctx, const char* dir, struct ckpt_untrack_stats* stats);
+
 /* ---- Pause (rollback in place) ------------------------------------------- */
+
+enum ckpt_pause_flags {
+  /* the job of pid (also implied by a chain taken with CKPT_TREE): rolled
+   * back by kill and restore with the same PIDs; its root is then the
+   * caller's child */
+  CKPT_PAUSE_TREE = 1u << 0
+};
 
 struct ckpt_pause_opts {
   size_t size;
   const char* dir; /* checkpoint directory of this process */
   pid_t pid;
-  int reserved; /* must be 0 */
+  unsigned flags; /* appended after V1: enum ckpt_pause_flags */
 };
 #define CKPT_PAUSE_OPTS_SIZE_V1 (offsetof(struct ckpt_pause_opts, pid) + sizeof(pid_t))
 
@@ -236,15 +259,26 @@ struct ckpt_pause_stats {
   uint64_t pages_dropped;
   double frozen_seconds;
   double seconds;
+  /* appended after V1 */
+  uint64_t processes; /* members rolled back */
+  pid_t pid;          /* the (root) process now running the checkpoint */
+  int restarted;      /* 1: a job, killed and restored with the same PIDs (the
+                       * root is the caller's child: wait for it); 0: in place */
 };
 
-/* Rolls process opts->pid back, in place, to the newest generation in
- * opts->dir (single processes). */
+/* Rolls process opts->pid back to the newest generation in opts->dir: a
+ * single process in place (the same process continues), a job by kill and
+ * restore with the same PIDs. */
 int ckpt_pause(ckpt_ctx* ctx, const struct ckpt_pause_opts* opts, struct ckpt_pause_stats* stats);
 
 /* ---- Migrate ------------------------------------------------------------- */
 
-enum ckpt_migrate_flags { CKPT_MIGRATE_LIVE = 1u << 0 /* else frozen */ };
+enum ckpt_migrate_flags {
+  CKPT_MIGRATE_LIVE = 1u << 0, /* else frozen */
+  CKPT_MIGRATE_TREE = 1u << 1, /* the process and all its descendants, as one job */
+  /* with CKPT_MIGRATE_TREE: connections to peers outside the job too */
+  CKPT_MIGRATE_TCP_ESTABLISHED = 1u << 2
+};
 
 struct ckpt_migrate_opts {
   size_t size;
@@ -267,6 +301,7 @@ struct ckpt_migrate_stats {
   uint64_t bytes_total;
   double migration_seconds;
   double downtime_seconds;
+  uint64_t processes; /* appended after V1: members moved */
 };
 
 /* Moves process opts->pid to the receiver; it ends here only once it runs

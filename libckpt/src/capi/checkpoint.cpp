@@ -16,8 +16,8 @@ int checkpoint(ckpt_ctx* ctx, const ckpt_checkpoint_opts* in, ckpt_checkpoint_st
     return fail(ctx, EINVAL, std::string(call) + ": compress_level is not 0 (off) or 1 to 19");
   if (int rc = check_dir(ctx, o.dir, call)) return rc;
   if (o.pid <= 0) return fail(ctx, EINVAL, std::string(call) + ": no target PID given");
-  constexpr unsigned known =
-      CKPT_TREE | CKPT_KILL | CKPT_DIRECT | CKPT_FORCE | CKPT_TCP_ESTABLISHED;
+  constexpr unsigned known = CKPT_TREE | CKPT_KILL | CKPT_DIRECT | CKPT_FORCE |
+                             CKPT_TCP_ESTABLISHED | CKPT_LIVE | CKPT_NO_SYNC;
   if (o.flags & ~known) return fail(ctx, EINVAL, std::string(call) + ": unknown flags");
   if (o.flags & CKPT_FORCE && !full)
     return fail(ctx, EINVAL, std::string(call) + ": CKPT_FORCE is for full checkpoints");
@@ -30,6 +30,8 @@ int checkpoint(ckpt_ctx* ctx, const ckpt_checkpoint_opts* in, ckpt_checkpoint_st
   opts.direct_io = o.flags & CKPT_DIRECT;
   opts.force = o.flags & CKPT_FORCE;
   opts.tcp_established = o.flags & CKPT_TCP_ESTABLISHED;
+  opts.live = o.flags & CKPT_LIVE;
+  opts.no_sync = o.flags & CKPT_NO_SYNC;
   if (o.tracker) opts.tracker = o.tracker;
   opts.compress_level = o.compress_level;
   opts.progress = progress(ctx, CKPT_PHASE_CHECKPOINT);

@@ -1,5 +1,6 @@
-// ckpt_generations / ckpt_info / ckpt_verify / ckpt_compact: reading a
-// checkpoint directory (the same readers as cr_info and cr_compact).
+// ckpt_generations / ckpt_info / ckpt_verify / ckpt_compact / ckpt_untrack:
+// a checkpoint directory read, folded, or its tracking ended (the same code
+// as cr_info, cr_compact and cr_untrack).
 #include "capi/handle.hpp"
 #include "image/chain_verify.hpp"
 #include "image/generation_dir.hpp"
@@ -115,6 +116,24 @@ extern "C" int ckpt_compact(ckpt_ctx* ctx, const char* dir, struct ckpt_compact_
     s.generations_folded = r->generations_folded;
     s.bytes_written = r->bytes_written;
     s.seconds = r->seconds;
+    write_out(s, out);
+    return ok(ctx);
+  });
+}
+
+extern "C" int ckpt_untrack(ckpt_ctx* ctx, const char* dir, struct ckpt_untrack_stats* out) {
+  return guarded(ctx, "ckpt_untrack", [&]() -> int {
+    if (int rc = check_ctx(ctx, "ckpt_untrack")) return rc;
+    if (int rc = check_dir(ctx, dir, "ckpt_untrack")) return rc;
+    if (int rc = check_out(ctx, out, "ckpt_untrack_stats")) return rc;
+    auto chain = ckpt::resolve_checkpoint_dir(dir);
+    if (!chain.ok()) return fail(ctx, chain.error());
+    auto r = ckpt::untrack(*chain);
+    if (!r.ok()) return fail(ctx, r.error());
+    ckpt_untrack_stats s{};
+    s.processes = r->processes;
+    s.released = r->released;
+    copy_str(s.tracker, r->tracker);
     write_out(s, out);
     return ok(ctx);
   });

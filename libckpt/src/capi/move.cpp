@@ -1,4 +1,4 @@
-// ckpt_pause and ckpt_migrate: a live process rolled back in place or moved
+// ckpt_pause and ckpt_migrate: a live process or job rolled back or moved
 // to another node.
 #include <ckpt/migrate.hpp>
 #include <ckpt/pause.hpp>
@@ -16,9 +16,11 @@ extern "C" int ckpt_pause(ckpt_ctx* ctx, const struct ckpt_pause_opts* in,
     if (int rc = check_out(ctx, out, "ckpt_pause_stats")) return rc;
     if (int rc = check_dir(ctx, o.dir, "ckpt_pause")) return rc;
     if (o.pid <= 0) return fail(ctx, EINVAL, "ckpt_pause: no target PID given");
+    if (o.flags & ~unsigned(CKPT_PAUSE_TREE)) return fail(ctx, EINVAL, "ckpt_pause: unknown flags");
     ckpt::PauseOptions opts;
     opts.dir = o.dir;
     opts.pid = o.pid;
+    opts.tree = o.flags & CKPT_PAUSE_TREE;
     auto r = ckpt::pause_process(opts);
     if (!r.ok()) return fail(ctx, r.error());
     ckpt_pause_stats s{};
@@ -28,6 +30,9 @@ extern "C" int ckpt_pause(ckpt_ctx* ctx, const struct ckpt_pause_opts* in,
     s.pages_dropped = r->pages_dropped;
     s.frozen_seconds = r->frozen_seconds;
     s.seconds = r->seconds;
+    s.processes = r->processes;
+    s.pid = r->pid;
+    s.restarted = r->how == "restart";
     write_out(s, out);
     return ok(ctx);
   });
@@ -44,8 +49,11 @@ extern "C" int ckpt_migrate(ckpt_ctx* ctx, const struct ckpt_migrate_opts* in,
     if (!o.token_file || !*o.token_file)
       return fail(ctx, EINVAL, "ckpt_migrate: no token file given");
     if (o.pid <= 0) return fail(ctx, EINVAL, "ckpt_migrate: no target PID given");
-    if (o.flags & ~unsigned(CKPT_MIGRATE_LIVE))
-      return fail(ctx, EINVAL, "ckpt_migrate: unknown flags");
+    constexpr unsigned known = CKPT_MIGRATE_LIVE | CKPT_MIGRATE_TREE | CKPT_MIGRATE_TCP_ESTABLISHED;
+    if (o.flags & ~known) return fail(ctx, EINVAL, "ckpt_migrate: unknown flags");
+    if ((o.flags & CKPT_MIGRATE_TCP_ESTABLISHED) && !(o.flags & CKPT_MIGRATE_TREE))
+      return fail(ctx, EINVAL,
+                  "ckpt_migrate: CKPT_MIGRATE_TCP_ESTABLISHED needs CKPT_MIGRATE_TREE");
     if (o.timeout_seconds < 0 || o.deadline_seconds < 0)
       return fail(ctx, EINVAL, "ckpt_migrate: negative timeout or deadline");
     ckpt::MigrateOptions opts;
@@ -53,6 +61,8 @@ extern "C" int ckpt_migrate(ckpt_ctx* ctx, const struct ckpt_migrate_opts* in,
     opts.token_file = o.token_file;
     opts.pid = o.pid;
     opts.live = o.flags & CKPT_MIGRATE_LIVE;
+    opts.tree = o.flags & CKPT_MIGRATE_TREE;
+    opts.tcp_established = o.flags & CKPT_MIGRATE_TCP_ESTABLISHED;
     if (o.tracker) opts.tracker = o.tracker;
     if (o.timeout_seconds > 0) opts.timeout_seconds = o.timeout_seconds;
     if (o.deadline_seconds > 0) opts.deadline_seconds = o.deadline_seconds;
@@ -65,6 +75,7 @@ extern "C" int ckpt_migrate(ckpt_ctx* ctx, const struct ckpt_migrate_opts* in,
     s.bytes_total = r->bytes_total;
     s.migration_seconds = r->migration_seconds;
     s.downtime_seconds = r->downtime_seconds;
+    s.processes = r->processes;
     write_out(s, out);
     return ok(ctx);
   });
