@@ -1,19 +1,17 @@
 // The open file descriptors of a frozen process (collect_files, declared in
-// dump/collect.hpp). What is saved and what is refused: docs/state.md.
-#include <arpa/inet.h>
+// dump/collect.hpp): listed from /proc, each classified and read by kind
+// (fd_kinds.hpp), then checked against what holds them outside the job.
+// What is saved and what is refused: docs/state.md.
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
 #include <netinet/in.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -21,9 +19,9 @@
 #include <vector>
 
 #include "dump/collect.hpp"
+#include "dump/fd_kinds.hpp"
 #include "dump/unsupported.hpp"
 #include "proc/fd_links.hpp"
-#include "proc/file_locks.hpp"
 #include "sockets/tcp.hpp"
 #include "sockets/udp.hpp"
 #include "sockets/unix.hpp"
@@ -35,349 +33,339 @@ namespace ckpt::dump {
 
 using image::FileKind;
 using image::FileRecord;
+using namespace fds;
 
 namespace {
 
-// What a checkpoint may carry in file content (deleted files, unread pipe
-// data): the metadata holds it, and restore reads the metadata into memory.
-constexpr uint64_t kMaxDeletedFileBytes = 64ull << 20;
-constexpr uint64_t kMaxSavedBytes = 256ull << 20;
+// One process's descriptors, collected in fd order into `out`. What the
+// kinds need of the job (its sockets, its pty masters, the other members'
+// descriptors) is read once, at its first use.
+class FdCollector {
+ public:
+  FdCollector(pid_t pid, const std::vector<pid_t>& job, bool tcp_outside,
+              std::vector<FileRecord>* out)
+      : pid_(pid),
+        job_(job),
+        members_(job.empty() ? std::vector<pid_t>{pid} : job),
+        tcp_outside_(tcp_outside),
+        fd_dir_(proc_path(pid, "fd")),
+        out_(out) {}
 
-// One fd as /proc shows it.
-struct RawFd {
-  int fd = -1;
-  std::string link;  // /proc/PID/fd/N target
-  std::string info;  // /proc/PID/fdinfo/N
-  struct stat st {};
+  Status list(int tracker_fd);
+  Status collect_all();
+  Status check_shared_links() const;
+
+ private:
+  Status collect(size_t i);
+  // A pipe or terminal on fds 0-2 that is not the job's own: it stays
+  // connected to the restorer's.
+  bool inherited_stdio(const RawFd& r, const FileRecord& f);
+  // The fd of an earlier record with the same open file description (dup,
+  // dup2, fork inheritance), or -1.
+  int dup_of(size_t i) const;
+  Status collect_by_kind(const RawFd& r, const std::string& what, FileRecord* f);
+  Status collect_regular(const RawFd& r, const std::string& what, FileRecord* f);
+  Status collect_fifo(const RawFd& r, const std::string& what, FileRecord* f);
+  Status collect_socket(const RawFd& r, const std::string& what, FileRecord* f);
+  Status collect_ptmx(const RawFd& r, const std::string& what, FileRecord* f);
+  Status refuse(const RawFd& r, const std::string& what, const FileRecord& f) const;
+  // The tool's own copy of a target fd, for what only the open file can say.
+  Result<UniqueFd> copy_of(int fd, const std::string& what);
+  bool held_by_other_member(const std::string& link);
+  std::string link_of(const RawFd& r) const { return fd_dir_ + "/" + std::to_string(r.fd); }
+  // A path that no process outside the job may hold too.
+  void must_not_be_shared(const std::string& path);
+
+  const pid_t pid_;
+  const std::vector<pid_t>& job_;
+  const std::vector<pid_t> members_;
+  const bool tcp_outside_;
+  const std::string fd_dir_;
+  std::vector<FileRecord>* out_;
+  std::vector<RawFd> raw_;
+  UniqueFd pidfd_;
+  std::optional<std::set<uint64_t>> job_sockets_;
+  std::optional<std::set<int>> pty_masters_;
+  std::optional<std::map<std::string, std::set<pid_t>>> member_links_;
+  uint64_t saved_bytes_ = 0;
+  std::vector<std::string> shared_links_;                       // pipes, FIFOs, pty slaves
+  std::map<std::pair<uint64_t, uint64_t>, int> first_of_file_;  // (dev, ino) -> its first fd
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint64_t>> pipe_params_, deleted_params_;
 };
 
-// The value after "KEY" at the start of a line of an fdinfo text (nullptr if absent).
-const char* field(const std::string& info, const char* key) {
-  size_t klen = std::strlen(key);
-  for (size_t at = 0; at < info.size();) {
-    if (info.compare(at, klen, key) == 0) return info.c_str() + at + klen;
-    at = info.find('\n', at);
-    if (at == std::string::npos) break;
-    ++at;
-  }
-  return nullptr;
-}
-
-long kcmp(pid_t pid, int type, unsigned long a, unsigned long b) {
-  return ::syscall(SYS_kcmp, pid, pid, type, a, b);
-}
-
-// ---- sockets: only described, for the refusal message ----------------------
-
-std::string ipv4(const std::string& hex8) {
-  uint32_t a = uint32_t(std::strtoul(hex8.c_str(), nullptr, 16));
-  char b[INET_ADDRSTRLEN];
-  ::inet_ntop(AF_INET, &a, b, sizeof b);
-  return b;
-}
-
-std::string ipv6(const std::string& hex32) {
-  uint32_t w[4];
-  for (int i = 0; i < 4; ++i)
-    w[i] = uint32_t(std::strtoul(hex32.substr(size_t(i) * 8, 8).c_str(), nullptr, 16));
-  char b[INET6_ADDRSTRLEN];
-  ::inet_ntop(AF_INET6, w, b, sizeof b);
-  return std::string("[") + b + "]";
-}
-
-// "ADDR:PORT" from /proc/net/tcp's "0100007F:1F90".
-std::string endpoint(const std::string& s) {
-  size_t colon = s.find(':');
-  if (colon == std::string::npos) return s;
-  std::string addr = s.substr(0, colon);
-  unsigned port = unsigned(std::strtoul(s.c_str() + colon + 1, nullptr, 16));
-  return (addr.size() == 32 ? ipv6(addr) : ipv4(addr)) + ":" + std::to_string(port);
-}
-
-// Finds socket inode `ino` in the target's /proc/PID/net tables.
-std::string describe_socket(pid_t pid, uint64_t ino) {
-  const std::string want = std::to_string(ino);
-  std::string found;
-  for (const char* table : {"tcp", "tcp6", "udp", "udp6"}) {
-    auto text = read_file(proc_path(pid, std::string("net/") + table));
-    if (!text.ok()) continue;
-    for_each_line(
-        *text,
-        [&](const std::string& line) {
-          char local[64], remote[64], inode[32];
-          unsigned st;
-          if (std::sscanf(line.c_str(), " %*s %63s %63s %x %*s %*s %*s %*s %*s %31s", local, remote,
-                          &st, inode) != 4 ||
-              want != inode)
-            return true;
-          bool tcp = table[0] == 't';
-          std::string what = tcp ? "TCP socket " : "UDP socket ";
-          if (tcp && st == 0x0A) {
-            found = what + "listening on " + endpoint(local);
-            return false;
-          }
-          std::string peer = endpoint(remote);
-          bool unconnected = peer.find_first_not_of("0.:[]") == std::string::npos ||
-                             peer.substr(peer.rfind(':')) == ":0";
-          found = what + endpoint(local) + (unconnected ? "" : " -> " + peer);
-          return false;
-        },
-        1);
-    if (!found.empty()) return found;
-  }
-  if (auto text = read_file(proc_path(pid, "net/unix")); text.ok()) {
-    for_each_line(
-        *text,
-        [&](const std::string& line) {
-          unsigned type = 0;
-          char inode[32];
-          int n = 0;
-          if (std::sscanf(line.c_str(), "%*s %*s %*s %*s %x %*s %31s%n", &type, inode, &n) < 2 ||
-              want != inode)
-            return true;
-          std::string path = line.substr(size_t(n));
-          path.erase(0, path.find_first_not_of(' '));
-          const char* kind = type == 1 ? "stream" : type == 2 ? "datagram" : "seqpacket";
-          found = std::string("UNIX ") + kind + " socket " + (path.empty() ? "(unnamed)" : path);
-          return false;
-        },
-        1);
-    if (!found.empty()) return found;
-  }
-  return "socket:[" + want + "] (not TCP, UDP or UNIX)";
-}
-
-// ---- pipes and FIFOs --------------------------------------------------------
-
-// The unread bytes of the pipe behind /proc/PID/fd/N, without consuming
-// them: a second read end (opened through /proc) tee(2)s the pipe's buffers
-// into a scratch pipe of the same capacity, and those are read back.
-Status peek_pipe(const std::string& link_path, const std::string& what, FileRecord* f) {
-  UniqueFd rd(::open(link_path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (!rd.valid()) return sys_error("opening " + what + " to read its unread data");
-  int cap = ::fcntl(rd.get(), F_GETPIPE_SZ);
-  int avail = 0;
-  if (cap < 0 || ::ioctl(rd.get(), FIONREAD, &avail) != 0) return sys_error(what);
-  f->params.assign(image::kPipeParams, 0);
-  f->params[image::kPipeCapacity] = uint64_t(cap);
-  if (avail == 0) return {};
-  int sp[2];
-  if (::pipe2(sp, O_CLOEXEC | O_NONBLOCK) != 0) return sys_error("pipe");
-  UniqueFd sr(sp[0]), sw(sp[1]);
-  if (::fcntl(sw.get(), F_SETPIPE_SZ, cap) < cap) return sys_error("sizing a scratch pipe");
-  ssize_t n = ::tee(rd.get(), sw.get(), size_t(avail), SPLICE_F_NONBLOCK);
-  if (n != avail)
-    return n < 0 ? sys_error("copying the unread data of " + what)
-                 : make_error(EIO, what + ": could copy only " + std::to_string(n) + " of " +
-                                       std::to_string(avail) + " unread bytes");
-  f->data.resize(size_t(avail));
-  size_t got = 0;
-  while (got < f->data.size()) {
-    ssize_t r = ::read(sr.get(), f->data.data() + got, f->data.size() - got);
-    if (r <= 0) return sys_error("reading the unread data of " + what);
-    got += size_t(r);
-  }
-  return {};
-}
-
-// Other processes that hold one of `files` (pipes by "pipe:[ino]", FIFOs by
-// path): a pipe shared with another process cannot be restored with only
-// one side of it. Returns the first one found, as "PID N (comm)".
-std::map<std::string, std::string> other_holders(pid_t pid, const std::vector<std::string>& links,
-                                                 const std::vector<pid_t>& job) {
-  std::map<std::string, std::string> out;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  const pid_t self = ::getpid();
-  while (dirent* e = ::readdir(d)) {
-    char* end;
-    long p = std::strtol(e->d_name, &end, 10);
-    if (*end || p <= 0 || p == pid || p == self ||
-        std::find(job.begin(), job.end(), pid_t(p)) != job.end())
-      continue;
-    std::string dir = "/proc/" + std::string(e->d_name) + "/fd";
-    DIR* fds = ::opendir(dir.c_str());
-    if (!fds) continue;
-    while (dirent* f = ::readdir(fds)) {
-      if (f->d_name[0] == '.') continue;
-      auto t = read_link(dir + "/" + f->d_name);
-      if (!t.ok() || out.count(*t) || std::find(links.begin(), links.end(), *t) == links.end())
-        continue;
-      auto c = read_file("/proc/" + std::string(e->d_name) + "/comm");
-      std::string comm = c.ok() ? *c : "?";
-      if (!comm.empty() && comm.back() == '\n') comm.pop_back();
-      out[*t] = "PID " + std::string(e->d_name) + " (" + comm + ")";
-    }
-    ::closedir(fds);
-  }
+Status FdCollector::list(int tracker_fd) {
+  DIR* d = ::opendir(fd_dir_.c_str());
+  if (!d) return sys_error("listing " + fd_dir_);
+  std::vector<int> fds;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') fds.push_back(std::atoi(e->d_name));
   ::closedir(d);
-  return out;
-}
-
-// ---- anonymous-inode files --------------------------------------------------
-
-Status collect_eventfd(const RawFd& r, const std::string& what, FileRecord* f) {
-  const char* count = field(r.info, "eventfd-count:");
-  const char* sem = field(r.info, "eventfd-semaphore:");
-  if (!count) return make_error(EPROTO, what + ": no eventfd-count in fdinfo");
-  if (!sem)
-    return make_error(ENOTSUP,
-                      what + ": this kernel does not report EFD_SEMAPHORE: not supported here");
-  f->params.assign(image::kEventfdParams, 0);
-  f->params[image::kEventfdCount] = std::strtoull(count, nullptr, 16);
-  f->params[image::kEventfdSemaphore] = std::strtoul(sem, nullptr, 10) ? 1 : 0;
-  return {};
-}
-
-Status collect_timerfd(const RawFd& r, const std::string& what, FileRecord* f) {
-  const char *clock = field(r.info, "clockid:"), *ticks = field(r.info, "ticks:"),
-             *sflags = field(r.info, "settime flags:"), *value = field(r.info, "it_value:"),
-             *interval = field(r.info, "it_interval:");
-  unsigned long long vs, vns, is, ins;
-  if (!clock || !ticks || !sflags || !value || !interval ||
-      std::sscanf(value, " (%llu, %llu)", &vs, &vns) != 2 ||
-      std::sscanf(interval, " (%llu, %llu)", &is, &ins) != 2)
-    return make_error(EPROTO, what + ": unexpected timerfd fdinfo");
-  f->params.assign(image::kTimerfdParams, 0);
-  const int clk = std::atoi(clock);
-  f->params[image::kTimerfdClock] = uint64_t(clk);
-  f->params[image::kTimerfdSetFlags] = std::strtoul(sflags, nullptr, 8);
-  f->params[image::kTimerfdValueNs] = vs * 1000000000ull + vns;
-  f->params[image::kTimerfdIntervalNs] = is * 1000000000ull + ins;
-  f->params[image::kTimerfdTicks] = std::strtoull(ticks, nullptr, 10);
-  if (f->params[image::kTimerfdValueNs]) {
-    // fdinfo shows the time left; the deadline on the timer's own clock lets
-    // restore keep an absolute wall-clock expiry (docs/state.md).
-    timespec now{};
-    int base = clk == CLOCK_REALTIME_ALARM   ? CLOCK_REALTIME
-               : clk == CLOCK_BOOTTIME_ALARM ? CLOCK_BOOTTIME
-                                             : clk;
-    if (::clock_gettime(base, &now) != 0) return sys_error(what + ": clock_gettime");
-    f->params[image::kTimerfdDeadlineNs] = uint64_t(now.tv_sec) * 1000000000ull +
-                                           uint64_t(now.tv_nsec) +
-                                           f->params[image::kTimerfdValueNs];
+  std::sort(fds.begin(), fds.end());
+  for (int fd : fds) {
+    RawFd r;
+    r.fd = fd;
+    const std::string link = fd_dir_ + "/" + std::to_string(fd);
+    auto target = read_link(link);
+    if (!target.ok()) continue;  // closed meanwhile
+    if (fd == tracker_fd && *target == "anon_inode:[userfaultfd]") continue;
+    r.link = *target;
+    CKPT_ASSIGN(r.info, read_file(proc_path(pid_, "fdinfo/") + std::to_string(fd)));
+    if (::stat(link.c_str(), &r.st) != 0)
+      return sys_error("fd " + std::to_string(fd) + ": " + r.link);
+    raw_.push_back(std::move(r));
   }
   return {};
 }
 
-Status collect_signalfd(const RawFd& r, const std::string& what, FileRecord* f) {
-  const char* mask = field(r.info, "sigmask:");
-  if (!mask) return make_error(EPROTO, what + ": no sigmask in fdinfo");
-  f->params.assign(image::kSignalfdParams, 0);
-  f->params[image::kSignalfdMask] = std::strtoull(mask, nullptr, 16);
+Status FdCollector::collect_all() {
+  for (size_t i = 0; i < raw_.size(); ++i) CKPT_TRY(collect(i));
   return {};
 }
 
-// Whether another member that holds the epoll at `epfd` of `pid` (the same
-// open file) has, at its fd `slot.tfd`, the file registered there: a
-// registration it made through its own fd after a fork. Its record lists it.
-bool registered_by_other(pid_t pid, int epfd, kcmp_epoll_slot slot,
-                         const std::vector<pid_t>& members) {
-  for (pid_t m : members) {
-    if (m == pid) continue;
-    for (const proc::FdLink& l : proc::fd_links(m))
-      if (l.target == "anon_inode:[eventpoll]" &&
-          ::syscall(SYS_kcmp, m, pid, KCMP_FILE, l.fd, epfd) == 0 &&
-          ::syscall(SYS_kcmp, m, pid, KCMP_EPOLL_TFD, slot.tfd,
-                    reinterpret_cast<unsigned long>(&slot)) == 0)
-        return true;
+Status FdCollector::collect(size_t i) {
+  const RawFd& r = raw_[i];
+  FileRecord f;
+  f.fd = r.fd;
+  f.path = r.link;
+  unsigned flags = 0;
+  if (const char* p = field(r.info, "pos:")) f.offset = std::strtoull(p, nullptr, 10);
+  if (const char* p = field(r.info, "flags:")) flags = unsigned(std::strtoul(p, nullptr, 8));
+  f.fd_flags = (flags & O_CLOEXEC) ? FD_CLOEXEC : 0;
+  f.flags = flags & ~unsigned(O_CLOEXEC);
+  f.dev = r.st.st_dev;
+  f.ino = r.st.st_ino;
+  f.size = uint64_t(r.st.st_size);
+  f.mtime_ns = mtime_ns(r.st);
+  const std::string what = "fd " + std::to_string(r.fd) + ": " + f.path;
+  if (is_secretmem(f.path)) return make_error(ENOTSUP, what + ": " + kSecretmemRefusal);
+  if (inherited_stdio(r, f)) {
+    f.kind = FileKind::kInheritStdio;  // stays connected to cr_restart's own
+    out_->push_back(std::move(f));
+    return {};
   }
-  return false;
+  if (const int d = dup_of(i); d >= 0) {  // restored as a dup, sharing offset and flags
+    for (const FileRecord& e : *out_)
+      if (e.fd == d) f.kind = e.kind;
+    f.dup_of = d;
+    out_->push_back(std::move(f));
+    return {};
+  }
+  // State an open file can carry that a reopen would silently drop: its
+  // locks, and the owner of its signals (sockets have one for SIGURG even
+  // without O_ASYNC).
+  if (field(r.info, "lock:")) CKPT_TRY(collect_locks(r, what, &f));
+  if ((flags & O_ASYNC) || S_ISSOCK(r.st.st_mode)) {
+    CKPT_ASSIGN(UniqueFd copy, copy_of(r.fd, what));
+    CKPT_TRY(collect_owner(copy.get(), what, &f));
+  }
+  CKPT_TRY(collect_by_kind(r, what, &f));
+  if (saved_bytes_ > kMaxSavedBytes)
+    return make_error(EFBIG, what + ": deleted files and unread pipe data exceed the " +
+                                 std::to_string(kMaxSavedBytes >> 20) +
+                                 " MiB a checkpoint saves of them");
+  out_->push_back(std::move(f));
+  return {};
 }
 
-// The interest list: one "tfd: N events: X data: Y ..." line per watched file.
-// Restore registers the fd number the program used, so the file must still
-// be at fd N (kcmp): in this process (listed here), or, for an epoll shared
-// between members, in another member holding it (listed in its record).
-Status collect_epoll(pid_t pid, const RawFd& r, const std::string& what, FileRecord* f,
-                     const std::vector<pid_t>& members) {
-  std::map<int, unsigned> same_fd;  // kcmp's toff: earlier registrations of that fd number
-  size_t at = 0;
-  while ((at = r.info.find("tfd:", at)) != std::string::npos) {
-    int tfd;
-    unsigned events;
-    unsigned long long data;
-    if (std::sscanf(r.info.c_str() + at, "tfd: %d events: %x data: %llx", &tfd, &events, &data) !=
-        3)
-      return make_error(EPROTO, what + ": unexpected epoll fdinfo");
-    at += 4;
-    kcmp_epoll_slot slot{__u32(r.fd), __u32(tfd), same_fd[tfd]++};
-    if (kcmp(pid, KCMP_EPOLL_TFD, unsigned(tfd), reinterpret_cast<unsigned long>(&slot)) == 0) {
-      f->params.insert(f->params.end(), {uint64_t(tfd), events, data});
+bool FdCollector::inherited_stdio(const RawFd& r, const FileRecord& f) {
+  if (r.fd > 2) return false;
+  const bool is_pipe = S_ISFIFO(r.st.st_mode) && f.path.starts_with("pipe:");
+  const bool is_tty =
+      S_ISCHR(r.st.st_mode) && (f.path.starts_with("/dev/pts/") || f.path.starts_with("/dev/tty") ||
+                                f.path == "/dev/console");
+  // A pty whose master a member holds, or a pipe to another member: the
+  // job's own, restored with it, even on fds 0-2.
+  if (is_tty) {
+    const int pts = tty::pts_index(f.path);
+    if (pts >= 0 && !pty_masters_) pty_masters_ = tty::job_pty_masters(members_);
+    return !(pts >= 0 && pty_masters_->count(pts));
+  }
+  return is_pipe && !held_by_other_member(f.path);
+}
+
+int FdCollector::dup_of(size_t i) const {
+  const RawFd& r = raw_[i];
+  for (size_t j = 0; j < i; ++j) {
+    const FileRecord& e = (*out_)[j];
+    if (e.dup_of != -1 || raw_[j].st.st_dev != r.st.st_dev || raw_[j].st.st_ino != r.st.st_ino)
       continue;
-    }
-    if (!registered_by_other(pid, r.fd, slot, members))
-      return make_error(ENOTSUP, what + ": watches a file no longer open at fd " +
-                                     std::to_string(tfd) + ": not supported");
+    if (kcmp_self(pid_, KCMP_FILE, unsigned(e.fd), unsigned(r.fd)) == 0) return e.fd;
   }
-  return {};
+  return -1;
 }
 
-// The locks held through this open file (docs/state.md, "File locks"):
-// flock and OFD locks of its open file description, POSIX locks of this
-// process taken through it. A line that cannot be read refuses the
-// checkpoint rather than drop a lock.
-Status collect_locks(const RawFd& r, const std::string& what, FileRecord* f) {
-  size_t lines = 0;
-  for_each_line(r.info, [&](const std::string& l) {
-    lines += l.compare(0, 5, "lock:") == 0;
-    return true;
-  });
-  const std::vector<proc::LockLine> locks = proc::fdinfo_locks(r.info);
-  if (locks.size() != lines) return make_error(EPROTO, what + ": unexpected lock line in fdinfo");
-  for (const proc::LockLine& l : locks) {
-    image::FileLock k;
-    if (l.kind == "FLOCK") {
-      k.kind = image::LockKind::kFlock;
-    } else if (l.kind == "POSIX") {
-      k.kind = image::LockKind::kPosix;
-    } else if (l.kind == "OFDLCK") {
-      k.kind = image::LockKind::kOfd;
-    } else if (l.kind == "LEASE") {
-      return make_error(ENOTSUP, what + ": holds a file lease (F_SETLEASE): not supported");
+Status FdCollector::collect_by_kind(const RawFd& r, const std::string& what, FileRecord* f) {
+  const mode_t mode = r.st.st_mode;
+  const std::string& path = f->path;
+  if (S_ISREG(mode) || S_ISDIR(mode)) return collect_regular(r, what, f);
+  if (S_ISCHR(mode) && path.starts_with("/dev/pts/")) {
+    const int pts = tty::pts_index(path);
+    if (pts >= 0 && !pty_masters_) pty_masters_ = tty::job_pty_masters(members_);
+    if (pts >= 0 && pty_masters_->count(pts)) {
+      CKPT_ASSIGN(UniqueFd copy, copy_of(r.fd, what));
+      return tty::collect_slave(copy.get(), pts, what, f);
+    }
+    return refuse(r, what, *f);
+  }
+  if (S_ISCHR(mode) && path == "/dev/ptmx") return collect_ptmx(r, what, f);
+  if (S_ISCHR(mode) && (path == "/dev/null" || path == "/dev/zero" || path == "/dev/urandom" ||
+                        path == "/dev/random" || path == "/dev/full")) {
+    f->kind = FileKind::kCharDevice;
+    return {};
+  }
+  if (S_ISFIFO(mode)) return collect_fifo(r, what, f);
+  if (path == "anon_inode:[eventfd]") {
+    f->kind = FileKind::kEventfd;
+    return collect_eventfd(r, what, f);
+  }
+  if (path == "anon_inode:[timerfd]") {
+    f->kind = FileKind::kTimerfd;
+    return collect_timerfd(r, what, f);
+  }
+  if (path == "anon_inode:[signalfd]") {
+    f->kind = FileKind::kSignalfd;
+    return collect_signalfd(r, what, f);
+  }
+  if (path == "anon_inode:[eventpoll]") {
+    f->kind = FileKind::kEpoll;
+    return collect_epoll(pid_, r, what, f, job_);
+  }
+  if (S_ISSOCK(mode)) return collect_socket(r, what, f);
+  return refuse(r, what, *f);
+}
+
+// Regular files and directories, reopened by path; a deleted one saved
+// whole (several opens of one deleted file: the first carries its content).
+Status FdCollector::collect_regular(const RawFd& r, const std::string& what, FileRecord* f) {
+  const auto key = std::make_pair(uint64_t(r.st.st_dev), uint64_t(r.st.st_ino));
+  const bool first_open = first_of_file_.emplace(key, r.fd).second;
+  if (S_ISREG(r.st.st_mode) && r.st.st_nlink == 0) {
+    if (f->path.ends_with(" (deleted)")) f->path.resize(f->path.size() - 10);
+    if (f->path.empty() || f->path[0] != '/')
+      return make_error(ENOTSUP, what + ": deleted file outside the file system tree");
+    f->kind = f->path.starts_with("/memfd:") ? FileKind::kMemfd : FileKind::kDeleted;
+    if (first_open) {
+      CKPT_TRY(collect_deleted(link_of(r), r, what, f));
+      saved_bytes_ += f->data.size();
+      deleted_params_[key] = f->params;
     } else {
-      return make_error(ENOTSUP, what + ": holds a lock of kind " + l.kind + ": not supported");
+      f->params = deleted_params_[key];
     }
-    if (l.type != "READ" && l.type != "WRITE")
-      return make_error(EPROTO, what + ": a lock of type " + l.type + " in fdinfo");
-    k.type = l.type == "READ" ? F_RDLCK : F_WRLCK;
-    k.start = l.start;
-    k.end = l.end;
-    k.pid = l.pid;
-    f->locks.push_back(k);
+    return {};
   }
+  if (f->path.ends_with(" (deleted)"))  // a directory, or a file with another link left
+    return make_error(ENOTSUP,
+                      what + ": unlinked while open (" +
+                          (S_ISDIR(r.st.st_mode) ? "a directory" : "still linked elsewhere") +
+                          "): not supported yet");
+  f->kind = FileKind::kRegular;
   return {};
 }
 
-// Signal-driven I/O: who gets the signal (F_SETOWN, F_SETOWN_EX) and which
-// (F_SETSIG), both kept by the open file description, read on a copy of it.
-Status collect_owner(int copy, const std::string& what, FileRecord* f) {
-  f_owner_ex o{};
-  if (::fcntl(copy, F_GETOWN_EX, &o) != 0) return sys_error(what + ": F_GETOWN_EX");
-  const int sig = ::fcntl(copy, F_GETSIG);
-  if (sig < 0) return sys_error(what + ": F_GETSIG");
-  f->owner = {int32_t(o.type), int32_t(o.pid), int32_t(sig)};
+// Pipes and FIFOs with their unread data (read once per pipe); no process
+// outside the job may hold them.
+Status FdCollector::collect_fifo(const RawFd& r, const std::string& what, FileRecord* f) {
+  const bool is_pipe = f->path.starts_with("pipe:");
+  if (!is_pipe && (f->path.empty() || f->path[0] != '/' || f->path.ends_with(" (deleted)")))
+    return make_error(ENOTSUP, what + ": FIFO without a path: not supported");
+  if (f->flags & O_DIRECT)
+    return make_error(ENOTSUP, what + ": packet-mode pipe (O_DIRECT) not supported yet");
+  f->kind = is_pipe ? FileKind::kPipe : FileKind::kFifo;
+  const auto key = std::make_pair(uint64_t(r.st.st_dev), uint64_t(r.st.st_ino));
+  if (first_of_file_.emplace(key, r.fd).second) {
+    CKPT_TRY(peek_pipe(link_of(r), what, f));
+    saved_bytes_ += f->data.size();
+  } else {
+    f->params = pipe_params_[key];
+  }
+  pipe_params_[key] = f->params;
+  must_not_be_shared(f->path);
   return {};
 }
 
-// Reads a deleted file's content through the process's own link to it.
-Status collect_deleted(const std::string& link_path, const RawFd& r, const std::string& what,
-                       FileRecord* f) {
-  const uint64_t size = uint64_t(r.st.st_size);
-  if (size > kMaxDeletedFileBytes)
-    return make_error(EFBIG, what + ": deleted file of " + std::to_string(size) +
-                                 " bytes: more than the " +
-                                 std::to_string(kMaxDeletedFileBytes >> 20) +
-                                 " MiB a checkpoint saves of a deleted file");
-  UniqueFd in(::open(link_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in.valid()) return sys_error("opening " + what + " to save its content");
-  f->data.resize(size);
-  CKPT_TRY(read_exact(in.get(), f->data.data(), size, 0, what));
-  f->params = {uint64_t(r.st.st_mode & 07777), r.st.st_uid, r.st.st_gid};
-  if (f->kind == FileKind::kMemfd) {
-    int seals = ::fcntl(in.get(), F_GET_SEALS);
-    if (seals < 0) return sys_error(what + ": F_GET_SEALS");
-    f->params.push_back(uint64_t(seals));
+// A pty master with what it holds; its slave must not be open outside the job.
+Status FdCollector::collect_ptmx(const RawFd& r, const std::string& what, FileRecord* f) {
+  CKPT_ASSIGN(UniqueFd copy, copy_of(r.fd, what));
+  CKPT_TRY(tty::collect_master(copy.get(), r.info, what, f));
+  saved_bytes_ += f->data.size();
+  must_not_be_shared("/dev/pts/" + std::to_string(f->params[image::kPtyIndex]));
+  return {};
+}
+
+Status FdCollector::collect_socket(const RawFd& r, const std::string& what, FileRecord* f) {
+  CKPT_ASSIGN(UniqueFd sock, copy_of(r.fd, what));
+  int family = 0, protocol = 0;
+  socklen_t len = sizeof family;
+  ::getsockopt(sock.get(), SOL_SOCKET, SO_DOMAIN, &family, &len);
+  len = sizeof protocol;
+  ::getsockopt(sock.get(), SOL_SOCKET, SO_PROTOCOL, &protocol, &len);
+  const bool inet = family == AF_INET || family == AF_INET6;
+  if (inet && protocol == IPPROTO_TCP) {
+    if (!job_sockets_) job_sockets_ = sockets::job_socket_inodes(members_);
+    CKPT_TRY(sockets::collect_tcp(pid_, sock.get(), *job_sockets_, tcp_outside_, what, f));
+  } else if (inet && protocol == IPPROTO_UDP) {
+    CKPT_TRY(sockets::collect_udp(pid_, sock.get(), what, f));
+  } else if (family == AF_UNIX) {
+    if (!job_sockets_) job_sockets_ = sockets::job_socket_inodes(members_);
+    CKPT_TRY(sockets::collect_unix(sock.get(), r.st.st_ino, *job_sockets_, what, f));
+  } else {
+    return make_error(ENOTSUP, "fd " + std::to_string(r.fd) + ": " +
+                                   describe_socket(pid_, r.st.st_ino) + ": not supported yet");
+  }
+  saved_bytes_ += f->data.size();
+  return {};
+}
+
+Status FdCollector::refuse(const RawFd& r, const std::string& what, const FileRecord& f) const {
+  if (f.path.starts_with("anon_inode:"))  // inotify, pidfd, io_uring, perf_event...
+    return make_error(ENOTSUP, what + anon_inode_name(f.path) + ": not supported yet");
+  const bool is_tty =
+      S_ISCHR(r.st.st_mode) && (f.path.starts_with("/dev/pts/") || f.path.starts_with("/dev/tty") ||
+                                f.path == "/dev/console");
+  const char* kind = is_tty                  ? "terminal"
+                     : S_ISCHR(r.st.st_mode) ? "character device"
+                     : S_ISBLK(r.st.st_mode) ? "block device"
+                                             : "file of this type";
+  return make_error(ENOTSUP, what + ": " + kind + " not supported yet");
+}
+
+Result<UniqueFd> FdCollector::copy_of(int fd, const std::string& what) {
+  if (!pidfd_.valid()) pidfd_.reset(int(::syscall(SYS_pidfd_open, pid_, 0)));
+  UniqueFd copy(int(::syscall(SYS_pidfd_getfd, pidfd_.get(), fd, 0)));
+  if (!copy.valid()) return sys_error(what + ": taking a copy (pidfd_getfd)");
+  return copy;
+}
+
+bool FdCollector::held_by_other_member(const std::string& link) {
+  if (!member_links_) {
+    member_links_.emplace();
+    for (pid_t m : members_)
+      if (m != pid_)
+        for (const proc::FdLink& l : proc::fd_links(m)) (*member_links_)[l.target].insert(m);
+  }
+  return member_links_->count(link) > 0;
+}
+
+void FdCollector::must_not_be_shared(const std::string& path) {
+  if (std::find(shared_links_.begin(), shared_links_.end(), path) == shared_links_.end())
+    shared_links_.push_back(path);
+}
+
+// A pipe, FIFO or pty held by a process outside the job cannot be restored
+// with only one side of it.
+Status FdCollector::check_shared_links() const {
+  if (shared_links_.empty()) return {};
+  auto holders = other_holders(pid_, shared_links_, job_);
+  for (const FileRecord& f : *out_) {
+    if (f.dup_of != -1) continue;  // a dup has no params; its original is checked
+    const bool pty = tty::is_master(f.kind);
+    auto h = holders.find(pty ? "/dev/pts/" + std::to_string(f.params[image::kPtyIndex]) : f.path);
+    if (h == holders.end() || (f.kind != FileKind::kPipe && f.kind != FileKind::kFifo && !pty))
+      continue;
+    return make_error(ENOTSUP, "fd " + std::to_string(f.fd) + ": " + f.path + ": also open in " +
+                                   h->second +
+                                   ", which is not in the job: checkpoint the whole job "
+                                   "(--tree of a common ancestor)");
   }
   return {};
 }
@@ -386,235 +374,10 @@ Status collect_deleted(const std::string& link_path, const RawFd& r, const std::
 
 Status collect_files(pid_t pid, int tracker_fd, std::vector<FileRecord>* out,
                      const std::vector<pid_t>& job, bool tcp_outside) {
-  const std::string fd_dir = proc_path(pid, "fd");
-  DIR* d = ::opendir(fd_dir.c_str());
-  if (!d) return sys_error("listing " + fd_dir);
-  std::vector<int> fds;
-  while (dirent* e = ::readdir(d))
-    if (e->d_name[0] != '.') fds.push_back(std::atoi(e->d_name));
-  ::closedir(d);
-  std::sort(fds.begin(), fds.end());
-
-  std::vector<RawFd> raw;
-  for (int fd : fds) {
-    RawFd r;
-    r.fd = fd;
-    const std::string link = fd_dir + "/" + std::to_string(fd);
-    auto target = read_link(link);
-    if (!target.ok()) continue;  // closed meanwhile
-    if (fd == tracker_fd && *target == "anon_inode:[userfaultfd]") continue;
-    r.link = *target;
-    CKPT_ASSIGN(r.info, read_file(proc_path(pid, "fdinfo/") + std::to_string(fd)));
-    if (::stat(link.c_str(), &r.st) != 0)
-      return sys_error("fd " + std::to_string(fd) + ": " + r.link);
-    raw.push_back(std::move(r));
-  }
-
-  // The tool's own copy of a target fd, for what only the open file can say.
-  UniqueFd pidfd;
-  auto copy_of = [&](int fd, const std::string& what) -> Result<UniqueFd> {
-    if (!pidfd.valid()) pidfd.reset(int(::syscall(SYS_pidfd_open, pid, 0)));
-    UniqueFd copy(int(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
-    if (!copy.valid()) return sys_error(what + ": taking a copy (pidfd_getfd)");
-    return copy;
-  };
-  const std::vector<pid_t> members = job.empty() ? std::vector<pid_t>{pid} : job;
-  std::optional<std::set<uint64_t>> job_sockets;  // computed at the first socket
-  std::optional<std::set<int>> pty_masters;       // at the first terminal
-  std::optional<std::map<std::string, std::set<pid_t>>> member_links;  // at the first use
-  auto held_by_other_member = [&](const std::string& link) {
-    if (!member_links) {
-      member_links.emplace();
-      for (pid_t m : members)
-        if (m != pid)
-          for (const proc::FdLink& l : proc::fd_links(m)) (*member_links)[l.target].insert(m);
-    }
-    return member_links->count(link) > 0;
-  };
-
-  uint64_t saved_bytes = 0;
-  std::vector<std::string> shared_links;  // pipes and FIFOs: no other process may hold them
-  std::map<std::pair<uint64_t, uint64_t>, int> first_of_file;  // (dev, ino) -> its first fd
-  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint64_t>> pipe_params, deleted_params;
-  for (size_t i = 0; i < raw.size(); ++i) {
-    const RawFd& r = raw[i];
-    const std::string link = fd_dir + "/" + std::to_string(r.fd);
-    FileRecord f;
-    f.fd = r.fd;
-    f.path = r.link;
-    unsigned flags = 0;
-    if (const char* p = field(r.info, "pos:")) f.offset = std::strtoull(p, nullptr, 10);
-    if (const char* p = field(r.info, "flags:")) flags = unsigned(std::strtoul(p, nullptr, 8));
-    f.fd_flags = (flags & O_CLOEXEC) ? FD_CLOEXEC : 0;
-    f.flags = flags & ~unsigned(O_CLOEXEC);
-    f.dev = r.st.st_dev;
-    f.ino = r.st.st_ino;
-    f.size = uint64_t(r.st.st_size);
-    f.mtime_ns = mtime_ns(r.st);
-    const std::string what = "fd " + std::to_string(r.fd) + ": " + f.path;
-    if (is_secretmem(f.path)) return make_error(ENOTSUP, what + ": " + kSecretmemRefusal);
-
-    const bool is_pipe = S_ISFIFO(r.st.st_mode) && f.path.starts_with("pipe:");
-    const bool is_tty =
-        S_ISCHR(r.st.st_mode) && (f.path.starts_with("/dev/pts/") ||
-                                  f.path.starts_with("/dev/tty") || f.path == "/dev/console");
-    // A pty whose master a member holds, or a pipe to another member: the
-    // job's own, restored with it, even on fds 0-2.
-    const int pts = is_tty ? tty::pts_index(f.path) : -1;
-    if (pts >= 0 && !pty_masters) pty_masters = tty::job_pty_masters(members);
-    const bool job_pty = pts >= 0 && pty_masters->count(pts);
-    const bool job_pipe = is_pipe && r.fd <= 2 && held_by_other_member(f.path);
-    if (r.fd <= 2 && ((is_pipe && !job_pipe) || (is_tty && !job_pty))) {
-      f.kind = FileKind::kInheritStdio;  // stays connected to cr_restart's own
-      out->push_back(std::move(f));
-      continue;
-    }
-
-    // The same open file description as an earlier fd (dup, dup2, fork
-    // inheritance): restored as a dup of it, sharing offset and flags.
-    bool dup = false;
-    for (size_t j = 0; j < i && !dup; ++j) {
-      const FileRecord& e = (*out)[j];
-      if (e.dup_of != -1 || raw[j].st.st_dev != r.st.st_dev || raw[j].st.st_ino != r.st.st_ino)
-        continue;
-      if (kcmp(pid, KCMP_FILE, unsigned(e.fd), unsigned(r.fd)) == 0) {
-        f.kind = e.kind;
-        f.dup_of = e.fd;
-        dup = true;
-      }
-    }
-    if (dup) {
-      out->push_back(std::move(f));
-      continue;
-    }
-
-    // State an open file can carry that a reopen would silently drop: its
-    // locks, and the owner of its signals (sockets have one for SIGURG
-    // even without O_ASYNC).
-    if (field(r.info, "lock:")) CKPT_TRY(collect_locks(r, what, &f));
-    if ((flags & O_ASYNC) || S_ISSOCK(r.st.st_mode)) {
-      CKPT_ASSIGN(UniqueFd copy, copy_of(r.fd, what));
-      CKPT_TRY(collect_owner(copy.get(), what, &f));
-    }
-
-    const auto file_key = std::make_pair(uint64_t(r.st.st_dev), uint64_t(r.st.st_ino));
-    const bool first_open = first_of_file.emplace(file_key, r.fd).second;
-    if (S_ISREG(r.st.st_mode) && r.st.st_nlink == 0) {
-      if (f.path.ends_with(" (deleted)")) f.path.resize(f.path.size() - 10);
-      if (f.path.empty() || f.path[0] != '/')
-        return make_error(ENOTSUP, what + ": deleted file outside the file system tree");
-      f.kind = f.path.starts_with("/memfd:") ? FileKind::kMemfd : FileKind::kDeleted;
-      // Several opens of one deleted file: the first carries its content.
-      if (first_open) {
-        CKPT_TRY(collect_deleted(link, r, what, &f));
-        saved_bytes += f.data.size();
-        deleted_params[file_key] = f.params;
-      } else {
-        f.params = deleted_params[file_key];
-      }
-    } else if (S_ISREG(r.st.st_mode) || S_ISDIR(r.st.st_mode)) {
-      if (f.path.ends_with(" (deleted)"))  // a directory, or a file with another link left
-        return make_error(ENOTSUP,
-                          what + ": unlinked while open (" +
-                              (S_ISDIR(r.st.st_mode) ? "a directory" : "still linked elsewhere") +
-                              "): not supported yet");
-      f.kind = FileKind::kRegular;
-    } else if (job_pty) {
-      CKPT_ASSIGN(UniqueFd copy, copy_of(r.fd, what));
-      CKPT_TRY(tty::collect_slave(copy.get(), pts, what, &f));
-    } else if (S_ISCHR(r.st.st_mode) && f.path == "/dev/ptmx") {
-      CKPT_ASSIGN(UniqueFd copy, copy_of(r.fd, what));
-      CKPT_TRY(tty::collect_master(copy.get(), r.info, what, &f));
-      saved_bytes += f.data.size();
-      // Its slave must not be open outside the job.
-      const std::string slave = "/dev/pts/" + std::to_string(f.params[image::kPtyIndex]);
-      if (std::find(shared_links.begin(), shared_links.end(), slave) == shared_links.end())
-        shared_links.push_back(slave);
-    } else if (S_ISCHR(r.st.st_mode) &&
-               (f.path == "/dev/null" || f.path == "/dev/zero" || f.path == "/dev/urandom" ||
-                f.path == "/dev/random" || f.path == "/dev/full")) {
-      f.kind = FileKind::kCharDevice;
-    } else if (S_ISFIFO(r.st.st_mode)) {
-      if (!is_pipe && (f.path.empty() || f.path[0] != '/' || f.path.ends_with(" (deleted)")))
-        return make_error(ENOTSUP, what + ": FIFO without a path: not supported");
-      if (flags & O_DIRECT)
-        return make_error(ENOTSUP, what + ": packet-mode pipe (O_DIRECT) not supported yet");
-      f.kind = is_pipe ? FileKind::kPipe : FileKind::kFifo;
-      if (first_open) {
-        CKPT_TRY(peek_pipe(link, what, &f));
-        saved_bytes += f.data.size();
-      } else {
-        f.params = pipe_params[file_key];
-      }
-      pipe_params[file_key] = f.params;
-      if (std::find(shared_links.begin(), shared_links.end(), f.path) == shared_links.end())
-        shared_links.push_back(f.path);
-    } else if (f.path == "anon_inode:[eventfd]") {
-      f.kind = FileKind::kEventfd;
-      CKPT_TRY(collect_eventfd(r, what, &f));
-    } else if (f.path == "anon_inode:[timerfd]") {
-      f.kind = FileKind::kTimerfd;
-      CKPT_TRY(collect_timerfd(r, what, &f));
-    } else if (f.path == "anon_inode:[signalfd]") {
-      f.kind = FileKind::kSignalfd;
-      CKPT_TRY(collect_signalfd(r, what, &f));
-    } else if (f.path == "anon_inode:[eventpoll]") {
-      f.kind = FileKind::kEpoll;
-      CKPT_TRY(collect_epoll(pid, r, what, &f, job));
-    } else if (S_ISSOCK(r.st.st_mode)) {
-      CKPT_ASSIGN(UniqueFd sock, copy_of(r.fd, what));
-      int family = 0, protocol = 0;
-      socklen_t len = sizeof family;
-      ::getsockopt(sock.get(), SOL_SOCKET, SO_DOMAIN, &family, &len);
-      len = sizeof protocol;
-      ::getsockopt(sock.get(), SOL_SOCKET, SO_PROTOCOL, &protocol, &len);
-      if ((family == AF_INET || family == AF_INET6) && protocol == IPPROTO_TCP) {
-        if (!job_sockets) job_sockets = sockets::job_socket_inodes(members);
-        CKPT_TRY(sockets::collect_tcp(pid, sock.get(), *job_sockets, tcp_outside, what, &f));
-        saved_bytes += f.data.size();
-      } else if ((family == AF_INET || family == AF_INET6) && protocol == IPPROTO_UDP) {
-        CKPT_TRY(sockets::collect_udp(pid, sock.get(), what, &f));
-        saved_bytes += f.data.size();
-      } else if (family == AF_UNIX) {
-        if (!job_sockets) job_sockets = sockets::job_socket_inodes(members);
-        CKPT_TRY(sockets::collect_unix(sock.get(), r.st.st_ino, *job_sockets, what, &f));
-        saved_bytes += f.data.size();
-      } else {
-        return make_error(ENOTSUP, "fd " + std::to_string(r.fd) + ": " +
-                                       describe_socket(pid, r.st.st_ino) + ": not supported yet");
-      }
-    } else {
-      if (f.path.starts_with("anon_inode:"))  // inotify, pidfd, io_uring, perf_event...
-        return make_error(ENOTSUP, what + anon_inode_name(f.path) + ": not supported yet");
-      const char* kind = is_tty                  ? "terminal"
-                         : S_ISCHR(r.st.st_mode) ? "character device"
-                         : S_ISBLK(r.st.st_mode) ? "block device"
-                                                 : "file of this type";
-      return make_error(ENOTSUP, what + ": " + kind + " not supported yet");
-    }
-    if (saved_bytes > kMaxSavedBytes)
-      return make_error(EFBIG, what + ": deleted files and unread pipe data exceed the " +
-                                   std::to_string(kMaxSavedBytes >> 20) +
-                                   " MiB a checkpoint saves of them");
-    out->push_back(std::move(f));
-  }
-
-  if (!shared_links.empty()) {
-    auto holders = other_holders(pid, shared_links, job);
-    for (const FileRecord& f : *out) {
-      if (f.dup_of != -1) continue;  // a dup has no params; its original is checked
-      const bool pty = tty::is_master(f.kind);
-      auto h =
-          holders.find(pty ? "/dev/pts/" + std::to_string(f.params[image::kPtyIndex]) : f.path);
-      if (h == holders.end() || (f.kind != FileKind::kPipe && f.kind != FileKind::kFifo && !pty))
-        continue;
-      return make_error(ENOTSUP, "fd " + std::to_string(f.fd) + ": " + f.path + ": also open in " +
-                                     h->second +
-                                     ", which is not in the job: checkpoint the whole job "
-                                     "(--tree of a common ancestor)");
-    }
-  }
-  return {};
+  FdCollector c(pid, job, tcp_outside, out);
+  CKPT_TRY(c.list(tracker_fd));
+  CKPT_TRY(c.collect_all());
+  return c.check_shared_links();
 }
 
 }  // namespace ckpt::dump
