@@ -241,217 +241,274 @@ Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out) {
   return s;
 }
 
-Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFiles* shared) {
-  const int pid = meta.process.pid;
-  std::map<int, int> source_of;  // target fd -> fd here holding its file
-  auto& deleted = shared->deleted;
-  auto& pipes = shared->pipes;
-  auto& fifos = shared->fifos;
-  std::vector<int> targets;
+namespace {
 
-  auto keep = [&](UniqueFd fd) {
-    int raw = fd.get();
-    shared->owned.push_back(std::move(fd));
-    return raw;
-  };
-  auto reopen = [&](int base, uint32_t flags, const std::string& what) -> Result<int> {
-    // Through /proc/self/fd, a symlink: O_NOFOLLOW would refuse it.
-    UniqueFd fd(::open(self_fd(base).c_str(), reopen_flags(flags) & ~O_NOFOLLOW));
-    if (!fd.valid()) return sys_error("reopening " + what);
-    return keep(std::move(fd));
-  };
+// One member's files prepared here: each record's source, a descriptor of
+// the restorer holding its file (made, reopened, or shared with an earlier
+// record or member), kept open in `shared` until every member has its own.
+class FilePreparer {
+ public:
+  FilePreparer(const image::ImageMeta& meta, PreparedFiles* out, SharedFiles* shared)
+      : meta_(meta), out_(out), shared_(shared), pid_(meta.process.pid) {}
+  Status run();
+
+ private:
+  // The source of `f` made afresh for its kind.
+  Result<int> make(const FileRecord& f, const std::string& what);
+  Result<int> reopen_path(const FileRecord& f, const std::string& what);
+  Result<int> deleted_file(const FileRecord& f, const std::string& what);
+  Result<int> pipe_end(const FileRecord& f, const std::string& what);
+  Result<int> fifo(const FileRecord& f, const std::string& what);
+  Result<int> eventfd(const FileRecord& f, const std::string& what);
+  Result<int> signalfd(const FileRecord& f, const std::string& what);
+  // Another open file description of the file at `base` (fd here).
+  Result<int> reopen(int base, uint32_t flags, const std::string& what);
   // Unread data is in the image once per member holding the pipe; the pipe
   // of a job is one, filled once.
-  auto refill_once = [&](int wfd, const FileRecord& f, const std::string& key,
-                         const std::string& what) -> Status {
-    if (f.data.empty() || !shared->refilled.insert(key).second) return {};
-    return refill_pipe(wfd, f, what);
-  };
+  Status refill_once(int wfd, const FileRecord& f, const std::string& key, const std::string& what);
+  int keep(UniqueFd fd);
+  // Every epoll registration names a file of the image; one made by
+  // several members (the same epoll, file and fd number) is made once.
+  Status check_epoll();
 
-  for (const FileRecord& f : meta.files) {
+  const image::ImageMeta& meta_;
+  PreparedFiles* out_;
+  SharedFiles* shared_;
+  const int pid_;
+  std::map<int, int> source_of_;  // target fd -> fd here holding its file
+  std::vector<int> targets_;
+};
+
+Status FilePreparer::run() {
+  for (const FileRecord& f : meta_.files) {
     const std::string what = fd_name(f.fd) + ": " + f.path;
     int source = -1;
-    auto share = shared->share_of.find({pid, f.fd});
-    if (share != shared->share_of.end()) {
+    auto share = shared_->share_of.find({pid_, f.fd});
+    if (share != shared_->share_of.end()) {
       // The same open file description as an earlier member's fd.
-      auto it = shared->sources.find(share->second);
-      if (it == shared->sources.end())
+      auto it = shared_->sources.find(share->second);
+      if (it == shared_->sources.end())
         return make_error(EBADMSG, what + ": shares the file of fd " +
                                        std::to_string(share->second.second) + " of PID " +
                                        std::to_string(share->second.first) +
                                        ", which is not in the image before it");
       source = it->second;
       // An epoll shared by members: each registers what it had registered
-      // through its own fd numbers (deduplicated below).
-      if (f.kind == FileKind::kEpoll) CKPT_TRY(add_epoll(f, what, out));
+      // through its own fd numbers (deduplicated by check_epoll).
+      if (f.kind == FileKind::kEpoll) CKPT_TRY(add_epoll(f, what, out_));
     } else if (f.dup_of != -1) {
-      auto it = source_of.find(f.dup_of);
-      if (it == source_of.end())
+      auto it = source_of_.find(f.dup_of);
+      if (it == source_of_.end())
         return make_error(EBADMSG, what + ": shares the file of fd " + std::to_string(f.dup_of) +
                                        ", which is not in the image before it");
       source = it->second;
+    } else if (f.kind == FileKind::kInheritStdio) {
+      if (::fcntl(f.fd, F_GETFD) < 0)
+        return make_error(EBADF, what + ": the restoring process has no fd " +
+                                     std::to_string(f.fd) + " to connect it to");
+      out_->fds.push_back({f.fd, -1, int(f.fd_flags)});
+      source_of_[f.fd] = f.fd;
+      targets_.push_back(f.fd);
+      continue;
     } else {
-      switch (f.kind) {
-        case FileKind::kInheritStdio:
-          if (::fcntl(f.fd, F_GETFD) < 0)
-            return make_error(EBADF, what + ": the restoring process has no fd " +
-                                         std::to_string(f.fd) + " to connect it to");
-          out->fds.push_back({f.fd, -1, int(f.fd_flags)});
-          source_of[f.fd] = f.fd;
-          targets.push_back(f.fd);
-          continue;
-        case FileKind::kRegular:
-        case FileKind::kCharDevice: {
-          UniqueFd fd(::open(f.path.c_str(), reopen_flags(f.flags)));
-          if (!fd.valid()) return sys_error("reopening " + what);
-          if (f.kind == FileKind::kRegular && !(f.flags & O_PATH) &&
-              ::lseek(fd.get(), off_t(f.offset), SEEK_SET) != off_t(f.offset) && errno != ESPIPE)
-            return sys_error("seeking " + what);
-          source = keep(std::move(fd));
-          break;
-        }
-        case FileKind::kDeleted:
-        case FileKind::kMemfd: {
-          auto key = std::make_pair(f.dev, f.ino);
-          auto it = deleted.find(key);
-          if (it == deleted.end()) {
-            // The content is on one record of the file (the first, as the
-            // checkpoint writes it).
-            const FileRecord* full = &f;
-            for (const FileRecord& o : meta.files)
-              if (o.kind == f.kind && o.dev == f.dev && o.ino == f.ino && !o.data.empty())
-                full = &o;
-            CKPT_ASSIGN(UniqueFd base, recreate_deleted(*full, what));
-            it = deleted.emplace(key, keep(std::move(base))).first;
-          }
-          CKPT_ASSIGN(source, reopen(it->second, f.flags, what + " (deleted)"));
-          if (::lseek(source, off_t(f.offset), SEEK_SET) != off_t(f.offset))
-            return sys_error("seeking " + what);
-          break;
-        }
-        case FileKind::kPipe: {
-          auto it = pipes.find(f.ino);
-          if (it == pipes.end()) {
-            int p[2];
-            if (::pipe2(p, O_CLOEXEC) != 0) return sys_error("creating " + what);
-            SharedFiles::PipeEnds ends{keep(UniqueFd(p[0])), keep(UniqueFd(p[1]))};
-            CKPT_TRY(size_pipe(ends.w, f, what));
-            it = pipes.emplace(f.ino, ends).first;
-          }
-          CKPT_TRY(refill_once(it->second.w, f, "pipe:" + std::to_string(f.ino), what));
-          const bool reader = (f.flags & O_ACCMODE) == O_RDONLY;
-          int& end = reader ? it->second.r : it->second.w;
-          bool& used = reader ? it->second.r_used : it->second.w_used;
-          if (used) {
-            // Another open file description of the same end (opened again
-            // through /proc): a new one, as it was.
-            CKPT_ASSIGN(source, reopen(end, f.flags & ~uint32_t(O_NONBLOCK), what));
-          } else {
-            source = end;
-            used = true;
-          }
-          CKPT_TRY(set_nonblock(source, f.flags & O_NONBLOCK, what));
-          break;
-        }
-        case FileKind::kFifo: {
-          auto it = fifos.find(f.path);
-          if (it == fifos.end()) {
-            // A read-write handle keeps the FIFO's buffer alive and lets
-            // write-only opens succeed without blocking.
-            UniqueFd rw(::open(f.path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC));
-            struct stat st;
-            if (!rw.valid()) return sys_error("reopening FIFO " + what);
-            if (::fstat(rw.get(), &st) != 0 || !S_ISFIFO(st.st_mode))
-              return make_error(ESTALE, what + ": no longer a FIFO");
-            CKPT_TRY(size_pipe(rw.get(), f, what));
-            it = fifos.emplace(f.path, keep(std::move(rw))).first;
-          }
-          CKPT_TRY(refill_once(it->second, f, "fifo:" + f.path, what));
-          UniqueFd fd(::open(f.path.c_str(), reopen_flags(f.flags) | O_NONBLOCK));
-          if (!fd.valid()) return sys_error("reopening FIFO " + what);
-          CKPT_TRY(set_nonblock(fd.get(), f.flags & O_NONBLOCK, what));
-          source = keep(std::move(fd));
-          break;
-        }
-        case FileKind::kEventfd: {
-          if (f.params.size() < image::kEventfdParams)
-            return make_error(EBADMSG, what + ": eventfd record is malformed");
-          const uint64_t count = f.params[image::kEventfdCount];
-          int flags = EFD_CLOEXEC | (f.params[image::kEventfdSemaphore] ? EFD_SEMAPHORE : 0) |
-                      ((f.flags & O_NONBLOCK) ? EFD_NONBLOCK : 0);
-          UniqueFd fd(::eventfd(count <= UINT_MAX ? unsigned(count) : 0, flags));
-          if (!fd.valid()) return sys_error("creating " + what);
-          if (count > UINT_MAX && ::write(fd.get(), &count, 8) != 8)
-            return sys_error("setting the counter of " + what);
-          source = keep(std::move(fd));
-          break;
-        }
-        case FileKind::kTimerfd: {
-          CKPT_ASSIGN(UniqueFd fd, make_timerfd(f, what));
-          source = keep(std::move(fd));
-          break;
-        }
-        case FileKind::kSignalfd: {
-          if (f.params.size() < image::kSignalfdParams)
-            return make_error(EBADMSG, what + ": signalfd record is malformed");
-          uint64_t mask = f.params[image::kSignalfdMask];
-          int flags = O_CLOEXEC | int(f.flags & O_NONBLOCK);
-          UniqueFd fd(int(::syscall(SYS_signalfd4, -1, &mask, sizeof mask, flags)));
-          if (!fd.valid()) return sys_error("creating " + what);
-          source = keep(std::move(fd));
-          break;
-        }
-        case FileKind::kEpoll: {
-          CKPT_TRY(add_epoll(f, what, out));
-          UniqueFd fd(::epoll_create1(EPOLL_CLOEXEC));
-          if (!fd.valid()) return sys_error("creating " + what);
-          source = keep(std::move(fd));
-          break;
-        }
-        case FileKind::kTcp: {
-          CKPT_ASSIGN(UniqueFd fd, sockets::restore_tcp(f, what, &shared->repaired, shared->log));
-          source = keep(std::move(fd));
-          break;
-        }
-        case FileKind::kUdp: {
-          CKPT_ASSIGN(UniqueFd fd, sockets::restore_udp(f, what, &shared->udp_sockets));
-          source = keep(std::move(fd));
-          break;
-        }
-        case FileKind::kUnix: {
-          CKPT_ASSIGN(UniqueFd fd, sockets::restore_unix(f, what, &shared->unix_sockets));
-          source = keep(std::move(fd));
-          break;
-        }
-        case FileKind::kPtyMaster:
-        case FileKind::kPtyMasterQueued:
-        case FileKind::kPtySlave: {
-          CKPT_ASSIGN(UniqueFd fd, tty::restore_pty(f, what, &shared->ptys));
-          source = keep(std::move(fd));
-          break;
-        }
-        default:
-          return make_error(ENOTSUP, what + ": unknown file kind in image");
-      }
+      CKPT_ASSIGN(source, make(f, what));
     }
-    out->fds.push_back({f.fd, source, int(f.fd_flags)});
+    out_->fds.push_back({f.fd, source, int(f.fd_flags)});
     // One registration per open file description, by its first holder.
-    if ((f.flags & O_ASYNC) && f.dup_of == -1 && share == shared->share_of.end())
-      out->async.push_back(f.fd);
-    source_of[f.fd] = source;
-    shared->sources[{pid, f.fd}] = source;
-    targets.push_back(f.fd);
+    if ((f.flags & O_ASYNC) && f.dup_of == -1 && share == shared_->share_of.end())
+      out_->async.push_back(f.fd);
+    source_of_[f.fd] = source;
+    shared_->sources[{pid_, f.fd}] = source;
+    targets_.push_back(f.fd);
   }
-  for (const EpollAdd& e : out->epoll)
-    if (std::find(targets.begin(), targets.end(), e.tfd) == targets.end())
+  return check_epoll();
+}
+
+Result<int> FilePreparer::make(const FileRecord& f, const std::string& what) {
+  switch (f.kind) {
+    case FileKind::kRegular:
+    case FileKind::kCharDevice:
+      return reopen_path(f, what);
+    case FileKind::kDeleted:
+    case FileKind::kMemfd:
+      return deleted_file(f, what);
+    case FileKind::kPipe:
+      return pipe_end(f, what);
+    case FileKind::kFifo:
+      return fifo(f, what);
+    case FileKind::kEventfd:
+      return eventfd(f, what);
+    case FileKind::kTimerfd: {
+      CKPT_ASSIGN(UniqueFd fd, make_timerfd(f, what));
+      return keep(std::move(fd));
+    }
+    case FileKind::kSignalfd:
+      return signalfd(f, what);
+    case FileKind::kEpoll: {
+      CKPT_TRY(add_epoll(f, what, out_));
+      UniqueFd fd(::epoll_create1(EPOLL_CLOEXEC));
+      if (!fd.valid()) return sys_error("creating " + what);
+      return keep(std::move(fd));
+    }
+    case FileKind::kTcp: {
+      CKPT_ASSIGN(UniqueFd fd, sockets::restore_tcp(f, what, &shared_->repaired, shared_->log));
+      return keep(std::move(fd));
+    }
+    case FileKind::kUdp: {
+      CKPT_ASSIGN(UniqueFd fd, sockets::restore_udp(f, what, &shared_->udp_sockets));
+      return keep(std::move(fd));
+    }
+    case FileKind::kUnix: {
+      CKPT_ASSIGN(UniqueFd fd, sockets::restore_unix(f, what, &shared_->unix_sockets));
+      return keep(std::move(fd));
+    }
+    case FileKind::kPtyMaster:
+    case FileKind::kPtyMasterQueued:
+    case FileKind::kPtySlave: {
+      CKPT_ASSIGN(UniqueFd fd, tty::restore_pty(f, what, &shared_->ptys));
+      return keep(std::move(fd));
+    }
+    default:
+      return make_error(ENOTSUP, what + ": unknown file kind in image");
+  }
+}
+
+Result<int> FilePreparer::reopen_path(const FileRecord& f, const std::string& what) {
+  UniqueFd fd(::open(f.path.c_str(), reopen_flags(f.flags)));
+  if (!fd.valid()) return sys_error("reopening " + what);
+  if (f.kind == FileKind::kRegular && !(f.flags & O_PATH) &&
+      ::lseek(fd.get(), off_t(f.offset), SEEK_SET) != off_t(f.offset) && errno != ESPIPE)
+    return sys_error("seeking " + what);
+  return keep(std::move(fd));
+}
+
+// A deleted file (or memfd) made again once per job, from the record that
+// carries its content (the first, as the checkpoint writes it), then an
+// open file description of it for each record.
+Result<int> FilePreparer::deleted_file(const FileRecord& f, const std::string& what) {
+  auto key = std::make_pair(f.dev, f.ino);
+  auto it = shared_->deleted.find(key);
+  if (it == shared_->deleted.end()) {
+    const FileRecord* full = &f;
+    for (const FileRecord& o : meta_.files)
+      if (o.kind == f.kind && o.dev == f.dev && o.ino == f.ino && !o.data.empty()) full = &o;
+    CKPT_ASSIGN(UniqueFd base, recreate_deleted(*full, what));
+    it = shared_->deleted.emplace(key, keep(std::move(base))).first;
+  }
+  CKPT_ASSIGN(int source, reopen(it->second, f.flags, what + " (deleted)"));
+  if (::lseek(source, off_t(f.offset), SEEK_SET) != off_t(f.offset))
+    return sys_error("seeking " + what);
+  return source;
+}
+
+// A pipe made once per job; each end handed to its first holder, another
+// open file description of the same end (opened again through /proc) made
+// anew, as it was.
+Result<int> FilePreparer::pipe_end(const FileRecord& f, const std::string& what) {
+  auto& pipes = shared_->pipes;
+  auto it = pipes.find(f.ino);
+  if (it == pipes.end()) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return sys_error("creating " + what);
+    SharedFiles::PipeEnds ends{keep(UniqueFd(p[0])), keep(UniqueFd(p[1]))};
+    CKPT_TRY(size_pipe(ends.w, f, what));
+    it = pipes.emplace(f.ino, ends).first;
+  }
+  CKPT_TRY(refill_once(it->second.w, f, "pipe:" + std::to_string(f.ino), what));
+  const bool reader = (f.flags & O_ACCMODE) == O_RDONLY;
+  int& end = reader ? it->second.r : it->second.w;
+  bool& used = reader ? it->second.r_used : it->second.w_used;
+  int source;
+  if (used) {
+    CKPT_ASSIGN(source, reopen(end, f.flags & ~uint32_t(O_NONBLOCK), what));
+  } else {
+    source = end;
+    used = true;
+  }
+  CKPT_TRY(set_nonblock(source, f.flags & O_NONBLOCK, what));
+  return source;
+}
+
+// A FIFO reopened by path. A read-write handle, made once per job, keeps its
+// buffer alive and lets write-only opens succeed without blocking.
+Result<int> FilePreparer::fifo(const FileRecord& f, const std::string& what) {
+  auto& fifos = shared_->fifos;
+  auto it = fifos.find(f.path);
+  if (it == fifos.end()) {
+    UniqueFd rw(::open(f.path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC));
+    struct stat st;
+    if (!rw.valid()) return sys_error("reopening FIFO " + what);
+    if (::fstat(rw.get(), &st) != 0 || !S_ISFIFO(st.st_mode))
+      return make_error(ESTALE, what + ": no longer a FIFO");
+    CKPT_TRY(size_pipe(rw.get(), f, what));
+    it = fifos.emplace(f.path, keep(std::move(rw))).first;
+  }
+  CKPT_TRY(refill_once(it->second, f, "fifo:" + f.path, what));
+  UniqueFd fd(::open(f.path.c_str(), reopen_flags(f.flags) | O_NONBLOCK));
+  if (!fd.valid()) return sys_error("reopening FIFO " + what);
+  CKPT_TRY(set_nonblock(fd.get(), f.flags & O_NONBLOCK, what));
+  return keep(std::move(fd));
+}
+
+Result<int> FilePreparer::eventfd(const FileRecord& f, const std::string& what) {
+  if (f.params.size() < image::kEventfdParams)
+    return make_error(EBADMSG, what + ": eventfd record is malformed");
+  const uint64_t count = f.params[image::kEventfdCount];
+  int flags = EFD_CLOEXEC | (f.params[image::kEventfdSemaphore] ? EFD_SEMAPHORE : 0) |
+              ((f.flags & O_NONBLOCK) ? EFD_NONBLOCK : 0);
+  UniqueFd fd(::eventfd(count <= UINT_MAX ? unsigned(count) : 0, flags));
+  if (!fd.valid()) return sys_error("creating " + what);
+  if (count > UINT_MAX && ::write(fd.get(), &count, 8) != 8)
+    return sys_error("setting the counter of " + what);
+  return keep(std::move(fd));
+}
+
+Result<int> FilePreparer::signalfd(const FileRecord& f, const std::string& what) {
+  if (f.params.size() < image::kSignalfdParams)
+    return make_error(EBADMSG, what + ": signalfd record is malformed");
+  uint64_t mask = f.params[image::kSignalfdMask];
+  int flags = O_CLOEXEC | int(f.flags & O_NONBLOCK);
+  UniqueFd fd(int(::syscall(SYS_signalfd4, -1, &mask, sizeof mask, flags)));
+  if (!fd.valid()) return sys_error("creating " + what);
+  return keep(std::move(fd));
+}
+
+Result<int> FilePreparer::reopen(int base, uint32_t flags, const std::string& what) {
+  // Through /proc/self/fd, a symlink: O_NOFOLLOW would refuse it.
+  UniqueFd fd(::open(self_fd(base).c_str(), reopen_flags(flags) & ~O_NOFOLLOW));
+  if (!fd.valid()) return sys_error("reopening " + what);
+  return keep(std::move(fd));
+}
+
+Status FilePreparer::refill_once(int wfd, const FileRecord& f, const std::string& key,
+                                 const std::string& what) {
+  if (f.data.empty() || !shared_->refilled.insert(key).second) return {};
+  return refill_pipe(wfd, f, what);
+}
+
+int FilePreparer::keep(UniqueFd fd) {
+  int raw = fd.get();
+  shared_->owned.push_back(std::move(fd));
+  return raw;
+}
+
+Status FilePreparer::check_epoll() {
+  for (const EpollAdd& e : out_->epoll)
+    if (std::find(targets_.begin(), targets_.end(), e.tfd) == targets_.end())
       return make_error(EBADMSG, fd_name(e.epfd) + ": epoll watches fd " + std::to_string(e.tfd) +
                                      ", which is not in the image");
   // The kernel keys a registration by (epoll, file, fd number): members
   // holding both at the same numbers list it each; it is made once.
-  std::erase_if(out->epoll, [&](const EpollAdd& e) {
-    return !shared->epoll_made.insert({source_of[e.epfd], source_of[e.tfd], e.tfd}).second;
+  std::erase_if(out_->epoll, [&](const EpollAdd& e) {
+    return !shared_->epoll_made.insert({source_of_[e.epfd], source_of_[e.tfd], e.tfd}).second;
   });
   return {};
+}
+
+}  // namespace
+
+Status prepare_files(const image::ImageMeta& meta, PreparedFiles* out, SharedFiles* shared) {
+  return FilePreparer(meta, out, shared).run();
 }
 
 Status finish_files(SharedFiles* shared) {
