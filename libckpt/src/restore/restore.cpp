@@ -162,178 +162,227 @@ Result<RestoreStats> restore_process(const RestoreOptions& opts) {
   return restore::restore_held(o, nullptr);
 }
 
-Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const ReadyHook& ready,
-                                           const ReleaseHook& before_release) {
-  const double t0 = now_seconds();
-  PhaseTrace pr("restore", &opts.log);
-  dirty::LedgerHold hints;  // the trackers' side state: written once the job runs
-  bool newest = false;
-  uint64_t gen = 0;
-  CKPT_ASSIGN(image::JobMeta job, open_generation(opts, &newest, &gen));
-  const std::string gen_dir = image::generation_dir(opts.dir, gen);
-  const pid_t root = job.members[0].pid;
-  auto named = [&](pid_t pid, const Error& e) {
-    return proc::name_member(e, pid, job.members.size());
-  };
+namespace {
 
-  // Every member's chain and plan, verified before any process exists.
-  RestoreStats stats;
-  stats.generation = gen;
-  stats.processes = job.members.size();
-  std::vector<image::Chain> chains;
-  std::vector<image::RestorePlan> plans;
-  std::vector<const image::ImageMeta*> metas;
-  std::vector<size_t> live;  // member index of chains[k]
-  for (size_t i = 0; i < job.members.size(); ++i) {
-    const image::JobMember& m = job.members[i];
+// One restore of a generation's job as named phases: open (every member's
+// chain and plan, verified before any process exists), check (who could
+// write the images, files changed on disk), make (saved files, shared
+// memory, the descriptors, the process tree), rebuild (each member's
+// address space and threads), release (all run, the root last). Members are
+// declared so that an early return tears down in the right order.
+class JobRestore {
+ public:
+  JobRestore(const RestoreOptions& opts, const restore::ReadyHook& ready,
+             const restore::ReleaseHook& before_release)
+      : opts_(opts), ready_(ready), before_release_(before_release), trace_("restore", &opts.log) {}
+  Result<RestoreStats> run();
+
+ private:
+  Status open();
+  Status check();
+  Status make();
+  Status rebuild_all();
+  Status release();
+  // Kills every process made so far and returns `e`.
+  Error abandon(Error e);
+  Error named(pid_t pid, const Error& e) const {
+    return proc::name_member(e, pid, job_.members.size());
+  }
+
+  const RestoreOptions& opts_;
+  const restore::ReadyHook& ready_;
+  const restore::ReleaseHook& before_release_;
+  PhaseTrace trace_;
+  double t0_ = now_seconds();
+  dirty::LedgerHold hints_;  // the trackers' side state: written once the job runs
+  bool newest_ = false;
+  uint64_t gen_ = 0;
+  image::JobMeta job_;
+  RestoreStats stats_;
+  std::vector<image::Chain> chains_;
+  std::vector<image::RestorePlan> plans_;
+  std::vector<const image::ImageMeta*> metas_;
+  std::vector<size_t> live_;  // member index of chains_[k]
+  restore::SharedMemory shm_;
+  std::vector<pid_t> pids_;
+  std::vector<sockets::Held> held_;  // with ready_: connections to peers outside the job
+  // The trackers' self-tests, on another thread while memory is written:
+  // any return joins it.
+  std::future<void> self_tests_;
+  std::vector<Rebuilt> built_;
+};
+
+Result<RestoreStats> JobRestore::run() {
+  CKPT_TRY(open());
+  CKPT_TRY(check());
+  CKPT_TRY(make());
+  CKPT_TRY(rebuild_all());
+  CKPT_TRY(release());
+  stats_.pid = pids_[0];
+  stats_.seconds = now_seconds() - t0_;
+  return stats_;
+}
+
+Status JobRestore::open() {
+  CKPT_ASSIGN(job_, open_generation(opts_, &newest_, &gen_));
+  const std::string gen_dir = image::generation_dir(opts_.dir, gen_);
+  const pid_t root = job_.members[0].pid;
+  stats_.generation = gen_;
+  stats_.processes = job_.members.size();
+  for (size_t i = 0; i < job_.members.size(); ++i) {
+    const image::JobMember& m = job_.members[i];
     if (m.zombie()) continue;
-    auto chain = image::open_chain(opts.dir, gen, [&](uint64_t g) {
-      return image::member_dir(image::generation_dir(opts.dir, g), m.pid, root);
+    auto chain = image::open_chain(opts_.dir, gen_, [&](uint64_t g) {
+      return image::member_dir(image::generation_dir(opts_.dir, g), m.pid, root);
     });
     if (!chain.ok()) return named(m.pid, chain.error());
     // job.img as the root's metadata binds it, each member as job.img does.
-    if (i == 0) CKPT_TRY(image::check_job_link(*chain->links[0], job));
+    if (i == 0) CKPT_TRY(image::check_job_link(*chain->links[0], job_));
     if (i > 0)
       if (Status s = image::check_member_link(*chain->links[0], m,
-                                              chains[0].links[0]->meta().link.binds_job);
+                                              chains_[0].links[0]->meta().link.binds_job);
           !s.ok())
         return named(m.pid, s.error());
     if (chain->newest().process.pid != m.pid)
       return make_error(EBADMSG, gen_dir + ": member " + std::to_string(m.pid) +
                                      " holds the images of PID " +
                                      std::to_string(chain->newest().process.pid));
-    plans.push_back(image::plan_chain(*chain));
-    chains.push_back(std::move(*chain));
-    live.push_back(i);
+    plans_.push_back(image::plan_chain(*chain));
+    chains_.push_back(std::move(*chain));
+    live_.push_back(i);
   }
-  for (auto& c : chains) metas.push_back(&c.newest());
-  pr.mark("open chains");
+  for (auto& c : chains_) metas_.push_back(&c.newest());
+  trace_.mark("open chains");
   // Shared anonymous memory gets its content from the member that saved it.
-  const auto holders = restore::shared_memory_holders(metas);
-  for (size_t k = 0; k < chains.size(); ++k) {
+  const auto holders = restore::shared_memory_holders(metas_);
+  for (size_t k = 0; k < chains_.size(); ++k) {
     std::vector<image::MemRange> others;
-    for (const image::VmaRecord& v : metas[k]->vmas)
+    for (const image::VmaRecord& v : metas_[k]->vmas)
       if (auto o = v.shared_object())
         if (auto h = holders.find(*o); h != holders.end() && h->second != k)
           others.push_back({v.start, v.end});
-    restore::drop_slices(others, &plans[k]);
+    restore::drop_slices(others, &plans_[k]);
   }
-  for (size_t k = 0; k < chains.size(); ++k) {
-    stats.vmas += metas[k]->vmas.size();
-    stats.generations_read += chains[k].links.size();
-    stats.pages_skipped += plans[k].pages_skipped;
-    Status s = restore::check_image_trust(opts.dir, chains[k]);
-    if (s.ok()) s = restore::check_files_unchanged(*metas[k], opts.force);
-    if (!s.ok()) return named(metas[k]->process.pid, s.error());
-  }
+  return {};
+}
 
-  CKPT_TRY(restore::restore_scratch(metas));
-  pr.mark("trust+scratch");
-  restore::SharedMemory shm;
-  CKPT_TRY(shm.create(metas));
-  pr.mark("shm");
-  std::vector<pid_t> pids;
-  std::vector<sockets::Held> held;  // with `ready`: connections to peers outside the job
-  {
-    // Files are opened here, handed to the members at spawn, and closed here
-    // once every member holds its own.
-    restore::SharedFiles shared;
-    shared.hold_outside = bool(ready);
-    shared.log = &opts.log;
-    for (auto [key, fd] : shm.deleted_files()) shared.deleted[key] = fd;  // mapped and open
-    for (const image::JobShare& s : job.shares)
-      shared.share_of[{s.pid, s.fd}] = {s.owner_pid, s.owner_fd};
-    std::vector<restore::PreparedFiles> files(job.members.size());
-    std::vector<restore::SpawnMember> spawn(job.members.size());
-    for (size_t i = 0; i < job.members.size(); ++i) spawn[i].member = &job.members[i];
-    for (size_t k = 0; k < chains.size(); ++k) {
-      Status s = restore::prepare_files(*metas[k], &files[live[k]], &shared);
-      if (!s.ok()) return named(metas[k]->process.pid, s.error());
-      spawn[live[k]].meta = metas[k];
-      spawn[live[k]].files = &files[live[k]];
-    }
-    CKPT_TRY(restore::finish_files(&shared));
-    held = std::move(shared.held);
-    std::vector<UniqueFd> ctty;  // each session's terminal, until its members took it
-    CKPT_TRY(controlling_terminals(metas, shared.ptys, &spawn, &ctty));
-    CKPT_ASSIGN(pids, restore::spawn_job(spawn, opts.new_pid));
+Status JobRestore::check() {
+  for (size_t k = 0; k < chains_.size(); ++k) {
+    stats_.vmas += metas_[k]->vmas.size();
+    stats_.generations_read += chains_[k].links.size();
+    stats_.pages_skipped += plans_[k].pages_skipped;
+    Status s = restore::check_image_trust(opts_.dir, chains_[k]);
+    if (s.ok()) s = restore::check_files_unchanged(*metas_[k], opts_.force);
+    if (!s.ok()) return named(metas_[k]->process.pid, s.error());
   }
-  pr.mark("files+spawn");
-  // The tracking armed again before each process runs needs its tracker's
-  // self-test (pagemap-scan: milliseconds), once per process: on another
-  // thread while memory is written (not before the spawn: a raw clone3
-  // child of a process with another thread could find malloc's lock held).
-  // Only the newest generation is tracked again. Any return joins it.
-  std::future<void> self_tests;
-  if (newest)
-    self_tests = std::async(std::launch::async, [&metas] {
-      for (const image::ImageMeta* m : metas)
+  return {};
+}
+
+// Saved files put back, shared memory made once for every member, the
+// files opened here (handed to the members at spawn, closed here once every
+// member holds its own), then the tree of processes.
+Status JobRestore::make() {
+  CKPT_TRY(restore::restore_scratch(metas_));
+  trace_.mark("trust+scratch");
+  CKPT_TRY(shm_.create(metas_));
+  trace_.mark("shm");
+  restore::SharedFiles shared;
+  shared.hold_outside = bool(ready_);
+  shared.log = &opts_.log;
+  for (auto [key, fd] : shm_.deleted_files()) shared.deleted[key] = fd;  // mapped and open
+  for (const image::JobShare& s : job_.shares)
+    shared.share_of[{s.pid, s.fd}] = {s.owner_pid, s.owner_fd};
+  std::vector<restore::PreparedFiles> files(job_.members.size());
+  std::vector<restore::SpawnMember> spawn(job_.members.size());
+  for (size_t i = 0; i < job_.members.size(); ++i) spawn[i].member = &job_.members[i];
+  for (size_t k = 0; k < chains_.size(); ++k) {
+    Status s = restore::prepare_files(*metas_[k], &files[live_[k]], &shared);
+    if (!s.ok()) return named(metas_[k]->process.pid, s.error());
+    spawn[live_[k]].meta = metas_[k];
+    spawn[live_[k]].files = &files[live_[k]];
+  }
+  CKPT_TRY(restore::finish_files(&shared));
+  held_ = std::move(shared.held);
+  std::vector<UniqueFd> ctty;  // each session's terminal, until its members took it
+  CKPT_TRY(controlling_terminals(metas_, shared.ptys, &spawn, &ctty));
+  CKPT_ASSIGN(pids_, restore::spawn_job(spawn, opts_.new_pid));
+  trace_.mark("files+spawn");
+  return {};
+}
+
+// The tracking armed again before each process runs needs its tracker's
+// self-test (pagemap-scan: milliseconds), once per process: on another
+// thread while memory is written (not before the spawn: a raw clone3 child
+// of a process with another thread could find malloc's lock held). Only the
+// newest generation is tracked again.
+Status JobRestore::rebuild_all() {
+  if (newest_)
+    self_tests_ = std::async(std::launch::async, [this] {
+      for (const image::ImageMeta* m : metas_)
         if (const TrackerInfo* t = find_tracker(m->tracker); t && t->kernel)
           (void)dirty::probe_tracker(t->kind);
     });
-
-  RebuildOptions ro{opts, newest, &shm.paths()};
-  std::vector<Rebuilt> built(chains.size());
-  for (size_t k = 0; k < chains.size(); ++k) {
-    const image::JobMember& m = job.members[live[k]];
+  RebuildOptions ro{opts_, newest_, &shm_.paths()};
+  built_.resize(chains_.size());
+  for (size_t k = 0; k < chains_.size(); ++k) {
+    const image::JobMember& m = job_.members[live_[k]];
     // Groups led by a member were made by their leaders at spawn; a group
     // whose leader is not in the job is the one the member inherited.
-    const pid_t join = m.pgid != m.pid && job.has_member(m.pgid) ? m.pgid : 0;
+    const pid_t join = m.pgid != m.pid && job_.has_member(m.pgid) ? m.pgid : 0;
     // flock and OFD locks of an open file an earlier member holds too are
     // that member's to take.
     std::set<int> shared_fds;
-    for (const image::JobShare& sh : job.shares)
+    for (const image::JobShare& sh : job_.shares)
       if (sh.pid == m.pid) shared_fds.insert(sh.fd);
-    const auto locks = restore::locks_to_take(*metas[k], shared_fds);
-    Status s = rebuild(pids[live[k]], chains[k], plans[k], ro, join, locks, &stats, &built[k]);
-    if (!s.ok()) {
-      restore::kill_job(pids);
-      return named(m.pid, s.error());
-    }
+    const auto locks = restore::locks_to_take(*metas_[k], shared_fds);
+    Status s =
+        rebuild(pids_[live_[k]], chains_[k], plans_[k], ro, join, locks, &stats_, &built_[k]);
+    if (!s.ok()) return abandon(named(m.pid, s.error()));
   }
   // Signal-driven I/O may name any thread of the job: all exist now.
-  for (size_t k = 0; k < chains.size(); ++k) {
-    Status s = restore::set_owners(pids[live[k]], *metas[k]);
-    if (!s.ok()) {
-      restore::kill_job(pids);
-      return named(job.members[live[k]].pid, s.error());
-    }
+  for (size_t k = 0; k < chains_.size(); ++k) {
+    Status s = restore::set_owners(pids_[live_[k]], *metas_[k]);
+    if (!s.ok()) return abandon(named(job_.members[live_[k]].pid, s.error()));
   }
-  pr.mark("rebuild");
-  // Every member is ready. A job across nodes waits for the other nodes'
-  // parts; its connections between nodes leave repair mode only then.
-  if (ready) {
-    Status s = ready(pids[0]);
-    if (s.ok()) s = sockets::finish_held(&held);
-    if (!s.ok()) {
-      restore::kill_job(pids);
-      return s.error();
-    }
+  trace_.mark("rebuild");
+  return {};
+}
+
+// Every member is ready. A job across nodes waits for the other nodes'
+// parts; its connections between nodes leave repair mode only then. All
+// run from here on (the root last).
+Status JobRestore::release() {
+  if (ready_) {
+    Status s = ready_(pids_[0]);
+    if (s.ok()) s = sockets::finish_held(&held_);
+    if (!s.ok()) return abandon(s.error());
   }
-  // All run from here on (the root last).
+  if (before_release_) {
+    for (Rebuilt& b : built_)
+      if (Status s = b.tasks->load_masks(); !s.ok()) return abandon(s.error());
+    before_release_(pids_[0]);
+  }
   Status result;
-  if (before_release) {
-    for (Rebuilt& b : built)
-      if (Status s = b.tasks->load_masks(); !s.ok() && result.ok()) result = s;
-    if (!result.ok()) {
-      restore::kill_job(pids);
-      return result.error();
-    }
-    before_release(pids[0]);
-  }
-  for (size_t k = built.size(); k-- > 0;) {
-    Status s = built[k].tasks->release();
+  for (size_t k = built_.size(); k-- > 0;) {
+    Status s = built_[k].tasks->release();
     if (!s.ok() && result.ok()) result = s;
   }
-  if (!result.ok()) {
-    restore::kill_job(pids);
-    return result.error();
-  }
-  pr.mark("release");
-  hints.write();
-  stats.pid = pids[0];
-  stats.seconds = now_seconds() - t0;
-  return stats;
+  if (!result.ok()) return abandon(result.error());
+  trace_.mark("release");
+  hints_.write();
+  return {};
+}
+
+Error JobRestore::abandon(Error e) {
+  restore::kill_job(pids_);
+  return e;
+}
+
+}  // namespace
+
+Result<RestoreStats> restore::restore_held(const RestoreOptions& opts, const ReadyHook& ready,
+                                           const ReleaseHook& before_release) {
+  return JobRestore(opts, ready, before_release).run();
 }
 
 }  // namespace ckpt
