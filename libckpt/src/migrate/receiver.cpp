@@ -29,6 +29,7 @@
 #include <cstring>
 #include <deque>
 #include <initializer_list>
+#include <optional>
 #include <tuple>
 
 #include "image/chain.hpp"
@@ -37,6 +38,7 @@
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
+#include "migrate/control.hpp"
 #include "migrate/gate.hpp"
 #include "migrate/handover.hpp"
 #include "migrate/job_stream.hpp"
@@ -53,68 +55,7 @@ namespace {
 
 using namespace migrate;
 
-// Messages between handler and monitor (SOCK_SEQPACKET): one letter, then data.
-//   handler -> monitor: 'C' u64 generation (complete: restore it), 'E' message, 'D' (done),
-//     'G'/'J' u64 generation (committed in staging), 'L' u64 generation (its layout arrived,
-//     metadata first), 'R' u64 generation + n x (u64 vaddr, u64 bytes, u64 offset) (runs
-//     landed in its pages.img)
-//   monitor -> handler: 'H' i32 pid + the leader's /proc status and stat (SCM_RIGHTS: the
-//     process is ready and held, about to be let go), 'P' i32 pid (it runs), 'E' message
-// Descriptors in `pass` (two at most) go along (SCM_RIGHTS).
-Status ctl_send(int fd, char kind, const void* data, size_t len,
-                std::initializer_list<int> pass = {}) {
-  std::vector<uint8_t> m(1 + len);
-  m[0] = uint8_t(kind);
-  if (len) std::memcpy(m.data() + 1, data, len);
-  iovec iov{m.data(), m.size()};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))] = {};
-  if (pass.size() > 0 && pass.size() <= 2) {
-    mh.msg_control = cbuf;
-    mh.msg_controllen = CMSG_SPACE(pass.size() * sizeof(int));
-    cmsghdr* c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(pass.size() * sizeof(int));
-    std::memcpy(CMSG_DATA(c), pass.begin(), pass.size() * sizeof(int));
-  }
-  if (::sendmsg(fd, &mh, MSG_NOSIGNAL) != ssize_t(m.size()))
-    return sys_error("talking to the receiver's parent");
-  return {};
-}
-
-// Returns the message ('\0' kind on EOF); descriptors that came with it go
-// to `*got` (closed when not asked for).
-std::pair<char, std::string> ctl_recv(int fd, std::vector<UniqueFd>* got = nullptr) {
-  char buf[32 << 10];  // an 'R' message holds at most kReportRuns runs
-  iovec iov{buf, sizeof buf};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))] = {};
-  mh.msg_control = cbuf;
-  mh.msg_controllen = sizeof cbuf;
-  ssize_t n;
-  do n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
-  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < k; ++i) {
-      int passed;
-      std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
-      UniqueFd owned(passed);
-      if (got) got->push_back(std::move(owned));
-    }
-  }
-  if (n <= 0) return {'\0', {}};
-  return {buf[0], std::string(buf + 1, size_t(n - 1))};
-}
-
-// Runs per 'R' message, and bytes landed before one is sent.
-constexpr size_t kReportRuns = 1024;
+// Bytes landed before a kRuns message is sent (or kReportRuns runs).
 constexpr uint64_t kReportBytes = 4 << 20;
 
 // One generation being received into the staging directory.
@@ -232,30 +173,30 @@ class Session {
     // while it lets the process go, only this handler can tell the sender
     // whether the process runs (the handover: docs/security.md).
     if (::prctl(PR_SET_PDEATHSIG, 0) != 0) return sys_error("PR_SET_PDEATHSIG");
-    CKPT_TRY(ctl_send(ctl_, 'C', &gen, sizeof gen));
+    CKPT_TRY(ctl_send_u64(ctl_, Ctl::kComplete, gen));
     std::vector<UniqueFd> fds;  // the leader's status and stat, once the monitor holds it ready
     pid_t pid = 0;
-    auto [kind, msg] = ctl_recv(ctl_, &fds);
+    CtlMessage m = ctl_recv(ctl_, &fds);
     HeldProcess held;
     if (fds.size() == 2) {
       held.status = std::move(fds[0]);
       held.stat = std::move(fds[1]);
     }
-    if (kind == 'H' && msg.size() == 4) {
-      pid = pid_t(get_u32(reinterpret_cast<const uint8_t*>(msg.data())));
-      std::tie(kind, msg) = ctl_recv(ctl_);
+    if (m.kind == Ctl::kHeld && m.data.size() == 4) {
+      pid = pid_t(get_u32(reinterpret_cast<const uint8_t*>(m.data.data())));
+      m = ctl_recv(ctl_);
     }
-    if (kind == 'P' && msg.size() == 4)
-      pid = pid_t(get_u32(reinterpret_cast<const uint8_t*>(msg.data())));
-    // The monitor died after 'H': the kernel says whether it let the process go.
-    const bool orphaned = kind == '\0' && pid > 0 && held.status.valid();
-    const bool runs = kind == 'P' || (orphaned && held_process_runs(held, 30));
+    if (m.kind == Ctl::kRunning && m.data.size() == 4)
+      pid = pid_t(get_u32(reinterpret_cast<const uint8_t*>(m.data.data())));
+    // The monitor died after kHeld: the kernel says whether it let the process go.
+    const bool orphaned = m.kind == Ctl::kNone && pid > 0 && held.status.valid();
+    const bool runs = m.kind == Ctl::kRunning || (orphaned && held_process_runs(held, 30));
     if (!runs) {
-      std::string why = kind == 'E' ? msg
-                        : orphaned  ? "the receiver died before the process ran"
-                                    : "the receiver's parent went away";
-      std::string m = "restore failed: " + why;
-      (void)w_.send(kError, m.data(), m.size());
+      std::string why = m.kind == Ctl::kError ? m.data
+                        : orphaned            ? "the receiver died before the process ran"
+                                              : "the receiver's parent went away";
+      std::string line = "restore failed: " + why;
+      (void)w_.send(kError, line.data(), line.size());
       return make_error(EIO, "restore failed: " + why);
     }
     std::vector<uint8_t> b;
@@ -304,7 +245,7 @@ class Session {
           CKPT_TRY(job_.on_frame(f, &done));
           if (done) {
             last = done;
-            CKPT_TRY(ctl_send(ctl_, 'J', &last, sizeof last));
+            CKPT_TRY(ctl_send_u64(ctl_, Ctl::kJobCommitted, last));
           }
           break;
         }
@@ -380,7 +321,7 @@ class Session {
           CKPT_TRY(finish(g, f));
           last = g.generation;
           in_gen = false;
-          CKPT_TRY(ctl_send(ctl_, 'G', &last, sizeof last));
+          CKPT_TRY(ctl_send_u64(ctl_, Ctl::kCommitted, last));
           break;
         case kCommit:
           if (in_gen || job_.in_generation() || last == 0 || f.len != 8 || get_u64(f.data) != last)
@@ -408,7 +349,7 @@ class Session {
       return make_error(EBADMSG, "protocol error: GEN_LAYOUT of another generation");
     CKPT_TRY(write_file(g.tmp + "/layout.img", f.data, f.len));
     early_ = true;
-    return ctl_send(ctl_, 'L', &g.generation, sizeof g.generation);
+    return ctl_send_u64(ctl_, Ctl::kLayout, g.generation);
   }
 
   // GEN_RUNS: addresses of the CONTENT frames to come, ascending.
@@ -429,7 +370,7 @@ class Session {
   Status report_landed(IncomingGeneration& g) {
     if (landed_.empty()) return {};
     CKPT_TRY(g.flush());
-    CKPT_TRY(ctl_send(ctl_, 'R', landed_.data(), landed_.size()));
+    CKPT_TRY(ctl_send(ctl_, Ctl::kRuns, landed_.data(), landed_.size()));
     landed_.clear();
     landed_bytes_ = 0;
     return {};
@@ -480,7 +421,7 @@ class Session {
   FrameWriter w_;
   JobIncoming job_;
   // Metadata first (GEN_LAYOUT): runs announced whose CONTENT is still to
-  // come, and the 'R' message of runs landed since the last one.
+  // come, and the kRuns message of runs landed since the last one.
   bool early_ = false;
   std::deque<std::pair<uint64_t, uint64_t>> announced_;
   uint64_t announced_end_ = 0;
@@ -488,17 +429,17 @@ class Session {
   uint64_t landed_bytes_ = 0;
 };
 
-// The monitor's part of metadata first: 'L' builds the process from the
-// layout, 'R' writes the runs that landed. Nothing to do once the warm
+// The monitor's part of metadata first: kLayout builds the process from the
+// layout, kRuns writes the runs that landed. Nothing to do once the warm
 // restore was given up (the stream goes on; the restore will be cold).
-Status early_step(WarmRestore& warm, const std::string& staging, char kind, const std::string& msg,
+Status early_step(WarmRestore& warm, const std::string& staging, Ctl kind, const std::string& msg,
                   bool warm_ok) {
   if (!warm_ok) return {};
-  if (msg.size() < 8 || (kind == 'R' && (msg.size() - 8) % 24))
+  if (msg.size() < 8 || (kind == Ctl::kRuns && (msg.size() - 8) % 24))
     return make_error(EBADMSG, "malformed message from the connection handler");
   const auto* p = reinterpret_cast<const uint8_t*>(msg.data());
   const uint64_t gen = get_u64(p);
-  if (kind == 'L') return warm.begin_layout(gen, staging + "/.tmp-" + std::to_string(gen));
+  if (kind == Ctl::kLayout) return warm.begin_layout(gen, staging + "/.tmp-" + std::to_string(gen));
   std::vector<LandedRun> runs((msg.size() - 8) / 24);
   for (size_t i = 0; i < runs.size(); ++i) {
     const uint8_t* q = p + 8 + 24 * i;
@@ -604,110 +545,144 @@ Receiver::~Receiver() {
   if (listen_fd_ >= 0) ::close(listen_fd_);
 }
 
-Result<ReceivedProcess> Receiver::serve_one() {
-  CKPT_ASSIGN(AuthenticatedConnection authed, gate_->next());
-  UniqueFd conn = std::move(authed.conn);
-  const double t0 = now_seconds();
-  ReceivedProcess out;
-  out.peer = authed.peer;
-  set_timeouts(conn.get(), opts_.timeout_seconds);
+namespace {
 
+// The monitor's side of one migration: the connection handler forked
+// (sandboxed: it reads the stream into staging), each committed generation
+// applied to a process built while the next arrives (warm restore), the
+// process restored from staging once the stream is complete (warm, or cold
+// from the whole chain), and handed over: held ready, let go, the handler
+// told so (docs/security.md, "A receiver killed after COMMIT").
+class Monitor {
+ public:
+  Monitor(const ReceiveOptions& opts, int listen_fd, AuthenticatedConnection authed)
+      : opts_(opts), listen_fd_(listen_fd), authed_(std::move(authed)) {
+    out_.peer = authed_.peer;
+  }
+  Result<ReceivedProcess> run();
+
+ private:
+  Status start_handler(uint64_t first_gen);
+  // Applies generations until the handler says the stream is complete:
+  // that generation, or the error that ended the stream.
+  Result<uint64_t> apply_generations(WarmRestore& warm);
+  Result<RestoreStats> restore(WarmRestore& warm, uint64_t final_gen);
+  // kHeld to the handler: the process is ready and held (its leader's
+  // status and stat go along, for the handler to read if this one dies).
+  void announce(pid_t pid);
+  Result<ReceivedProcess> hand_over(const RestoreStats& restored, double t_restore);
+  // Waits for the handler; what it died of, for a message.
+  std::string reap();
+  template <class... A>
+  void say(const char* fmt, A... args) const;
+
+  const ReceiveOptions& opts_;
+  const int listen_fd_;
+  AuthenticatedConnection authed_;
+  const double t0_ = now_seconds();
+  ReceivedProcess out_;
+  std::optional<Staging> staged_;
+  UniqueFd ctl_;
+  pid_t handler_ = -1;
+  bool warm_ok_ = false, handed_ = false;
+};
+
+template <class... A>
+void Monitor::say(const char* fmt, A... args) const {
+  if (!opts_.log) return;
+  char line[512];
+  std::snprintf(line, sizeof line, fmt, args...);
+  opts_.log(LogKind::trace, line);
+}
+
+Result<ReceivedProcess> Monitor::run() {
+  set_timeouts(authed_.conn.get(), opts_.timeout_seconds);
   uint64_t first_gen = 1;
   if (!opts_.dir.empty()) {
     CKPT_ASSIGN(std::vector<uint64_t> gens, image::list_generations(opts_.dir));
     if (!gens.empty()) first_gen = gens.back() + 1;
   }
-  CKPT_ASSIGN(Staging staged, make_staging(opts_.dir, std::to_string(::getpid()) + "-" +
-                                                          std::to_string(conn.get())));
+  CKPT_ASSIGN(staged_, make_staging(opts_.dir, std::to_string(::getpid()) + "-" +
+                                                   std::to_string(authed_.conn.get())));
   struct Cleanup {
     const Staging& s;
     ~Cleanup() { remove_staging(s); }
-  } cleanup{staged};
-  const std::string& staging = staged.dir;
+  } cleanup{*staged_};
+  CKPT_TRY(start_handler(first_gen));
+  WarmRestore warm(staged_->dir, opts_.new_pid);
+  warm_ok_ = opts_.warm;
+  CKPT_ASSIGN(uint64_t final_gen, apply_generations(warm));
+  const double tr = now_seconds();
+  auto restored = restore(warm, final_gen);
+  if (!restored.ok()) {
+    const std::string& m = restored.error().message;
+    (void)ctl_send(ctl_.get(), Ctl::kError, m.data(), m.size());
+    reap();
+    return restored.error().context(out_.peer + ": restore failed");
+  }
+  return hand_over(*restored, tr);
+}
 
+Status Monitor::start_handler(uint64_t first_gen) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return sys_error("socketpair");
-  UniqueFd ctl(sv[0]), ctl_child(sv[1]);
-  pid_t worker = ::fork();
-  if (worker < 0) return sys_error("fork");
-  if (worker == 0) {
-    ::close(listen_fd_);
-    ctl.reset();
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    // Connections waiting at the gate are the parent's to close.
-    close_fds_except(conn.get(), ctl_child.get());
-    Status st = opts_.sandbox ? apply_receiver_sandbox(staging) : Status{};
-    uint64_t bytes = 0;
-    if (st.ok()) {
-      Session session(conn.get(), ctl_child.get(), staging, authed.proof, first_gen);
-      st = session.run();
-      bytes = session.bytes();
-    }
-    if (!st.ok()) {
-      (void)ctl_send(ctl_child.get(), 'E', st.error().message.data(), st.error().message.size());
-      ::_exit(1);
-    }
-    uint64_t got = bytes;
-    (void)ctl_send(ctl_child.get(), 'D', &got, sizeof got);
-    ::_exit(0);
+  ctl_.reset(sv[0]);
+  UniqueFd child_end(sv[1]);
+  handler_ = ::fork();
+  if (handler_ < 0) return sys_error("fork");
+  if (handler_ > 0) return {};
+  const int conn = authed_.conn.get();
+  ::close(listen_fd_);
+  ctl_.reset();
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // Connections waiting at the gate are the parent's to close.
+  close_fds_except(conn, child_end.get());
+  Status st = opts_.sandbox ? apply_receiver_sandbox(staged_->dir) : Status{};
+  uint64_t bytes = 0;
+  if (st.ok()) {
+    Session session(conn, child_end.get(), staged_->dir, authed_.proof, first_gen);
+    st = session.run();
+    bytes = session.bytes();
   }
-  ctl_child.reset();
-  auto reap = [&]() -> std::string {
-    int ws = 0;
-    while (::waitpid(worker, &ws, 0) < 0 && errno == EINTR) {
-    }
-    if (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGSYS)
-      return "the connection handler made a system call outside its seccomp allowlist";
-    if (WIFSIGNALED(ws))
-      return "the connection handler died (signal " + std::to_string(WTERMSIG(ws)) + ")";
-    return "the connection handler ended without a report";
-  };
+  if (!st.ok()) {
+    (void)ctl_send(child_end.get(), Ctl::kError, st.error().message.data(),
+                   st.error().message.size());
+    ::_exit(1);
+  }
+  (void)ctl_send_u64(child_end.get(), Ctl::kDone, bytes);
+  ::_exit(0);
+}
 
-  // Each generation is applied to a process built in the background while
-  // the next one arrives (warm restore); a problem there falls back to a
-  // plain restore of the whole chain once the stream is complete.
-  WarmRestore warm(staging, opts_.new_pid);
-  FrameWriter acks(conn.get());
-  bool warm_ok = opts_.warm;
-  std::string kind_msg;
-  char kind;
-  // What the build did, for the caller's log (ReceiveOptions::log).
-  auto say = [this](const char* fmt, auto... args) {
-    if (!opts_.log) return;
-    char line[512];
-    std::snprintf(line, sizeof line, fmt, args...);
-    opts_.log(LogKind::trace, line);
-  };
+Result<uint64_t> Monitor::apply_generations(WarmRestore& warm) {
+  FrameWriter acks(authed_.conn.get());
   double early_seconds = 0;
+  CtlMessage m;
   for (;;) {
-    auto m = ctl_recv(ctl.get());
-    kind = m.first;
-    kind_msg = m.second;
-    if (kind == 'L' || kind == 'R') {  // metadata first: build while the content arrives
+    m = ctl_recv(ctl_.get());
+    if (m.kind == Ctl::kLayout || m.kind == Ctl::kRuns) {  // build while the content arrives
       const double ta = now_seconds();
-      Status st = early_step(warm, staging, kind, kind_msg, warm_ok);
+      Status st = early_step(warm, staged_->dir, m.kind, m.data, warm_ok_);
       early_seconds += now_seconds() - ta;
       if (!st.ok()) {
         say("building while receiving: %s", st.error().message.c_str());
-        warm_ok = false;
+        warm_ok_ = false;
         warm.abort();
       }
       continue;
     }
-    if ((kind != 'G' && kind != 'J') || kind_msg.size() != 8) break;
     uint64_t g;
-    std::memcpy(&g, kind_msg.data(), 8);
+    if ((m.kind != Ctl::kCommitted && m.kind != Ctl::kJobCommitted) || !m.u64(&g)) break;
     const double ta = now_seconds();
     // A job's generations are restored at the end (restore/job_spawn), not warm.
-    if (kind == 'J') warm_ok = false;
-    Status added = warm_ok ? warm.add(g) : Status{};
+    if (m.kind == Ctl::kJobCommitted) warm_ok_ = false;
+    Status added = warm_ok_ ? warm.add(g) : Status{};
     say("generation %llu applied in %.1f ms (%.1f ms while it arrived)%s%s", (unsigned long long)g,
         (now_seconds() - ta) * 1e3, early_seconds * 1e3, added.ok() ? "" : ": ",
         added.ok() ? "" : added.error().message.c_str());
     early_seconds = 0;
     if (!added.ok()) {
-      warm_ok = false;
+      warm_ok_ = false;
       warm.abort();
     }
     // The sender waits for this before its final stop (best effort: a lost
@@ -716,78 +691,98 @@ Result<ReceivedProcess> Receiver::serve_one() {
     for (int i = 0; i < 8; ++i) gb[i] = uint8_t(g >> (8 * i));
     (void)acks.send(kApplied, gb, sizeof gb);
   }
-  if (kind != 'C' || kind_msg.size() != 8) {
-    std::string why = kind == 'E' ? kind_msg : reap();
-    if (kind == 'E') reap();
-    return make_error(EIO, out.peer + ": " + why + "; nothing restored");
-  }
   uint64_t final_gen;
-  std::memcpy(&final_gen, kind_msg.data(), 8);
-  const double tr = now_seconds();
-  // The handover (docs/security.md, "A receiver killed after COMMIT"). With
-  // the process ready and still held, the handler gets its leader's status
-  // ('H'); the process is let go; the handler hears so ('P') and sends
-  // RUNNING, on which the sender ends its source. A monitor that dies on the
-  // way leaves the handler to read the outcome from the kernel: the process
-  // died with its tracer (the handler sends ERROR: the sender releases its
-  // source) or it was let go (the handler sends RUNNING). One copy either way.
-  bool handed = false;
-  auto announce = [&](pid_t pid) {
-    auto held = open_held(pid);
-    std::vector<uint8_t> b;
-    put_u32(b, uint32_t(pid));
-    handed = true;
-    if (held.ok())
-      (void)ctl_send(ctl.get(), 'H', b.data(), b.size(), {held->status.get(), held->stat.get()});
-    else
-      (void)ctl_send(ctl.get(), 'H', b.data(), b.size());
-  };
+  if (m.kind == Ctl::kComplete && m.u64(&final_gen)) return final_gen;
+  std::string why = m.kind == Ctl::kError ? m.data : reap();
+  if (m.kind == Ctl::kError) reap();
+  return make_error(EIO, out_.peer + ": " + why + "; nothing restored");
+}
+
+// Warm where every generation was applied; else (or if the warm finish
+// fails before the process was announced) cold, from the whole chain.
+Result<RestoreStats> Monitor::restore(WarmRestore& warm, uint64_t final_gen) {
+  auto announce = [this](pid_t pid) { this->announce(pid); };
   Result<RestoreStats> restored = make_error(EINVAL, "not restored");
-  if (warm_ok && warm.last() == final_gen) {
-    out.build = warm.built_early() ? "while-arriving" : "warm";
+  if (warm_ok_ && warm.last() == final_gen) {
+    const double tr = now_seconds();
+    out_.build = warm.built_early() ? "while-arriving" : "warm";
     restored = warm.finish(announce);
     say("warm finish in %.1f ms%s%s", (now_seconds() - tr) * 1e3, restored.ok() ? "" : ": ",
         restored.ok() ? "" : restored.error().message.c_str());
     if (!restored.ok()) warm.abort();
   }
-  if (!restored.ok() && !handed) {
-    out.build = "cold";
+  if (!restored.ok() && !handed_) {
+    out_.build = "cold";
     RestoreOptions ro;
-    ro.dir = staging;
+    ro.dir = staged_->dir;
     ro.log = opts_.log;
     ro.new_pid = opts_.new_pid;
     restored = restore::restore_held(ro, nullptr, announce);
   }
-  if (!restored.ok()) {
-    const std::string& m = restored.error().message;
-    (void)ctl_send(ctl.get(), 'E', m.data(), m.size());
-    reap();
-    return restored.error().context(out.peer + ": restore failed");
-  }
-  out.restore_seconds = now_seconds() - tr;
-  out.pid = restored->pid;
-  out.generations = restored->generations_read;
+  return restored;
+}
+
+void Monitor::announce(pid_t pid) {
+  auto held = open_held(pid);
+  std::vector<uint8_t> b;
+  put_u32(b, uint32_t(pid));
+  handed_ = true;
+  if (held.ok())
+    (void)ctl_send(ctl_.get(), Ctl::kHeld, b.data(), b.size(),
+                   {held->status.get(), held->stat.get()});
+  else
+    (void)ctl_send(ctl_.get(), Ctl::kHeld, b.data(), b.size());
+}
+
+// The process runs: the handler hears so (kRunning) and sends RUNNING, on
+// which the sender ends its source. A monitor that dies on the way leaves
+// the handler to read the outcome from the kernel: one copy either way.
+Result<ReceivedProcess> Monitor::hand_over(const RestoreStats& restored, double t_restore) {
+  out_.restore_seconds = now_seconds() - t_restore;
+  out_.pid = restored.pid;
+  out_.generations = restored.generations_read;
   std::vector<uint8_t> pidb;
-  put_u32(pidb, uint32_t(restored->pid));
-  (void)ctl_send(ctl.get(), 'P', pidb.data(), pidb.size());
-  out.seconds = now_seconds() - t0;
-  auto [k2, m2] = ctl_recv(ctl.get());
-  // A handler that died may not have said RUNNING: say it (twice is harmless,
-  // the sender reads the first).
-  if (k2 == '\0') (void)acks.send(kRunning, pidb.data(), pidb.size());
-  if (k2 != 'D') {
-    std::string why = k2 == 'E' ? m2 : reap();
-    if (k2 == 'E') reap();
+  put_u32(pidb, uint32_t(restored.pid));
+  (void)ctl_send(ctl_.get(), Ctl::kRunning, pidb.data(), pidb.size());
+  out_.seconds = now_seconds() - t0_;
+  CtlMessage done = ctl_recv(ctl_.get());
+  // A handler that died may not have said RUNNING: say it (twice is
+  // harmless, the sender reads the first).
+  if (done.kind == Ctl::kNone) {
+    FrameWriter acks(authed_.conn.get());
+    (void)acks.send(kRunning, pidb.data(), pidb.size());
+  }
+  if (done.kind != Ctl::kDone) {
+    std::string why = done.kind == Ctl::kError ? done.data : reap();
+    if (done.kind == Ctl::kError) reap();
     // The process runs here; say so along with the problem.
     return make_error(
-        EIO, out.peer + ": process restored as PID " + std::to_string(out.pid) + ", but: " + why);
+        EIO, out_.peer + ": process restored as PID " + std::to_string(out_.pid) + ", but: " + why);
   }
   reap();
-  if (m2.size() == 8) std::memcpy(&out.bytes, m2.data(), 8);
+  (void)done.u64(&out_.bytes);
   if (!opts_.dir.empty())
-    if (Status k = keep_chain(staging, opts_.dir); !k.ok())
-      out.warning = "the received chain was not kept in " + opts_.dir + ": " + k.error().message;
-  return out;
+    if (Status k = keep_chain(staged_->dir, opts_.dir); !k.ok())
+      out_.warning = "the received chain was not kept in " + opts_.dir + ": " + k.error().message;
+  return out_;
+}
+
+std::string Monitor::reap() {
+  int ws = 0;
+  while (::waitpid(handler_, &ws, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGSYS)
+    return "the connection handler made a system call outside its seccomp allowlist";
+  if (WIFSIGNALED(ws))
+    return "the connection handler died (signal " + std::to_string(WTERMSIG(ws)) + ")";
+  return "the connection handler ended without a report";
+}
+
+}  // namespace
+
+Result<ReceivedProcess> Receiver::serve_one() {
+  CKPT_ASSIGN(AuthenticatedConnection authed, gate_->next());
+  return Monitor(opts_, listen_fd_, std::move(authed)).run();
 }
 
 }  // namespace ckpt
