@@ -20,31 +20,9 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-(($# == 1)) || {
-  echo "usage: $0 BIN_DIR" >&2
-  exit 2
-}
-BIN_DIR=$(cd "$1" 2>/dev/null && pwd) || {
-  echo "FAIL huge_pages: no directory $1"
-  exit 1
-}
-PROG=${E2E_PROG_DIR:-$BIN_DIR/e2e}/huge_flip
-ROUNDS=14
-TOOL_TIMEOUT=60
-NAME=huge_pages
-E2E_CASE="$NAME" # for pass, fail and skip (lib.sh)
-for tool in cr_full cr_incr cr_restart cr_check; do
-  [[ -x $BIN_DIR/$tool ]] || fail "$BIN_DIR/$tool not built"
-done
-[[ -x $PROG ]] || fail "test program $PROG not built"
-ok=$("$BIN_DIR/cr_check" --json 2>/dev/null | jq -r '.["pagemap-scan"].ok // false') || ok=false
-if [[ $ok != true ]]; then
-  echo "SKIP $NAME: the pagemap-scan tracker does not work on this kernel"
-  exit 77
-fi
-
 # shellcheck source=round_chain.sh
 source "$HERE/round_chain.sh"
+round_chain_setup huge_pages huge_flip 14 "$@"
 round_chain_start huge
 declare -a THP
 huge_kib() { # K G: the program's huge-page count at round K

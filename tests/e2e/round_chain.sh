@@ -3,7 +3,38 @@
 # a chain of ROUNDS generations (cr_full for round 0, cr_incr for the
 # others, pagemap-scan), then every generation restored and the restored
 # process comparing its memory byte for byte with its copy of that round.
-# Needs lib.sh, and BIN_DIR, PROG, NAME, ROUNDS, TOOL_TIMEOUT set.
+# Needs lib.sh.
+
+# round_chain_setup NAME PROGRAM ROUNDS "$@": the driver's arguments (BIN_DIR)
+# checked, BIN_DIR, PROG, NAME, ROUNDS and TOOL_TIMEOUT set, the tools and
+# the program present; a skip (77) where the pagemap-scan tracker does not
+# work.
+round_chain_setup() {
+  NAME=$1 ROUNDS=$3
+  local program=$2
+  shift 3
+  (($# == 1)) || {
+    echo "usage: $0 BIN_DIR" >&2
+    exit 2
+  }
+  BIN_DIR=$(cd "$1" 2>/dev/null && pwd) || {
+    echo "FAIL $NAME: no directory $1"
+    exit 1
+  }
+  PROG=${E2E_PROG_DIR:-$BIN_DIR/e2e}/$program
+  TOOL_TIMEOUT=60
+  E2E_CASE="$NAME" # for pass, fail and skip (lib.sh)
+  local tool ok
+  for tool in cr_full cr_incr cr_restart cr_check; do
+    [[ -x $BIN_DIR/$tool ]] || fail "$BIN_DIR/$tool not built"
+  done
+  [[ -x $PROG ]] || fail "test program $PROG not built"
+  ok=$("$BIN_DIR/cr_check" --json 2>/dev/null | jq -r '.["pagemap-scan"].ok // false') || ok=false
+  if [[ $ok != true ]]; then
+    echo "SKIP $NAME: the pagemap-scan tracker does not work on this kernel"
+    exit 77
+  fi
+}
 
 # round_chain_start TAG: the work directory and the program, running.
 round_chain_start() {
