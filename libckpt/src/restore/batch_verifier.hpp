@@ -3,7 +3,7 @@
 // checksum. Compressed runs are decoded as they are checked, which is
 // slower than the copy, so several threads take turns (batch b goes to
 // thread b % threads). Plain runs are checked by the writers themselves,
-// just before each copy (address_space.cpp), except in A/B runs.
+// just before each copy (content_writer.cpp).
 // They stay at most `ahead` batches in front of the writer, so decoded
 // content waiting to be copied stays bounded.
 #pragma once
