@@ -191,10 +191,34 @@ Result<UniqueFd> restore_udp(const FileRecord& f, const std::string& what, UdpJo
   return sock;
 }
 
-Status finish_udp(UdpJob* job) {
-  if (job->sockets.empty()) return {};
-  // One CPU while refilling: loopback datagrams wait in a per-CPU backlog,
-  // so sends from one CPU arrive in the order they were sent.
+namespace {
+
+// The job's queued datagrams sent again, each from its sender's address:
+// the job's own socket with that port and address (or bound to any
+// address), else a stand-in bound to the sender's address.
+class Refill {
+ public:
+  explicit Refill(UdpJob* job) : job_(job) {}
+  Status run();
+
+ private:
+  struct Sender {
+    int fd = -1;
+    int family = 0;
+  };
+  Result<Sender> sender_for(const Endpoint& from, const std::string& what);
+  Result<UniqueFd> stand_in(const Endpoint& from, const std::string& what);
+  Status send(const Sender& sender, const Endpoint& from, const UdpJob::Datagram& d,
+              const std::string& what);
+
+  UdpJob* job_;
+  std::map<std::pair<int, std::string>, UniqueFd> stand_ins_;  // (family, "addr:port")
+  std::set<std::string> local_ok_;                             // destinations checked local
+};
+
+// One CPU while refilling: loopback datagrams wait in a per-CPU backlog, so
+// sends from one CPU arrive in the order they were sent.
+Status Refill::run() {
   cpu_set_t saved, one;
   const bool pinned = ::sched_getaffinity(0, sizeof saved, &saved) == 0 && ::sched_getcpu() >= 0;
   if (pinned) {
@@ -202,105 +226,107 @@ Status finish_udp(UdpJob* job) {
     CPU_SET(::sched_getcpu(), &one);
     ::sched_setaffinity(0, sizeof one, &one);
   }
-  std::map<std::pair<int, std::string>, UniqueFd> stand_ins;  // (family, "addr:port")
-  std::set<std::string> local_ok;                             // destinations checked local
   Status st;
-  for (const UdpJob::Socket& r : job->sockets) {
+  for (const UdpJob::Socket& r : job_->sockets) {
     for (const UdpJob::Datagram& d : r.queue) {
       const Endpoint from = unmapped(d.from);
-      // The job's own socket with the sender's port and address (or bound
-      // to any address), else a stand-in bound to the sender's address.
-      int sender = -1, sender_family = 0;
-      for (const UdpJob::Socket& s : job->sockets) {
-        const Endpoint l = unmapped(s.local);
-        if (s.local.port != from.port || (!is_any(l) && !(l == from))) continue;
-        if (is_any(l) && s.local.family == AF_INET && from.family != AF_INET) continue;
-        sender = s.fd;
-        sender_family = s.local.family;
-        break;
-      }
-      if (sender < 0) {
-        auto key = std::make_pair(from.family, describe(from));
-        auto it = stand_ins.find(key);
-        if (it == stand_ins.end()) {
-          UniqueFd h(::socket(from.family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-          int on = 1;
-          ::setsockopt(h.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-          // The sender's address may be one this node does not have
-          // (binding it needs FREEBIND, sending from it TRANSPARENT).
-          if (from.family == AF_INET) {
-            ::setsockopt(h.get(), IPPROTO_IP, IP_FREEBIND, &on, sizeof on);
-            ::setsockopt(h.get(), IPPROTO_IP, IP_TRANSPARENT, &on, sizeof on);
-          } else {
-            ::setsockopt(h.get(), IPPROTO_IPV6, IPV6_FREEBIND, &on, sizeof on);
-            ::setsockopt(h.get(), IPPROTO_IPV6, IPV6_TRANSPARENT, &on, sizeof on);
-          }
-          sockaddr_storage a;
-          socklen_t len = sockaddr_of(from, &a);
-          if (!h.valid() || ::bind(h.get(), reinterpret_cast<sockaddr*>(&a), len) != 0) {
-            st = sys_error(r.what + ": a queued datagram from " + describe(from) +
-                           ": binding a socket to its sender's address to send it again");
-            break;
-          }
-          it = stand_ins.emplace(key, std::move(h)).first;
-        }
-        sender = it->second.get();
-        sender_family = from.family;
-      }
-      const Endpoint to = in_family(d.to, sender_family);
-      const std::string to_key = describe(to);
-      if (!local_ok.count(to_key) && !is_local(to)) {
-        st = make_error(EADDRNOTAVAIL, r.what + ": a queued datagram was sent to " + describe(to) +
-                                           ", which is not an address of this node");
-        break;
-      }
-      local_ok.insert(to_key);
-      sockaddr_storage dst;
-      socklen_t dst_len = sockaddr_of(to, &dst);
-      iovec iov{const_cast<uint8_t*>(d.data.data()), d.data.size()};
-      msghdr mh{};
-      mh.msg_name = &dst;
-      mh.msg_namelen = dst_len;
-      mh.msg_iov = &iov;
-      mh.msg_iovlen = 1;
-      // The sender's own address as the source (a job socket bound to any
-      // address would let the route pick one).
-      alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(in6_pktinfo))] = {};
-      const Endpoint src = in_family(from, sender_family);
-      if (sender_family == AF_INET) {
-        in_pktinfo pi{};
-        std::memcpy(&pi.ipi_spec_dst, src.addr.data(), 4);
-        put_control(&mh, ctl, IPPROTO_IP, IP_PKTINFO, &pi, sizeof pi);
-      } else if (!IN6_IS_ADDR_V4MAPPED(reinterpret_cast<const in6_addr*>(src.addr.data()))) {
-        in6_pktinfo pi{};
-        std::memcpy(&pi.ipi6_addr, src.addr.data(), 16);
-        put_control(&mh, ctl, IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof pi);
-      }
-      ssize_t n;
-      for (int tries = 0;; ++tries) {
-        n = ::sendmsg(sender, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n >= 0 || (errno != EINTR && errno != EAGAIN && errno != ENOBUFS) || tries > 2000)
-          break;
-        if (errno != EINTR)  // the sender's buffer is full until loopback delivers
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      if (n != ssize_t(d.data.size())) {
-        st = sys_error(r.what + ": refilling its receive queue from " + describe(from) + " to " +
-                       describe(to));
-        break;
-      }
+      auto sender = sender_for(from, r.what);
+      st = sender.ok() ? send(*sender, from, d, r.what) : Status(sender.error());
+      if (!st.ok()) break;
     }
     if (!st.ok()) break;
   }
   if (pinned) ::sched_setaffinity(0, sizeof saved, &saved);
-  stand_ins.clear();
-  if (!st.ok()) return st;
+  return st;
+}
 
-  // Every datagram must have reached its socket (not another one of the
-  // same port) before a connect would drop those from others.
+Result<Refill::Sender> Refill::sender_for(const Endpoint& from, const std::string& what) {
+  for (const UdpJob::Socket& s : job_->sockets) {
+    const Endpoint l = unmapped(s.local);
+    if (s.local.port != from.port || (!is_any(l) && !(l == from))) continue;
+    if (is_any(l) && s.local.family == AF_INET && from.family != AF_INET) continue;
+    return Sender{s.fd, s.local.family};
+  }
+  auto key = std::make_pair(from.family, describe(from));
+  auto it = stand_ins_.find(key);
+  if (it == stand_ins_.end()) {
+    CKPT_ASSIGN(UniqueFd h, stand_in(from, what));
+    it = stand_ins_.emplace(key, std::move(h)).first;
+  }
+  return Sender{it->second.get(), from.family};
+}
+
+// The sender's address may be one this node does not have (binding it
+// needs FREEBIND, sending from it TRANSPARENT).
+Result<UniqueFd> Refill::stand_in(const Endpoint& from, const std::string& what) {
+  UniqueFd h(::socket(from.family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  int on = 1;
+  ::setsockopt(h.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  if (from.family == AF_INET) {
+    ::setsockopt(h.get(), IPPROTO_IP, IP_FREEBIND, &on, sizeof on);
+    ::setsockopt(h.get(), IPPROTO_IP, IP_TRANSPARENT, &on, sizeof on);
+  } else {
+    ::setsockopt(h.get(), IPPROTO_IPV6, IPV6_FREEBIND, &on, sizeof on);
+    ::setsockopt(h.get(), IPPROTO_IPV6, IPV6_TRANSPARENT, &on, sizeof on);
+  }
+  sockaddr_storage a;
+  socklen_t len = sockaddr_of(from, &a);
+  if (!h.valid() || ::bind(h.get(), reinterpret_cast<sockaddr*>(&a), len) != 0)
+    return sys_error(what + ": a queued datagram from " + describe(from) +
+                     ": binding a socket to its sender's address to send it again");
+  return h;
+}
+
+// With the sender's own address as the source (a job socket bound to any
+// address would let the route pick one), retried while the sender's buffer
+// is full until loopback delivers.
+Status Refill::send(const Sender& sender, const Endpoint& from, const UdpJob::Datagram& d,
+                    const std::string& what) {
+  const Endpoint to = in_family(d.to, sender.family);
+  const std::string to_key = describe(to);
+  if (!local_ok_.count(to_key) && !is_local(to))
+    return make_error(EADDRNOTAVAIL, what + ": a queued datagram was sent to " + describe(to) +
+                                         ", which is not an address of this node");
+  local_ok_.insert(to_key);
+  sockaddr_storage dst;
+  socklen_t dst_len = sockaddr_of(to, &dst);
+  iovec iov{const_cast<uint8_t*>(d.data.data()), d.data.size()};
+  msghdr mh{};
+  mh.msg_name = &dst;
+  mh.msg_namelen = dst_len;
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(in6_pktinfo))] = {};
+  const Endpoint src = in_family(from, sender.family);
+  if (sender.family == AF_INET) {
+    in_pktinfo pi{};
+    std::memcpy(&pi.ipi_spec_dst, src.addr.data(), 4);
+    put_control(&mh, ctl, IPPROTO_IP, IP_PKTINFO, &pi, sizeof pi);
+  } else if (!IN6_IS_ADDR_V4MAPPED(reinterpret_cast<const in6_addr*>(src.addr.data()))) {
+    in6_pktinfo pi{};
+    std::memcpy(&pi.ipi6_addr, src.addr.data(), 16);
+    put_control(&mh, ctl, IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof pi);
+  }
+  ssize_t n;
+  for (int tries = 0;; ++tries) {
+    n = ::sendmsg(sender.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0 || (errno != EINTR && errno != EAGAIN && errno != ENOBUFS) || tries > 2000) break;
+    if (errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (n != ssize_t(d.data.size()))
+    return sys_error(what + ": refilling its receive queue from " + describe(from) + " to " +
+                     describe(to));
+  return {};
+}
+
+// Every datagram must have reached its socket (not another one of the same
+// port) before a connect would drop those from others. Those after an
+// empty datagram are not counted: loopback delivers them in the sender's
+// system call almost always; a moment covers the rest.
+Status wait_arrived(const UdpJob& job) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   bool empties = false;
-  for (const UdpJob::Socket& s : job->sockets) {
+  for (const UdpJob::Socket& s : job.sockets) {
     if (s.queue.empty()) continue;
     size_t want = 0;
     while (want < s.queue.size() && !s.queue[want].data.empty()) ++want;
@@ -315,23 +341,34 @@ Status finish_udp(UdpJob* job) {
                                  " queued datagrams did not all come back (another socket of its "
                                  "port took some, or they were dropped)");
   }
-  // Those after an empty datagram are not counted: loopback delivers them
-  // in the sender's system call almost always; a moment covers the rest.
   if (empties) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  for (const UdpJob::Socket& s : job->sockets) {
-    if (s.connected) {
-      sockaddr_storage a;
-      socklen_t len = sockaddr_of(s.peer, &a);
-      if (::connect(s.fd, reinterpret_cast<sockaddr*>(&a), len) != 0)
-        return sys_error(s.what + ": connecting to " + describe(s.peer));
-    }
-    if (s.rcvbuf > 0 &&
-        ::setsockopt(s.fd, SOL_SOCKET, SO_RCVBUFFORCE, &s.rcvbuf, sizeof s.rcvbuf) != 0)
-      CKPT_TRY(set_opt(s.fd, SOL_SOCKET, SO_RCVBUF, s.rcvbuf, s.what, "SO_RCVBUF"));
-    if (s.peek_off)
-      CKPT_TRY(set_opt(s.fd, SOL_SOCKET, SO_PEEK_OFF, int(int64_t(s.peek_off) - 1), s.what,
-                       "SO_PEEK_OFF"));
+  return {};
+}
+
+// Connected as they were, with their buffer size and peek offset.
+Status connect_and_set(const UdpJob::Socket& s) {
+  if (s.connected) {
+    sockaddr_storage a;
+    socklen_t len = sockaddr_of(s.peer, &a);
+    if (::connect(s.fd, reinterpret_cast<sockaddr*>(&a), len) != 0)
+      return sys_error(s.what + ": connecting to " + describe(s.peer));
   }
+  if (s.rcvbuf > 0 &&
+      ::setsockopt(s.fd, SOL_SOCKET, SO_RCVBUFFORCE, &s.rcvbuf, sizeof s.rcvbuf) != 0)
+    CKPT_TRY(set_opt(s.fd, SOL_SOCKET, SO_RCVBUF, s.rcvbuf, s.what, "SO_RCVBUF"));
+  if (s.peek_off)
+    CKPT_TRY(set_opt(s.fd, SOL_SOCKET, SO_PEEK_OFF, int(int64_t(s.peek_off) - 1), s.what,
+                     "SO_PEEK_OFF"));
+  return {};
+}
+
+}  // namespace
+
+Status finish_udp(UdpJob* job) {
+  if (job->sockets.empty()) return {};
+  CKPT_TRY(Refill(job).run());
+  CKPT_TRY(wait_arrived(*job));
+  for (const UdpJob::Socket& s : job->sockets) CKPT_TRY(connect_and_set(s));
   job->sockets.clear();
   return {};
 }
