@@ -16,6 +16,13 @@
 #                    and cr_full --scratch-max 1: that file is not saved
 #                    (the others are); once removed, the restore refuses
 #                    naming it and its size
+#   unheld-temp      a program that wrote a file in its TMPDIR (on disk),
+#                    closed it and will read it by name later (as a compiler
+#                    driver between two steps), and a file another program
+#                    has there: cr_full, kill, the program's file removed and
+#                    the other changed by its owner, cr_restart: the
+#                    program's file comes back with its content, the other
+#                    is left as it is now
 #   sqlite, sqlite-wal
 #                    sqlite3 (Debian's sqlite3) in a transaction (rollback
 #                    journal, or WAL), checkpointed, killed, restored; another
@@ -30,7 +37,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(tmp-vanish missing-unsaved too-large sqlite sqlite-wal)
+TESTS=(tmp-vanish missing-unsaved too-large unheld-temp sqlite sqlite-wal)
 (($# == 2)) && [[ " ${TESTS[*]} " == *" $2 "* ]] || {
   echo "usage: $0 BIN_DIR ${TESTS[*]// /|}" >&2
   exit 2
@@ -118,6 +125,35 @@ case $TEST in
     rm -rf "$DIR/sess"
     refused "^cr_restart: mapping 0x[0-9a-f]+-0x[0-9a-f]+: $DIR/sess/sub/map.bin: no longer exists, and the checkpoint did not save it: its 2097152 bytes were more than was left of what a checkpoint saves of a process's files in temporary directories \(--scratch-max\)$"
     pass
+    ;;
+  unheld-temp)
+    ondisk_dir
+    TD=$ONDISK/tmpdir
+    mkdir "$TD"
+    (close_fds && TMPDIR=$TD exec bash -c 'echo "the program'"'"'s own" >"$TMPDIR/step.s"
+      echo ready >"$0/ready"
+      while [[ ! -e $0/gate ]]; do sleep 0.05; done
+      cat "$TMPDIR/step.s" "$TMPDIR/other.txt"' "$WORK" </dev/null >"$WORK/prog.out" 2>"$WORK/prog.err") &
+    TPID=$!
+    OWN_PIDS+=("$TPID")
+    wait_file "$WORK/ready" "$TPID" 30 || fail "the program did not start"
+    echo "someone else's, then" >"$TD/other.txt"
+    tool "$BIN_DIR/cr_full" --tree --dir "$WORK/ck" "$TPID"
+    ((TOOL_RC == 0)) || fail "cr_full: $(first_line "$WORK/tool.err")"
+    kill -9 $(cat /proc/"$TPID"/task/*/children 2>/dev/null) 2>/dev/null || true
+    kill_target
+    # The program's file goes (its next step would have removed it); the
+    # other is changed by its owner meanwhile: the restore must not undo that.
+    rm "$TD/step.s"
+    echo "someone else's, now" >"$TD/other.txt"
+    tool "$BIN_DIR/cr_restart" --dir "$WORK/ck" --detach
+    ((TOOL_RC == 0)) || fail "cr_restart: $(first_line "$WORK/tool.err")"
+    touch "$WORK/gate"
+    for _ in $(seq 100); do [[ -s $WORK/prog.out ]] && break; sleep 0.1; done
+    sleep 0.2
+    [[ $(<"$WORK/prog.out") == "the program's own"$'\n'"someone else's, now" ]] ||
+      fail "the restored program read '$(tr '\n' '|' <"$WORK/prog.out")'"
+    pass "the file the program made came back, the one changed meanwhile was left"
     ;;
   sqlite | sqlite-wal)
     command -v sqlite3 >/dev/null || skip "no sqlite3 (Debian's sqlite3)"

@@ -1,5 +1,6 @@
 #include "dump/scratch.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
@@ -7,6 +8,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -67,11 +69,65 @@ std::vector<std::string> temp_dirs(pid_t pid) {
 
 // What a candidate is: a file held open (or mapped shared), which a
 // checkpoint saves or refuses, or one only mapped private (or a directory),
-// saved while the budget lasts.
+// saved while the budget lasts, or one the process does not hold at all
+// (`unheld`: made again at restore only where missing).
 struct Candidate {
   std::string path;
   bool held;
+  bool unheld = false;
 };
+
+// When the process started, in seconds since the epoch (0 if unknown).
+int64_t start_epoch(pid_t pid) {
+  auto stat = read_file(proc_path(pid, "stat"));
+  auto sys = read_file("/proc/stat");
+  if (!stat.ok() || !sys.ok()) return 0;
+  size_t close = stat->rfind(')');
+  if (close == std::string::npos) return 0;
+  // After ")": field 3 (state) ... field 22, the start in clock ticks since boot.
+  const char* p = stat->c_str() + close + 2;
+  for (int field = 3; field < 22 && *p; ++field) {
+    p = std::strchr(p, ' ');
+    if (!p) return 0;
+    ++p;
+  }
+  const unsigned long long ticks = std::strtoull(p, nullptr, 10);
+  size_t at = sys->find("btime ");
+  if (at == std::string::npos) return 0;
+  const long long boot = std::strtoll(sys->c_str() + at + 6, nullptr, 10);
+  return boot + int64_t(ticks / uint64_t(::sysconf(_SC_CLK_TCK)));
+}
+
+// Regular files right in the process's temporary directories on disk
+// (its TMPDIR, /tmp, /var/tmp) that it does not hold, owned by `uid` and
+// changed since the process started: what it may have made and will use by
+// name (a compiler driver between two steps holds its temporary file's name
+// only). Files on tmpfs vanish with the node whoever made them; those it
+// holds are candidates already. Read in the freeze and not known to be the
+// job's: small ones only, a bounded amount in all (kUnheldMax*).
+constexpr uint64_t kUnheldMaxFile = 16ull << 20, kUnheldMaxAll = 64ull << 20;
+std::vector<Candidate> unheld_temp_files(pid_t pid, const std::vector<std::string>& temps,
+                                         bool any_owner, uint32_t uid) {
+  std::vector<Candidate> out;
+  const int64_t since = start_epoch(pid);
+  if (since == 0) return out;
+  for (const std::string& dir : temps) {
+    if (dir == "/dev/shm" || dir == "/run/user" || on_tmpfs(dir)) continue;
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) continue;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN) continue;
+      const std::string path = dir + "/" + e->d_name;
+      struct stat st;
+      if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if ((!any_owner && st.st_uid != uid) || st.st_ctim.tv_sec < since) continue;
+      if (uint64_t(st.st_size) > kUnheldMaxFile) continue;
+      out.push_back({path, false, true});
+    }
+    ::closedir(d);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -94,8 +150,9 @@ Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, u
   // user's file there was not made by the job, and stays reopened by path.
   const bool any_owner = meta->credentials.empty();
   const uint32_t fsuid = any_owner ? 0 : meta->credentials.front().uid[3];
+  for (Candidate& c : unheld_temp_files(pid, temps, any_owner, fsuid)) held.push_back(std::move(c));
   std::set<std::string> looked_at, seen;  // candidates; entries written
-  uint64_t bytes = 0;
+  uint64_t bytes = 0, unheld_bytes = 0;
   for (const Candidate& c : held) {
     const std::string& path = c.path;
     if (path.empty() || path[0] != '/' || !looked_at.insert(path).second) continue;
@@ -109,8 +166,12 @@ Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, u
     if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISDIR(st.st_mode)) continue;
     if (!any_owner && st.st_uid != fsuid) continue;
     image::ScratchFile f = entry(path, st);
+    if (c.unheld) f.flags |= image::kScratchIfMissing;
     if (S_ISREG(st.st_mode) && saved && saved->count({st.st_dev, st.st_ino})) {
       f.flags |= image::kScratchContentElsewhere;
+    } else if (c.unheld && (bytes + uint64_t(st.st_size) > max_bytes ||
+                            unheld_bytes + uint64_t(st.st_size) > kUnheldMaxAll)) {
+      continue;  // not known to be the job's: only while the budgets last
     } else if (S_ISREG(st.st_mode) && bytes + uint64_t(st.st_size) > max_bytes) {
       // The metadata holds the content, and a restore reads it into memory.
       // A file on tmpfs vanishes with the node for certain: refused. One on
@@ -126,6 +187,7 @@ Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, u
       continue;
     } else if (S_ISREG(st.st_mode)) {
       bytes += uint64_t(st.st_size);
+      if (c.unheld) unheld_bytes += uint64_t(st.st_size);
       UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
       if (!fd.valid()) return sys_error("reading scratch file " + path);
       f.data.resize(size_t(st.st_size));

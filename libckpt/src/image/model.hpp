@@ -459,6 +459,11 @@ enum ScratchFlag : uint32_t {
   // the checkpoint's budget: not saved (`file_size` says how large), so
   // reopened by path; a restore that does not find it says why.
   kScratchNotSaved = 1u << 2,
+  // S_IFREG in a temporary directory on disk that no member holds, owned by
+  // the process's user and changed since it started (a compiler's temporary
+  // file between two of its steps: its name is in the driver's memory only):
+  // made again at restore only where it is missing, never overwritten.
+  kScratchIfMissing = 1u << 3,
 };
 
 struct ScratchFile {

@@ -114,6 +114,9 @@ Status put(const image::ScratchFile& f, const std::set<std::string>& bases) {
   if (!plain_path(f.path)) return make_error(EBADMSG, what + ": not a plain absolute path");
   if (f.flags & image::kScratchNotSaved) return {};  // reopened by path
   if (f.flags & image::kScratchBase) return put_base(f, what);
+  struct stat found;
+  if ((f.flags & image::kScratchIfMissing) && ::lstat(f.path.c_str(), &found) == 0)
+    return {};  // not the job's to change: whoever has it now keeps it
   bool in_base = false;
   for (const std::string& b : bases) in_base |= below(f.path, b);
   struct statfs fs;
