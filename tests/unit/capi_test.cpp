@@ -16,8 +16,10 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "image_test_util.hpp"
 
@@ -324,9 +326,12 @@ TEST(CApi, EmptyDirectoryAndMissingGeneration) {
   EXPECT_EQ(ckpt_verify(x.c, tmp.path().c_str(), 0), -ENOENT);
 }
 
-// A `sleep` with nothing but /dev/null on its fds, returned once it has
-// exec'd (its end of a close-on-exec pipe closed).
-pid_t start_sleep() {
+// `argv` (argv[0] a path) with nothing but /dev/null on its fds, returned
+// once it has exec'd (its end of a close-on-exec pipe closed).
+pid_t start_quiet(std::initializer_list<const char*> args) {
+  std::vector<char*> argv;
+  for (const char* a : args) argv.push_back(const_cast<char*>(a));
+  argv.push_back(nullptr);
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return -1;
   pid_t pid = fork();
@@ -335,7 +340,7 @@ pid_t start_sleep() {
     for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
     for (int fd = 3; fd < 1024; ++fd)
       if (fd != p[1]) close(fd);
-    execl("/bin/sleep", "sleep", "60", (char*)nullptr);
+    execv(argv[0], argv.data());
     _exit(127);
   }
   close(p[1]);
@@ -346,24 +351,14 @@ pid_t start_sleep() {
   return pid;
 }
 
-// A job of three: a shell and its two `sleep`s, started as start_sleep does.
+pid_t start_sleep() {
+  return start_quiet({"/bin/sleep", "60"});
+}
+
+// A job of three: a shell and its two `sleep`s.
 pid_t start_job() {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDWR);
-    for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
-    for (int fd = 3; fd < 1024; ++fd)
-      if (fd != p[1]) close(fd);
-    execl("/bin/sh", "sh", "-c", "sleep 60 & sleep 60 & wait", (char*)nullptr);
-    _exit(127);
-  }
-  close(p[1]);
-  char c;
-  while (read(p[0], &c, 1) < 0 && errno == EINTR) {
-  }
-  close(p[0]);
+  const pid_t pid = start_quiet({"/bin/sh", "-c", "sleep 60 & sleep 60 & wait"});
+  if (pid <= 0) return pid;
   // Until both children run `sleep`.
   for (int i = 0; i < 500; ++i) {
     std::ifstream kids("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) +
