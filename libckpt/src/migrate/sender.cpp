@@ -138,141 +138,194 @@ namespace {
 using namespace migrate;
 }  // namespace
 
+namespace {
+
+// One process moved to a receiver: a generation per round written onto the
+// stream (dump::write_generation), pre-copy rounds while it runs (live)
+// until the stop rule picks the final one, which stays frozen, commits and
+// is handed over: the source dies with this tool from then on, and a death
+// before the receiver said RUNNING is the witness's to finish
+// (migrate/witness.hpp).
+class ProcessSender {
+ public:
+  ProcessSender(const MigrateOptions& opts, double t0, std::unique_ptr<SenderLink> link,
+                std::unique_ptr<CommitWitness> witness)
+      : opts_(opts), t0_(t0), link_(std::move(link)), witness_(std::move(witness)) {
+    stats_.live = opts.live;
+  }
+  Result<MigrateStats> run();
+
+ private:
+  // Writes generation `round`; false once the final one was handed over.
+  Result<bool> round(int round);
+  // The receiver acknowledges each generation once its process holds it.
+  // Each pre-copy round starts (the process running) only when the receiver
+  // has caught up, so the final stop never waits for its backlog and what
+  // the process dirtied meanwhile is sent by pre-copy, not in the downtime.
+  Status read_acks();
+  // GEN_BEGIN (and, for a frozen full, its layout first) and the writer
+  // that streams the generation's content.
+  Result<std::unique_ptr<image::SnapshotWriter>> open_generation(const image::ImageMeta& m,
+                                                                 bool full);
+  bool decide_final(int round, uint64_t bytes);
+  // The final round, committed and still frozen: COMMIT, then RUNNING from
+  // the receiver, with the source bound to die with this tool meanwhile.
+  Status hand_over(uint64_t generation);
+
+  const MigrateOptions& opts_;
+  const double t0_;  // the migration's start (connect included)
+  std::unique_ptr<SenderLink> link_;
+  std::unique_ptr<CommitWitness> witness_;
+  MigrateStats stats_;
+  dump::GenerationOut last_;
+  bool have_last_ = false;
+  uint64_t applied_ = 0, sent_gen_ = 0;
+  double t_sent_ = 0, t_running_ = 0;
+};
+
+Result<MigrateStats> ProcessSender::run() {
+  for (int r = 1;; ++r) {
+    CKPT_ASSIGN(bool more, round(r));
+    if (!more) break;
+  }
+  (void)link_->w.send(kDone, nullptr, 0);
+  if (!opts_.live) stats_.stop_reason = "frozen";
+  stats_.bytes_total = link_->w.bytes();
+  stats_.migration_seconds = now_seconds() - t0_;
+  return stats_;
+}
+
+Result<bool> ProcessSender::round(int round) {
+  CKPT_TRY(read_acks());
+  CheckpointOptions co;
+  co.pid = opts_.pid;
+  co.tracker = opts_.tracker;
+  co.progress = opts_.progress;
+  dump::GenerationSpec spec;
+  spec.generation = link_->first_gen + uint64_t(round) - 1;
+  spec.prev = have_last_ ? &last_.meta : nullptr;
+  spec.prev_hashes = have_last_ ? &last_.page_hashes : nullptr;
+  spec.prev_digest = have_last_ ? last_.meta_digest : 0;
+  spec.open = [this, full = !have_last_](const image::ImageMeta& m) {
+    return open_generation(m, full);
+  };
+  spec.decide_final = [this, round](uint64_t bytes) { return decide_final(round, bytes); };
+  spec.before_kill = [this, gen = spec.generation]() { return hand_over(gen); };
+  t_sent_ = 0;
+  const double tr = now_seconds();
+  const uint64_t sent = link_->w.bytes();
+  dump::GenerationOut out;
+  auto res = dump::write_generation(co, spec, &out);
+  if (!res.ok()) {
+    // Tell the receiver why (best effort); the source was released untouched.
+    std::string msg = res.error().message;
+    (void)link_->w.send(kError, msg.data(), std::min<size_t>(msg.size(), 4000));
+    return res.error();
+  }
+  stats_.tracker = res->tracker;
+  MigrateRound mr;
+  mr.generation = spec.generation;
+  mr.dirty_bytes = out.plan_bytes;
+  mr.bytes = link_->w.bytes() - sent;
+  mr.seconds = now_seconds() - tr;
+  mr.send_seconds = t_sent_ ? t_sent_ - tr : mr.seconds;
+  mr.frozen_seconds = res->frozen_seconds;
+  stats_.rounds.push_back(mr);
+  if (out.final) {
+    stats_.downtime_seconds = t_running_ - out.t_frozen;
+    return false;
+  }
+  sent_gen_ = spec.generation;
+  last_ = std::move(out);
+  have_last_ = true;
+  return true;
+}
+
+Status ProcessSender::read_acks() {
+  while (applied_ < sent_gen_) {
+    CKPT_ASSIGN(Frame f, expect(link_->r, kApplied, "receiver"));
+    if (f.len != 8) return make_error(EBADMSG, "malformed APPLIED frame");
+    applied_ = std::max(applied_, get_u64(f.data));
+  }
+  return {};
+}
+
+Result<std::unique_ptr<image::SnapshotWriter>> ProcessSender::open_generation(
+    const image::ImageMeta& m, bool full) {
+  FrameWriter& w = link_->w;
+  std::vector<uint8_t> p;
+  put_u64(p, m.generation);
+  put_u64(p, m.parent_generation);
+  p.insert(p.end(), m.chain_id.begin(), m.chain_id.end());
+  CKPT_TRY(w.send(kGenBegin, p.data(), p.size()));
+  // Only a full whose process stays frozen keeps the layout it starts with.
+  const bool early = layout_first(opts_, *link_) && full;
+  if (early) {
+    uint64_t nrec = 0;
+    std::vector<uint8_t> records = image::encode_meta(m, &nrec);
+    std::vector<uint8_t> lp;
+    put_u64(lp, nrec);
+    lp.insert(lp.end(), records.begin(), records.end());
+    CKPT_TRY(w.send(kGenLayout, lp.data(), lp.size()));
+  }
+  return image::SnapshotWriter::create_stream(m.generation, m.chain_id,
+                                              std::make_unique<WireStream>(w, early));
+}
+
+bool ProcessSender::decide_final(int round, uint64_t bytes) {
+  if (!opts_.live) return true;
+  dump::PrecopyLimits lim;
+  lim.threshold_bytes = opts_.threshold_bytes;
+  lim.diff_bytes = opts_.diff_bytes;
+  lim.deadline_seconds = opts_.deadline_seconds;
+  lim.max_rounds = opts_.max_rounds;
+  const char* why = dump::precopy_stop(
+      lim, round, bytes, round > 1 ? stats_.rounds.back().dirty_bytes : 0, now_seconds() - t0_);
+  if (why) stats_.stop_reason = why;
+  return why != nullptr;
+}
+
+// From EXITKILL on, the source dies with this process; COMMIT comes after
+// it, and a death in between is the witness's to finish. A refusal by the
+// receiver still releases the source: the witness is disarmed first, and
+// the detach clears EXITKILL.
+Status ProcessSender::hand_over(uint64_t generation) {
+  t_sent_ = now_seconds();
+  std::vector<uint8_t> p;
+  put_u64(p, generation);
+  CKPT_ASSIGN(std::vector<pid_t> tids, proc::task_ids(opts_.pid));
+  CKPT_TRY(witness_->arm(generation, {opts_.pid}));
+  Result<pid_t> running = [&]() -> Result<pid_t> {
+    CKPT_TRY(proc::die_with_tracer(tids));
+    CKPT_TRY(link_->w.send(kCommit, p.data(), p.size()));
+    witness_->committed();
+    Frame f;
+    do {  // acknowledgments of earlier generations may come first
+      CKPT_ASSIGN(f, link_->r.next());
+      if (f.type == kApplied && f.len == 8) applied_ = std::max(applied_, get_u64(f.data));
+    } while (f.type == kApplied);
+    if (f.type != kRunning || f.len != 4) return unexpected_frame(f, kRunning, "receiver");
+    return pid_t(get_u32(f.data));
+  }();
+  if (!running.ok()) {
+    witness_->disarm();
+    return running.error();
+  }
+  stats_.remote_pid = *running;
+  t_running_ = now_seconds();
+  return {};
+}
+
+}  // namespace
+
 Result<MigrateStats> migrate_process(const MigrateOptions& opts) {
   if (opts.tree) return migrate_job(opts);
   if (opts.tcp_established)
     return make_error(EINVAL, "--tcp-established moves a job (--tree) only");
   const double t0 = now_seconds();
-  MigrateStats stats;
-  stats.live = opts.live;
   CKPT_ASSIGN(auto link, open_link(opts));
-  FrameWriter& w = link->w;
-  FrameReader& r = link->r;
-  const uint64_t first_gen = link->first_gen;
   CKPT_ASSIGN(auto witness, CommitWitness::start(link->fd.get()));
-
-  CheckpointOptions co;
-  co.pid = opts.pid;
-  co.tracker = opts.tracker;
-  co.progress = opts.progress;
-  dump::GenerationOut last;
-  bool have_last = false;
-  double t_running = 0;
-  // The receiver acknowledges each generation once its process holds it.
-  // Each pre-copy round starts (the process running) only when the receiver
-  // has caught up, so the final stop never waits for its backlog (building
-  // the first generation takes longest) and what the process dirtied
-  // meanwhile is sent by pre-copy, not in the downtime.
-  uint64_t applied = 0, sent_gen = 0;
-  auto read_acks = [&](bool block) -> Status {
-    while (applied < sent_gen && (block || r.readable())) {
-      CKPT_ASSIGN(Frame f, expect(r, kApplied, "receiver"));
-      if (f.len != 8) return make_error(EBADMSG, "malformed APPLIED frame");
-      applied = std::max(applied, get_u64(f.data));
-    }
-    return {};
-  };
-  for (int round = 1;; ++round) {
-    if (Status st = read_acks(true); !st.ok()) return st.error();
-    dump::GenerationSpec spec;
-    spec.generation = first_gen + uint64_t(round) - 1;
-    spec.prev = have_last ? &last.meta : nullptr;
-    spec.prev_hashes = have_last ? &last.page_hashes : nullptr;
-    spec.prev_digest = have_last ? last.meta_digest : 0;
-    spec.open = [&](const image::ImageMeta& m) -> Result<std::unique_ptr<image::SnapshotWriter>> {
-      std::vector<uint8_t> p;
-      put_u64(p, m.generation);
-      put_u64(p, m.parent_generation);
-      p.insert(p.end(), m.chain_id.begin(), m.chain_id.end());
-      CKPT_TRY(w.send(kGenBegin, p.data(), p.size()));
-      // Only a full whose process stays frozen keeps the layout it starts with.
-      const bool early = layout_first(opts, *link) && !spec.prev;
-      if (early) {
-        uint64_t nrec = 0;
-        std::vector<uint8_t> records = image::encode_meta(m, &nrec);
-        std::vector<uint8_t> lp;
-        put_u64(lp, nrec);
-        lp.insert(lp.end(), records.begin(), records.end());
-        CKPT_TRY(w.send(kGenLayout, lp.data(), lp.size()));
-      }
-      return image::SnapshotWriter::create_stream(m.generation, m.chain_id,
-                                                  std::make_unique<WireStream>(w, early));
-    };
-    spec.decide_final = [&](uint64_t bytes) {
-      if (!opts.live) return true;
-      dump::PrecopyLimits lim;
-      lim.threshold_bytes = opts.threshold_bytes;
-      lim.diff_bytes = opts.diff_bytes;
-      lim.deadline_seconds = opts.deadline_seconds;
-      lim.max_rounds = opts.max_rounds;
-      const char* why = dump::precopy_stop(
-          lim, round, bytes, round > 1 ? stats.rounds.back().dirty_bytes : 0, now_seconds() - t0);
-      if (why) stats.stop_reason = why;
-      return why != nullptr;
-    };
-    double t_sent = 0;
-    spec.before_kill = [&]() -> Status {
-      t_sent = now_seconds();
-      std::vector<uint8_t> p;
-      put_u64(p, spec.generation);
-      // From EXITKILL on, the source dies with this process; COMMIT comes
-      // after it, and a death in between is the witness's to finish
-      // (migrate/witness.hpp). A refusal by the receiver still releases the
-      // source: the witness is disarmed first, and the detach clears EXITKILL.
-      CKPT_ASSIGN(std::vector<pid_t> tids, proc::task_ids(opts.pid));
-      CKPT_TRY(witness->arm(spec.generation, {opts.pid}));
-      Result<pid_t> running = [&]() -> Result<pid_t> {
-        CKPT_TRY(proc::die_with_tracer(tids));
-        CKPT_TRY(w.send(kCommit, p.data(), p.size()));
-        witness->committed();
-        Frame f;
-        do {  // acknowledgments of earlier generations may come first
-          CKPT_ASSIGN(f, r.next());
-          if (f.type == kApplied && f.len == 8) applied = std::max(applied, get_u64(f.data));
-        } while (f.type == kApplied);
-        if (f.type != kRunning || f.len != 4) return unexpected_frame(f, kRunning, "receiver");
-        return pid_t(get_u32(f.data));
-      }();
-      if (!running.ok()) {
-        witness->disarm();
-        return running.error();
-      }
-      stats.remote_pid = *running;
-      t_running = now_seconds();
-      return {};
-    };
-    const double tr = now_seconds();
-    const uint64_t sent = w.bytes();
-    dump::GenerationOut out;
-    auto res = dump::write_generation(co, spec, &out);
-    if (!res.ok()) {
-      // Tell the receiver why (best effort); the source was released untouched.
-      std::string msg = res.error().message;
-      (void)w.send(kError, msg.data(), std::min<size_t>(msg.size(), 4000));
-      return res.error();
-    }
-    stats.tracker = res->tracker;
-    MigrateRound mr;
-    mr.generation = spec.generation;
-    mr.dirty_bytes = out.plan_bytes;
-    mr.bytes = w.bytes() - sent;
-    mr.seconds = now_seconds() - tr;
-    mr.send_seconds = t_sent ? t_sent - tr : mr.seconds;
-    mr.frozen_seconds = res->frozen_seconds;
-    stats.rounds.push_back(mr);
-    if (out.final) {
-      stats.downtime_seconds = t_running - out.t_frozen;
-      break;
-    }
-    sent_gen = spec.generation;
-    last = std::move(out);
-    have_last = true;
-  }
-  (void)w.send(kDone, nullptr, 0);
-  if (!opts.live) stats.stop_reason = "frozen";
-  stats.bytes_total = w.bytes();
-  stats.migration_seconds = now_seconds() - t0;
-  return stats;
+  return ProcessSender(opts, t0, std::move(link), std::move(witness)).run();
 }
 
 }  // namespace ckpt
