@@ -152,18 +152,20 @@ case $CASE in
     expect_refusal "cr_info --chain 9"
     tool "$BIN_DIR/cr_info" --dir "$RUN/chain-000001" --chain 1
     expect_refusal "cr_info --chain 1 of a chain itself"
-    # cr_compact of the directory folds its newest chain (a single process
-    # only: this job's chain is refused, naming that chain).
-    tool "$BIN_DIR/cr_compact" --dir "$RUN"
-    expect_refusal "cr_compact of a job's chain"
-    grep -q "$RUN/chain-000002" "$WORK/tool.err" || fail "cr_compact: $(first_line "$WORK/tool.err")"
+    # cr_compact of the directory folds its newest chain (this job's three
+    # processes) into generation 3, a full; the older chain is untouched.
+    must "$BIN_DIR/cr_compact" --dir "$RUN" --json
+    [[ $(jq -c '[.generation, .generations_folded]' "$WORK/tool.out") == "[3,2]" ]] ||
+      fail "cr_compact --dir RUN: $(cat "$WORK/tool.out")"
+    [[ $(cd "$RUN/chain-000002" && echo gen-*) == gen-000003 && -d $RUN/chain-000001/gen-000001 ]] ||
+      fail "after cr_compact: $(cd "$RUN" && echo chain-*/gen-*)"
     # cr_restart of the directory: the newest chain's newest generation.
     kids=$(pgrep -P "$PID")
     kill -9 "$PID" $kids
     wait "$PID" 2>/dev/null || true
     kill_all_gone "$PID" $kids || fail "the job did not die"
     must "$BIN_DIR/cr_restart" --dir "$RUN" --detach --json
-    [[ $(jq -c '[.pid, .processes, .generation]' "$WORK/tool.out") == "[$PID,3,2]" ]] ||
+    [[ $(jq -c '[.pid, .processes, .generation]' "$WORK/tool.out") == "[$PID,3,3]" ]] ||
       fail "cr_restart --dir RUN: $(cat "$WORK/tool.out")"
     OWN_PIDS+=($(pgrep -P "$PID"))
     (($(pgrep -c -P "$PID" || true) == 2)) || fail "the restored job has not its two children"

@@ -7,6 +7,9 @@
 #   restore        cr_full --tree, SIGKILL to every process, cr_restart;
 #   incremental    cr_full --tree, two cr_incr while it runs, kill, restart;
 #   leave-running  cr_full --tree and cr_incr; the job must finish by itself;
+#   compact        cr_full --tree and two cr_incr, kill, cr_compact: one full
+#                  generation of every member is left, verified, and the job
+#                  restarts from it and finishes;
 #   incremental-after-restore
 #                  full + incremental, kill, restart (detached), one more
 #                  incremental of the restored job, kill, restart;
@@ -135,6 +138,22 @@ case $MODE in
     incr "$ROOT"
     verify
     kill_job
+    restart_wait
+    ;;
+  compact)
+    start_job
+    full "$ROOT"
+    sleep 0.3
+    incr "$ROOT"
+    sleep 0.3
+    incr "$ROOT"
+    kill_job
+    tool "$BIN_DIR/cr_compact" --json --dir "$CKPT" || fail "cr_compact: $(first_line "$WORK/tool.err")"
+    grep -q '"generations_folded":3' "$WORK/tool.out" || fail "cr_compact folded not 3 generations: $(cat "$WORK/tool.out")"
+    gens=$(cd "$CKPT" && echo gen-*)
+    [[ $gens == gen-000004 ]] || fail "after cr_compact the directory holds: $gens"
+    verify
+    grep -q "generation 4 (full)" "$WORK/tool.out" || fail "cr_info shows no full generation 4: $(head -3 "$WORK/tool.out")"
     restart_wait
     ;;
   leave-running)

@@ -42,12 +42,4 @@ Result<image::JobMeta> read_job_or_root(const std::string& gen_dir) {
   return one;
 }
 
-Status single_process_only(const std::string& gen_dir, const std::string& what) {
-  CKPT_ASSIGN(image::JobMeta job, read_job_or_root(gen_dir));
-  if (job.members.size() > 1)
-    return make_error(ENOTSUP, gen_dir + " holds a job of " + std::to_string(job.members.size()) +
-                                   " processes: " + what + " handles single processes only so far");
-  return {};
-}
-
 }  // namespace ckpt::image

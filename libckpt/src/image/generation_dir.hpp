@@ -32,8 +32,4 @@ class GenerationWriter {
 // generation without one (format 1, a job of one) its root's metadata.
 Result<image::JobMeta> read_job_or_root(const std::string& gen_dir);
 
-// Refuses, naming `what`, a generation that holds a job of several
-// processes (for the tools that handle single processes only so far).
-Status single_process_only(const std::string& gen_dir, const std::string& what);
-
 }  // namespace ckpt::image
