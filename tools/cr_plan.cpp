@@ -10,6 +10,7 @@
 
 #include "ckpt/plan.hpp"
 #include "common/cli.hpp"
+#include "common/units.hpp"
 
 namespace {
 
@@ -18,46 +19,8 @@ namespace plan = ckpt::plan;
 
 constexpr const char* kTool = "cr_plan";
 
-// "90", "90s", "1.5min", "1.25h", "2d", "100y" (365-day years) -> seconds.
-std::optional<double> parse_duration(const std::string& s) {
-  static const std::map<std::string, double> units = {
-      {"", 1}, {"s", 1}, {"min", 60}, {"h", 3600}, {"d", 86400}, {"y", 365 * 86400.0}};
-  size_t used = 0;
-  double v;
-  try {
-    v = std::stod(s, &used);
-  } catch (...) {
-    return std::nullopt;
-  }
-  auto u = units.find(s.substr(used));
-  if (u == units.end()) return std::nullopt;
-  return v * u->second;
-}
-
-// "4096", "1.5G", "512Mi", "125M" -> bytes (k/M/G/T decimal, Ki/Mi/Gi/Ti binary).
-std::optional<double> parse_bytes(const std::string& s) {
-  static const std::map<std::string, double> units = {{"", 1},
-                                                      {"B", 1},
-                                                      {"k", 1e3},
-                                                      {"K", 1e3},
-                                                      {"M", 1e6},
-                                                      {"G", 1e9},
-                                                      {"T", 1e12},
-                                                      {"Ki", 1024.0},
-                                                      {"Mi", 1 << 20},
-                                                      {"Gi", 1 << 30},
-                                                      {"Ti", 1099511627776.0}};
-  size_t used = 0;
-  double v;
-  try {
-    v = std::stod(s, &used);
-  } catch (...) {
-    return std::nullopt;
-  }
-  auto u = units.find(s.substr(used));
-  if (u == units.end()) return std::nullopt;
-  return v * u->second;
-}
+using ckpt::cli::parse_bytes;
+using ckpt::cli::parse_duration;
 
 // A figure and where it came from ("flag", "chain", "stats").
 struct Figure {

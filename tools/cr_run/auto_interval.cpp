@@ -27,21 +27,6 @@ void AutoInterval::restore_done(double seconds) {
   r_source_ = "restore";
 }
 
-std::optional<double> parse_duration(const std::string& text) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  double v = std::strtod(begin, &end);
-  if (end == begin) return std::nullopt;
-  const std::string unit(end);
-  double scale = unit.empty() || unit == "s" ? 1
-                 : unit == "min"             ? 60
-                 : unit == "h"               ? 3600
-                 : unit == "d"               ? 86400
-                                             : 0;
-  if (scale == 0 || !std::isfinite(v) || !(v > 0)) return std::nullopt;
-  return v * scale;
-}
-
 bool AutoInterval::plan(std::string& error) {
   ckpt_plan_interval_opts o{};
   o.size = sizeof o;

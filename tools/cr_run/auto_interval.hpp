@@ -42,7 +42,4 @@ class AutoInterval {
   double interval_s_ = 0;
 };
 
-// "90", "90s", "30min", "12h", "1d": seconds; nullopt unless positive.
-std::optional<double> parse_duration(const std::string& text);
-
 }  // namespace cr_run

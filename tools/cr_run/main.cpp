@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "common/cli.hpp"
+#include "common/units.hpp"
 #include "cr_run/auto_interval.hpp"
 #include "cr_run/supervisor.hpp"
 
@@ -55,8 +56,9 @@ int main(int argc, char** argv) {
     sched.interval_s = 0;
     sched.mtbf_s = cr_run::AutoInterval::kDefaultMtbf_s;
     if (!mtbf.empty()) {
-      auto m = cr_run::parse_duration(mtbf);
-      if (!m) return ckpt::cli::usage_error("cr_run", "--mtbf: not a positive duration: " + mtbf);
+      auto m = ckpt::cli::parse_duration(mtbf);
+      if (!m || !(*m > 0))
+        return ckpt::cli::usage_error("cr_run", "--mtbf: not a positive duration: " + mtbf);
       sched.mtbf_s = *m;
     }
     cr_run::AutoInterval first(sched.mtbf_s);  // the provisional plan must hold
