@@ -3,6 +3,8 @@
 #include <sys/ioctl.h>
 #include <termios.h>
 
+#include <vector>
+
 #include "tty/pty.hpp"
 #include "tty/pty_queue.hpp"
 #include "tty/termios_words.hpp"
@@ -11,12 +13,29 @@ namespace ckpt::tty {
 
 namespace {
 
+// A new pty master, at index `want` where it is free, so the restored
+// terminal keeps its name (/dev/pts/N: what `tty` printed, what a program
+// stored). The kernel hands out the lowest free index: the free ones below
+// `want` are held open until it comes, then let go. Where `want` is taken,
+// the next free index is used.
+Result<UniqueFd> open_master(uint64_t want, const std::string& what) {
+  constexpr int kMaxHeld = 4096;  // devpts' default limit of ptys
+  std::vector<UniqueFd> held;
+  for (;;) {
+    UniqueFd master(::open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (!master.valid()) return sys_error(what + ": creating a pty (/dev/ptmx)");
+    unsigned index = 0;
+    if (::ioctl(master.get(), TIOCGPTN, &index) != 0 || index >= want || held.size() >= kMaxHeld)
+      return master;
+    held.push_back(std::move(master));
+  }
+}
+
 Result<int> pair_of(const image::FileRecord& f, const std::string& what, Pairs* pairs) {
   const uint64_t index = f.params[image::kPtyIndex];
   auto it = pairs->masters.find(index);
   if (it != pairs->masters.end()) return it->second.get();
-  UniqueFd master(::open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC));
-  if (!master.valid()) return sys_error(what + ": creating a pty (/dev/ptmx)");
+  CKPT_ASSIGN(UniqueFd master, open_master(index, what));
   int unlock = 0;
   if (::ioctl(master.get(), TIOCSPTLCK, &unlock) != 0)
     return sys_error(what + ": unlocking the pty");
