@@ -188,41 +188,45 @@ Status AddressSpaceBuilder::move_vdso() {
 }
 
 Status AddressSpaceBuilder::map_vmas() {
+  CKPT_ASSIGN(std::vector<bool> gets_content, content_targets());
+  // The files first (their descriptors go into the mmaps), then the
+  // mappings, closes and advice: two round trips (restore/call_batch).
+  std::vector<PlannedMap> planned;
+  OpenCalls opens;
+  CallBatch open_calls = batch();
+  CKPT_TRY(plan_maps(gets_content, &planned, &opens, open_calls));
+  CKPT_TRY(open_calls.run());
+  return make_maps(planned, opens, open_calls);
+}
+
+Result<std::vector<bool>> AddressSpaceBuilder::content_targets() const {
   const auto& vmas = meta_.vmas;
-  // Which VMAs receive content (so must be writable while it is copied in).
   std::vector<bool> gets_content(vmas.size(), false);
   if (!chain_) {  // layout only: any readable private mapping may get content
     // (PROT_NONE ones, often large reservations, stay uncharged: content
     // there makes the caller fall back to a plain restore)
     for (size_t i = 0; i < vmas.size(); ++i) gets_content[i] = layout_may_get_content(vmas[i]);
-  } else {
-    // The newest generation's pages were taken from this very layout.
-    for (const image::PageRun& run : chain_->links.front()->runs()) {
-      const VmaRecord* v = image::vma_holding(vmas, run.vaddr, run.bytes());
-      if (!v || v->is_special())
-        return make_error(EBADMSG, "image has pages at " + hex(run.vaddr) +
-                                       " outside its mappings (corrupt metadata)");
-    }
-    size_t vi = 0;
-    for (const image::PlanSlice& sl : plan_->slices) {
-      while (vmas[vi].end <= sl.vaddr) ++vi;
-      gets_content[vi] = true;
-    }
+    return gets_content;
   }
+  // The newest generation's pages were taken from this very layout.
+  for (const image::PageRun& run : chain_->links.front()->runs()) {
+    const VmaRecord* v = image::vma_holding(vmas, run.vaddr, run.bytes());
+    if (!v || v->is_special())
+      return make_error(EBADMSG, "image has pages at " + hex(run.vaddr) +
+                                     " outside its mappings (corrupt metadata)");
+  }
+  size_t vi = 0;
+  for (const image::PlanSlice& sl : plan_->slices) {
+    while (vmas[vi].end <= sl.vaddr) ++vi;
+    gets_content[vi] = true;
+  }
+  return gets_content;
+}
 
-  // The files first (their descriptors go into the mmaps), then the
-  // mappings, closes and advice: two round trips (restore/call_batch).
-  struct Planned {
-    size_t vma;
-    uint32_t prot;
-    bool sysv;
-    const std::string* file;  // null: anonymous
-    int oflags;
-    int sysv_id;
-  };
-  std::vector<Planned> planned;
-  std::map<std::pair<std::string, int>, size_t> opens;  // (path, flags) -> call index
-  CallBatch open_calls = batch();
+Status AddressSpaceBuilder::plan_maps(const std::vector<bool>& gets_content,
+                                      std::vector<PlannedMap>* planned, OpenCalls* opens,
+                                      CallBatch& open_calls) {
+  const auto& vmas = meta_.vmas;
   for (size_t i = 0; i < vmas.size(); ++i) {
     const VmaRecord& v = vmas[i];
     if (v.is_special() || (!only_.empty() && !only_[i])) continue;
@@ -239,31 +243,35 @@ Status AddressSpaceBuilder::map_vmas() {
     if ((v.flags & image::kVmaSysv) && object_path) {
       // The restorer made the segment again: attach it here (shmat, not
       // mmap, so it is an attachment that shmdt(2) finds).
-      planned.push_back(
+      planned->push_back(
           {i, prot, true, nullptr, 0, std::atoi(object_path->c_str() + 5)});  // "sysv:ID"
       continue;
     }
     const bool shared_anon = shared && object_path;
     if (!v.is_file() && !shared_anon) {
-      planned.push_back({i, prot, false, nullptr, 0, 0});
+      planned->push_back({i, prot, false, nullptr, 0, 0});
       continue;
     }
     const std::string& file = shared_anon ? *object_path : v.name;
     int oflags = shared_anon ? O_RDWR : (shared && (v.prot & PROT_WRITE)) ? O_RDWR : O_RDONLY;
     auto key = std::make_pair(file, oflags);
-    if (!opens.count(key)) {
+    if (!opens->count(key)) {
       auto path = open_calls.add_string(file);
       if (!path.ok()) return path.error().context(where_of(v));
-      opens[key] = open_calls.add("opening mapped file", where_of(v), SYS_openat,
-                                  uint64_t(AT_FDCWD), *path, uint64_t(oflags | O_CLOEXEC));
+      (*opens)[key] = open_calls.add("opening mapped file", where_of(v), SYS_openat,
+                                     uint64_t(AT_FDCWD), *path, uint64_t(oflags | O_CLOEXEC));
     }
-    planned.push_back({i, prot, false, &file, oflags, 0});
+    planned->push_back({i, prot, false, &file, oflags, 0});
   }
-  CKPT_TRY(open_calls.run());
+  return {};
+}
 
+Status AddressSpaceBuilder::make_maps(const std::vector<PlannedMap>& planned,
+                                      const OpenCalls& opens, const CallBatch& open_calls) {
+  const auto& vmas = meta_.vmas;
   CallBatch calls = batch();
   std::vector<size_t> mapped;  // call index per planned mapping
-  for (const Planned& p : planned) {
+  for (const PlannedMap& p : planned) {
     const VmaRecord& v = vmas[p.vma];
     if (p.sysv) {
       const uint64_t f = SHM_REMAP | ((p.prot & PROT_WRITE) ? 0 : SHM_RDONLY) |
@@ -274,7 +282,7 @@ Status AddressSpaceBuilder::map_vmas() {
     uint64_t flags = MAP_FIXED | ((v.flags & image::kVmaShared) ? MAP_SHARED : MAP_PRIVATE);
     long fd = -1;
     if (p.file) {
-      fd = open_calls.result(opens[{*p.file, p.oflags}]);
+      fd = open_calls.result(opens.at({*p.file, p.oflags}));
     } else {
       flags |= MAP_ANONYMOUS;
       if (v.flags & image::kVmaGrowsDown) flags |= MAP_GROWSDOWN;
@@ -284,7 +292,7 @@ Status AddressSpaceBuilder::map_vmas() {
   }
   for (auto& [key, call] : opens) calls.add_may_fail(SYS_close, uint64_t(open_calls.result(call)));
   std::vector<AdviceCall> advice;
-  for (const Planned& p : planned)
+  for (const PlannedMap& p : planned)
     if (vmas[p.vma].advice) add_advice(calls, vmas[p.vma], &advice);
   CKPT_TRY(calls.run());
   for (size_t k = 0; k < planned.size(); ++k) {

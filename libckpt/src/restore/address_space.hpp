@@ -101,6 +101,23 @@ class AddressSpaceBuilder {
   static void add_advice(CallBatch& calls, const image::VmaRecord& v,
                          std::vector<AdviceCall>* optional);
   static Status check_advice(const CallBatch& calls, const std::vector<AdviceCall>& optional);
+  // map_vmas' steps: which VMAs receive content (writable while it is
+  // copied in); each mapping planned, the files it maps opened (one call
+  // per file and mode); the mappings made, the files closed, the advice set.
+  struct PlannedMap {
+    size_t vma;
+    uint32_t prot;
+    bool sysv;
+    const std::string* file;  // null: anonymous
+    int oflags;
+    int sysv_id;
+  };
+  using OpenCalls = std::map<std::pair<std::string, int>, size_t>;  // (path, flags) -> call
+  Result<std::vector<bool>> content_targets() const;
+  Status plan_maps(const std::vector<bool>& gets_content, std::vector<PlannedMap>* planned,
+                   OpenCalls* opens, CallBatch& open_calls);
+  Status make_maps(const std::vector<PlannedMap>& planned, const OpenCalls& opens,
+                   const CallBatch& open_calls);
 
   pid_t pid_;
   const image::Chain* chain_;  // null: layout only
@@ -108,10 +125,9 @@ class AddressSpaceBuilder {
   const image::RestorePlan* plan_;
   proc::RemoteSyscall& rs_;
   uint64_t tramp_ = 0;
-  std::vector<int> extra_write_;
+  std::vector<int> extra_write_;  // VMAs mapped writable only for the content copy
   std::vector<bool> only_;
-  const image::SharedPaths* shared_ =
-      nullptr;  // indexes of VMAs mapped writable only for the content copy
+  const image::SharedPaths* shared_ = nullptr;
 };
 
 }  // namespace ckpt::restore
