@@ -293,6 +293,84 @@ void compare_with_hashes(mem::RemoteReader& reader, Range r,
   }
 }
 
+// A block to verify before the freeze. `complete`: the parent's table holds
+// every populated page of it (a full's: fresh blocks).
+struct Candidate {
+  Range r;
+  bool complete;
+};
+
+// The blocks to verify: fresh and sampled ones whose sample (protected)
+// stayed calm; hot ones that the parent's writer found mostly unchanged and
+// whose sample's content did not change since either (not written for two
+// intervals: one written every other interval stays hot, its copy costs the
+// program less than a fault per page).
+std::vector<Candidate> calm_blocks(const AdaptiveTracking& adaptive,
+                                   const std::vector<proc::MapEntry>& maps, Scanner& sc,
+                                   mem::RemoteReader& reader,
+                                   const std::vector<image::PageHash>& hashes,
+                                   std::vector<uint8_t>& buf) {
+  const ScanFn look = [&](uint64_t s, uint64_t e, bool, std::vector<Range>* out) {
+    return sc.scan(s, e, kWrittenKeep, out);
+  };
+  // The block at `start` while it lies in one private anonymous mapping.
+  auto block_at = [&](uint64_t start) -> std::optional<Range> {
+    auto m = std::lower_bound(maps.begin(), maps.end(), start,
+                              [](const proc::MapEntry& e, uint64_t a) { return e.end <= a; });
+    if (m == maps.end() || m->start > start || !private_anon(*m)) return std::nullopt;
+    return Range{start, std::min(m->end, (start & ~(kAdaptiveBlock - 1)) + kAdaptiveBlock) - start};
+  };
+  // Whether a hot block's sample still holds, mostly, the content the parent
+  // recorded (its pages read as written whatever the program did).
+  auto content_calm = [&](Range b) {
+    uint64_t pages = 0, changed = 0;
+    for (const Range& c : AdaptiveTracking::sample_pages(b.addr, b.end())) {
+      std::vector<Range> differ;
+      compare_with_hashes(reader, c, hashes, buf, &differ, false);
+      pages += c.len / kPage;
+      for (const Range& d : differ) changed += d.len / kPage;
+    }
+    return adaptive.calm(changed, pages);
+  };
+  std::vector<Candidate> blocks;
+  for (uint64_t start : adaptive.fresh_blocks())
+    if (auto b = block_at(start); b && adaptive.sample_calm(b->addr, b->end(), look))
+      blocks.push_back({*b, true});
+  for (uint64_t start : adaptive.sampled_blocks())
+    if (auto b = block_at(start); b && adaptive.sample_calm(b->addr, b->end(), look))
+      blocks.push_back({*b, false});
+  for (uint64_t start : adaptive.hot_blocks())
+    if (auto b = block_at(start); b && adaptive.content_calm(b->addr, b->end()) && content_calm(*b))
+      blocks.push_back({*b, false});
+  return blocks;
+}
+
+// Protects block `c` whole, then finds its pages changed since the parent:
+// those that read as written and are empty (if the parent had them; with a
+// table that is not complete, whatever it had) and those that read as
+// written and differ from the parent's hashes. The whole block when it
+// cannot be protected or scanned (perhaps partly protected).
+std::vector<Range> verify_block(Scanner& sc, mem::RemoteReader& reader,
+                                const std::vector<image::PageHash>& hashes,
+                                std::vector<uint8_t>& buf, const Candidate& c) {
+  const Range& b = c.r;
+  std::vector<Range> live, populated, changed;
+  if (sc.protect_anon(b.addr, b.end(), &live) != 0 ||
+      sc.scan(b.addr, b.end(), kPopulated, &populated) != 0)
+    return {b};
+  normalize(live);
+  normalize(populated);
+  for (const Range& r : subtract(live, populated))
+    for (uint64_t va = r.addr; va < r.end(); va += kPage)
+      if (auto h = hash_at_or_after(hashes, va);
+          !c.complete || (h != hashes.end() && h->vaddr == va))
+        mem::append_range(changed, va, kPage);
+  for (const Range& r : subtract(live, subtract(live, populated)))
+    compare_with_hashes(reader, r, hashes, buf, &changed, c.complete);
+  normalize(changed);
+  return changed;
+}
+
 }  // namespace
 
 void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageHash>& hashes,
@@ -308,84 +386,22 @@ void PagemapScanTracker::before_freeze(pid_t pid, const std::vector<image::PageH
   if (hashes.empty()) return;
   AdaptiveTracking adaptive(opts_.adaptive);
   adaptive.load(pid, state);
-  const std::vector<uint64_t> fresh = adaptive.fresh_blocks(), hot = adaptive.hot_blocks(),
-                              sampled = adaptive.sampled_blocks();
-  if ((fresh.empty() && hot.empty() && sampled.empty()) ||
+  if ((adaptive.fresh_blocks().empty() && adaptive.hot_blocks().empty() &&
+       adaptive.sampled_blocks().empty()) ||
       !check_target_uffd(pid, state.target_fd).ok())
     return;
   auto pm = open_pagemap(pid);
   auto maps = proc::read_maps(pid);
   if (!pm.ok() || !maps.ok()) return;
   Scanner sc(pm->get(), regions_, opts_.huge.keep_huge);
-  const ScanFn look = [&](uint64_t s, uint64_t e, bool, std::vector<Range>* out) {
-    return sc.scan(s, e, kWrittenKeep, out);
-  };
   mem::RemoteReader reader(pid);
   std::vector<uint8_t> buf(kAdaptiveBlock);
-  // The block at `start` while it lies in one private anonymous mapping.
-  auto block_at = [&](uint64_t start) -> std::optional<Range> {
-    auto m = std::lower_bound(maps->begin(), maps->end(), start,
-                              [](const proc::MapEntry& e, uint64_t a) { return e.end <= a; });
-    if (m == maps->end() || m->start > start || !private_anon(*m)) return std::nullopt;
-    return Range{start, std::min(m->end, (start & ~(kAdaptiveBlock - 1)) + kAdaptiveBlock) - start};
-  };
-  // Whether a hot block's sample still holds, mostly, the content the parent
-  // recorded (its pages read as written whatever the program did).
-  auto content_calm = [&](Range b) {
-    uint64_t pages = 0, changed = 0;
-    for (const Range& c : AdaptiveTracking::sample_pages(b.addr, b.end())) {
-      std::vector<Range> differ;
-      compare_with_hashes(reader, c, hashes, buf, &differ, false);
-      pages += c.len / kPage;
-      for (const Range& d : differ) changed += d.len / kPage;
-    }
-    return adaptive.calm(changed, pages);
-  };
-  // The blocks to verify: fresh and sampled ones whose sample (protected)
-  // stayed calm; hot ones that the parent's writer found mostly unchanged
-  // and whose sample's content did not change since either (not written
-  // for two intervals: one written every other interval stays hot, its
-  // copy costs the program less than a fault per page). `complete`:
-  // the parent's table holds every populated page (a full's: fresh blocks).
-  struct Candidate {
-    Range r;
-    bool complete;
-  };
-  std::vector<Candidate> blocks;
-  for (uint64_t start : fresh)
-    if (auto b = block_at(start); b && adaptive.sample_calm(b->addr, b->end(), look))
-      blocks.push_back({*b, true});
-  for (uint64_t start : sampled)
-    if (auto b = block_at(start); b && adaptive.sample_calm(b->addr, b->end(), look))
-      blocks.push_back({*b, false});
-  for (uint64_t start : hot)
-    if (auto b = block_at(start); b && adaptive.content_calm(b->addr, b->end()) && content_calm(*b))
-      blocks.push_back({*b, false});
+  const std::vector<Candidate> blocks = calm_blocks(adaptive, *maps, sc, reader, hashes, buf);
   // From here on, pages get protected: the collect depends on what this
   // object learns, which the claim above guards.
-  for (const auto& [b, complete] : blocks) {
-    std::vector<Range> live, populated, changed;
-    if (sc.protect_anon(b.addr, b.end(), &live) != 0 ||
-        sc.scan(b.addr, b.end(), kPopulated, &populated) != 0) {
-      verified_[b.addr] = {b};  // partly protected, perhaps: all of it changed
-      verified_bytes_ += b.len;
-      continue;
-    }
-    normalize(live);
-    normalize(populated);
-    // Read as written and empty: changed if the parent had the page (with
-    // a table that is not complete, whatever it had).
-    for (const Range& r : subtract(live, populated))
-      for (uint64_t va = r.addr; va < r.end(); va += kPage)
-        if (auto h = hash_at_or_after(hashes, va);
-            !complete || (h != hashes.end() && h->vaddr == va))
-          mem::append_range(changed, va, kPage);
-    // Read as written and populated: by content.
-    for (const Range& r : subtract(live, subtract(live, populated)))
-      compare_with_hashes(reader, r, hashes, buf, &changed, complete);
-    normalize(changed);
-    verified_bytes_ += b.len;
-    verified_[b.addr] = std::move(changed);
+  for (const Candidate& c : blocks) {
+    verified_bytes_ += c.r.len;
+    verified_[c.r.addr] = verify_block(sc, reader, hashes, buf, c);
   }
 }
 
@@ -415,109 +431,159 @@ uint64_t PagemapScanTracker::written_estimate(pid_t pid, const TrackerState& sta
   return bytes;
 }
 
-Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRecord>& vmas,
-                                             const std::vector<VmaRecord>& prev,
-                                             TrackerState* state) {
-  collected_.reset();
-  CKPT_TRY(available());
-  // Tracking is lost: everything is dirty this time; track from now on.
-  auto lost = [&](const std::string& why, int replace_fd) -> Result<DirtySet> {
-    DirtySet all;
-    all.everything = true;
-    all.reason = why;
-    Status st = arm_fresh(pid, vmas, state, replace_fd);
-    if (!st.ok())
-      all.reason += "; arming again failed: " + st.error().message;
-    else
-      record_arm(pid, *state);
-    return all;
-  };
-  if (state->target_fd < 0) return lost("tracking was not armed for this process", -1);
-  if (Status ok = check_target_uffd(pid, state->target_fd); !ok.ok())
-    return lost(ok.error().message + ": tracking lost", -1);
-  // Tracking must have been reset last by the parent generation; the ledger
-  // names this generation before the reset below, so a collect that is not
-  // committed (a killed tool) is found out by the next one.
-  // When it was not, the userfaultfd is still ours and works; only its
-  // history belongs to another generation. Tracking restarts through it, by
-  // ioctls from here: no call is injected, so a tool killed now (as after
-  // the killed collect that made this one necessary) cannot hurt the target.
-  auto history_lost = [&](const std::string& why) -> Result<DirtySet> {
-    DirtySet all;
-    all.everything = true;
-    all.reason = why;
-    record_arm(pid, *state);
-    if (Status st = arm_tracking(pid, vmas, state); !st.ok())
-      all.reason += "; arming again failed: " + st.error().message;
-    return all;
-  };
-  // before_freeze() claimed this generation (and may have verified blocks
-  // for it): the record must still be that claim.
-  uint64_t token = 0;
-  if (claim_ && claim_->state.chain_id == state->chain_id &&
-      claim_->state.prev_generation == state->prev_generation &&
-      claim_->state.generation == state->generation)
-    token = claim_->token;
-  claim_.reset();
-  const bool verified = token && !verified_.empty();
-  CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state, token));
-  if (!untrusted.empty()) return history_lost(untrusted);
-  CKPT_ASSIGN(UniqueFd uffd, proc::take_fd(pid, state->target_fd));
-  CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));
-  CKPT_ASSIGN(auto maps, proc::read_maps(pid));
-  Scanner sc(pm.get(), regions_, opts_.huge.keep_huge);
-  AdaptiveTracking adaptive(opts_.adaptive);
-  adaptive.load(pid, *state);
-  const ScanFn scan_anon = [&](uint64_t s, uint64_t e, bool protect, std::vector<Range>* out) {
-    return protect ? sc.protect_anon(s, e, out) : sc.scan(s, e, kWrittenKeep, out);
-  };
-  HugeBlocks huge(opts_.huge);
-  huge.load(pid, *state);
-  UniqueFd pidfd(huge.enabled() ? int(::syscall(SYS_pidfd_open, pid, 0)) : -1);
-  mem::RemoteReader reader(pid);
-  const ReadBlockFn read_block = [&](uint64_t addr, uint8_t* buf) {
-    Range r{addr, kHugeBlock};
-    return reader.read(&r, 1, buf).ok();
-  };
+namespace {
 
-  struct Piece {
-    Kind kind;
-    Range r;
-    bool registered;
-  };
-  std::vector<Piece> pieces;
-  DirtySet out;
+// A kernel VMA (or the part of one in a recorded VMA) to collect, and
+// whether our userfaultfd covers it already.
+struct Piece {
+  Kind kind;
+  Range r;
+  bool registered;
+};
+
+// The pieces of `vmas` to collect; what cannot be tracked goes to
+// out->unknown. Returns whether any piece is registered with us.
+bool list_pieces(Scanner& sc, const std::vector<proc::MapEntry>& maps,
+                 const std::vector<VmaRecord>& vmas, const std::vector<VmaRecord>& prev,
+                 std::vector<Piece>* pieces, DirtySet* out) {
   bool any_registered = false;
   for (const VmaRecord& v : vmas) {
     Kind kind = classify(v);
     if (kind == Kind::kSkip) continue;
     if (kind == Kind::kUnknown) {
-      out.unknown.push_back(Range{v.start, v.size()});
+      out->unknown.push_back(Range{v.start, v.size()});
       continue;
     }
-    for (Range r : uncovered(v, prev)) out.unknown.push_back(r);
+    for (Range r : uncovered(v, prev)) out->unknown.push_back(r);
     for (Range r : kernel_pieces(maps, v)) {
       int e = sc.registered(r.addr);
       if (e != 0 && e != -EPERM) {
-        out.unknown.push_back(r);
+        out->unknown.push_back(r);
         continue;
       }
-      pieces.push_back({kind, r, e == 0});
+      pieces->push_back({kind, r, e == 0});
       any_registered |= e == 0;
     }
   }
+  return any_registered;
+}
+
+// Lists a piece's written pages and protects it again: private anonymous
+// memory through adaptive tracking (and its quiet huge pages), the rest
+// whole. Returns 0 or -errno.
+struct PieceCollector {
+  Scanner& sc;
+  AdaptiveTracking& adaptive;
+  HugeBlocks& huge;
+  int uffd;
+  int pidfd;
+  mem::RemoteReader& reader;
+  const VerifiedBlocks* verified;  // null: none for this generation
+
+  int collect(const Piece& p, std::vector<Range>* written) {
+    const ScanFn scan_anon = [&](uint64_t s, uint64_t e, bool protect, std::vector<Range>* out) {
+      return protect ? sc.protect_anon(s, e, out) : sc.scan(s, e, kWrittenKeep, out);
+    };
+    const ReadBlockFn read_block = [&](uint64_t addr, uint8_t* buf) {
+      Range r{addr, kHugeBlock};
+      return reader.read(&r, 1, buf).ok();
+    };
+    int e = p.kind == Kind::kAnon && p.registered
+                ? adaptive.collect_piece(p.r, scan_anon, written, verified)
+                : sc.protect(p.kind, p.r, written);
+    if (e == 0 && p.kind == Kind::kAnon && huge.enabled())
+      e = protect_quiet_huge(sc, huge, read_block, uffd, pidfd, p.r, written);
+    return e;
+  }
+};
+
+}  // namespace
+
+DirtySet PagemapScanTracker::tracking_lost(pid_t pid, const std::vector<VmaRecord>& vmas,
+                                           TrackerState* state, const std::string& why,
+                                           int replace_fd) {
+  DirtySet all;
+  all.everything = true;
+  all.reason = why;
+  Status st = arm_fresh(pid, vmas, state, replace_fd);
+  if (!st.ok())
+    all.reason += "; arming again failed: " + st.error().message;
+  else
+    record_arm(pid, *state);
+  return all;
+}
+
+// The userfaultfd is still ours and works; only its history belongs to
+// another generation. Tracking restarts through it, by ioctls from here: no
+// call is injected, so a tool killed now (as after the killed collect that
+// made this one necessary) cannot hurt the target.
+DirtySet PagemapScanTracker::history_lost(pid_t pid, const std::vector<VmaRecord>& vmas,
+                                          TrackerState* state, const std::string& why) {
+  DirtySet all;
+  all.everything = true;
+  all.reason = why;
+  record_arm(pid, *state);
+  if (Status st = arm_tracking(pid, vmas, state); !st.ok())
+    all.reason += "; arming again failed: " + st.error().message;
+  return all;
+}
+
+uint64_t PagemapScanTracker::take_claim(const TrackerState& state) {
+  uint64_t token = 0;
+  if (claim_ && claim_->state.chain_id == state.chain_id &&
+      claim_->state.prev_generation == state.prev_generation &&
+      claim_->state.generation == state.generation)
+    token = claim_->token;
+  claim_.reset();
+  return token;
+}
+
+Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRecord>& vmas,
+                                             const std::vector<VmaRecord>& prev,
+                                             TrackerState* state) {
+  collected_.reset();
+  CKPT_TRY(available());
+  if (state->target_fd < 0)
+    return tracking_lost(pid, vmas, state, "tracking was not armed for this process", -1);
+  if (Status ok = check_target_uffd(pid, state->target_fd); !ok.ok())
+    return tracking_lost(pid, vmas, state, ok.error().message + ": tracking lost", -1);
+  // Tracking must have been reset last by the parent generation; the ledger
+  // names this generation before the reset below, so a collect that is not
+  // committed (a killed tool) is found out by the next one. before_freeze()
+  // claimed this generation (and may have verified blocks for it): the
+  // record must still be that claim.
+  const uint64_t token = take_claim(*state);
+  const bool verified = token && !verified_.empty();
+  CKPT_ASSIGN(std::string untrusted, begin_collect(pid, *state, token));
+  if (!untrusted.empty()) return history_lost(pid, vmas, state, untrusted);
+  CKPT_ASSIGN(UniqueFd uffd, proc::take_fd(pid, state->target_fd));
+  CKPT_ASSIGN(UniqueFd pm, open_pagemap(pid));
+  CKPT_ASSIGN(auto maps, proc::read_maps(pid));
+  Scanner sc(pm.get(), regions_, opts_.huge.keep_huge);
+
+  std::vector<Piece> pieces;
+  DirtySet out;
   // No VMA registered at all: this userfaultfd is not the one tracking this
   // process (e.g. inherited across fork, where the child's VMAs lose their
   // registration). Decided before registering anything through it, since
   // registration acts on the memory of the process that created it.
-  if (!pieces.empty() && !any_registered) {
+  if (!list_pieces(sc, maps, vmas, prev, &pieces, &out) && !pieces.empty()) {
     int stale = state->target_fd;
     uffd.reset();
-    return lost("the userfaultfd at fd " + std::to_string(stale) +
-                    " does not track this process (inherited across fork?)",
-                stale);
+    return tracking_lost(pid, vmas, state,
+                         "the userfaultfd at fd " + std::to_string(stale) +
+                             " does not track this process (inherited across fork?)",
+                         stale);
   }
 
+  AdaptiveTracking adaptive(opts_.adaptive);
+  adaptive.load(pid, *state);
+  HugeBlocks huge(opts_.huge);
+  huge.load(pid, *state);
+  UniqueFd pidfd(huge.enabled() ? int(::syscall(SYS_pidfd_open, pid, 0)) : -1);
+  mem::RemoteReader reader(pid);
+  PieceCollector collector{
+      sc, adaptive, huge, uffd.get(), pidfd.get(), reader, verified ? &verified_ : nullptr};
   bool foreign = false;
   for (const Piece& p : pieces) {
     // Re-registering our own VMA is a no-op; it fails for a VMA owned by
@@ -527,11 +593,7 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
       continue;
     }
     std::vector<Range> written;
-    int e = p.kind == Kind::kAnon && p.registered
-                ? adaptive.collect_piece(p.r, scan_anon, &written, verified ? &verified_ : nullptr)
-                : sc.protect(p.kind, p.r, &written);
-    if (e == 0 && p.kind == Kind::kAnon && huge.enabled())
-      e = protect_quiet_huge(sc, huge, read_block, uffd.get(), pidfd.get(), p.r, &written);
+    int e = collector.collect(p, &written);
     if (!p.registered) {
       // New, moved or replaced: no history. Protected now, reported whole.
       foreign |= e == -EPERM;
@@ -545,23 +607,29 @@ Result<DirtySet> PagemapScanTracker::collect(pid_t pid, const std::vector<VmaRec
   if (foreign) {
     int stale = state->target_fd;
     uffd.reset();
-    return lost(
+    return tracking_lost(
+        pid, vmas, state,
         "the userfaultfd at fd " + std::to_string(stale) + " does not track this process's memory",
         stale);
   }
   verified_.clear();
-  adaptive.save(pid, *state);
-  collected_ = Collected{pid, *state};
-  hot_bytes_ = adaptive.hot_bytes();
-  sampled_bytes_ = adaptive.sampled_bytes();
-  huge.save(pid, *state);
-  huge_kept_bytes_ = huge.kept_bytes();
-  huge_quiet_bytes_ = huge.quiet_bytes();
-  huge_repaired_bytes_ = huge.repaired_bytes();
+  remember(pid, *state, adaptive, huge);
   normalize(out.unknown);
   normalize(out.written);
   out.written = subtract(out.written, out.unknown);
   return out;
+}
+
+void PagemapScanTracker::remember(pid_t pid, const TrackerState& state,
+                                  const AdaptiveTracking& adaptive, const HugeBlocks& huge) {
+  adaptive.save(pid, state);
+  collected_ = Collected{pid, state};
+  hot_bytes_ = adaptive.hot_bytes();
+  sampled_bytes_ = adaptive.sampled_bytes();
+  huge.save(pid, state);
+  huge_kept_bytes_ = huge.kept_bytes();
+  huge_quiet_bytes_ = huge.quiet_bytes();
+  huge_repaired_bytes_ = huge.repaired_bytes();
 }
 
 }  // namespace ckpt::dirty

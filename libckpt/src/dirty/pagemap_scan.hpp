@@ -156,6 +156,19 @@ class PagemapScanTracker : public Tracker {
   // only (dirty/adaptive.hpp), recorded for `state`'s generation.
   Status track(pid_t pid, int uffd, const std::vector<image::VmaRecord>& vmas, bool reused,
                const TrackerState& state, bool* foreign);
+  // collect()'s answers when the history is gone: everything dirty, and
+  // tracking armed again, afresh (a new userfaultfd, at `replace_fd` when
+  // >= 0) or through the same userfaultfd.
+  DirtySet tracking_lost(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state,
+                         const std::string& why, int replace_fd);
+  DirtySet history_lost(pid_t pid, const std::vector<image::VmaRecord>& vmas, TrackerState* state,
+                        const std::string& why);
+  // before_freeze()'s claim token if it was for `state`'s generation, else
+  // 0; the claim is consumed.
+  uint64_t take_claim(const TrackerState& state);
+  // A successful collect's decisions, kept for the next one and for filter().
+  void remember(pid_t pid, const TrackerState& state, const AdaptiveTracking& adaptive,
+                const HugeBlocks& huge);
 
   Options opts_;
   std::optional<FeatureCheck> probed_;
