@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "common/cli.hpp"
+#include "common/pid_namespace.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -22,7 +23,9 @@ int main(int argc, char** argv) {
                  "a directory of chains: restore from this chain (default: the newest)");
   app.add_option("--generation", opts.generation, "restore this generation (default: newest)");
   app.add_flag("--detach", detach, "print the restored PID and return once it runs");
-  app.add_flag("--new-pid", opts.new_pid, "use a new PID if the original one is taken");
+  app.add_flag("--new-pid", opts.new_pid,
+               "where a PID is taken: a process takes a new one, a job runs in a PID namespace "
+               "of its own");
   app.add_flag("--force", opts.force,
                "restore even if files the process uses changed on disk since the checkpoint");
   app.add_flag("--json", json, "print statistics as JSON on stdout");
@@ -35,11 +38,33 @@ int main(int argc, char** argv) {
 
   opts.progress = ckpt::cli::progress_line("restore");
   auto r = ckpt::restore_process(opts);
+  // A job's members keep their PIDs: where one is taken, --new-pid restores
+  // the job in a PID namespace of its own instead.
+  pid_t child = 0, init = 0;
+  if (!r.ok() && r.error().code == EEXIST && opts.new_pid) {
+    auto n = ckpt::cli::restore_in_pid_namespace(opts);
+    if (n.ok()) {
+      init = n->init;
+      child = n->root;
+      r = n->stats;
+    } else {
+      r = n.error();
+    }
+  } else if (r.ok()) {
+    child = r->pid;
+  }
   ckpt::cli::progress_done();
   if (!r.ok()) return ckpt::cli::fail("cr_restart", r.error());
   const ckpt::RestoreStats& s = *r;
+  if (init)
+    std::fprintf(stderr,
+                 "cr_restart: PIDs of the job are taken here: it runs in a PID namespace of its "
+                 "own whose init is PID %d (root PID %d there, %d here); reach it with "
+                 "nsenter --target %d --pid --mount\n",
+                 int(init), int(s.pid), int(child), int(init));
   if (json) {
-    ckpt::cli::print_json({{"pid", s.pid},
+    ckpt::cli::print_json({{"pid", child},
+                           {"pid_namespace_init", init},
                            {"processes", s.processes},
                            {"generation", s.generation},
                            {"restore_seconds", s.seconds},
@@ -52,9 +77,9 @@ int main(int argc, char** argv) {
                            {"tracking", s.tracking},
                            {"bytes_read", s.bytes_read}});
   } else if (detach) {
-    std::printf("%d\n", s.pid);
+    std::printf("%d\n", int(child));
   }
   if (detach) return 0;
   std::fflush(stdout);
-  return ckpt::cli::wait_child(s.pid);
+  return ckpt::cli::wait_child(init ? init : child);
 }

@@ -16,6 +16,11 @@
 #   pid-taken      a member's PID is taken at restart: one line naming it,
 #                  no process of the job left behind, and after the holder
 #                  is gone the same checkpoint restores;
+#   new-pid        a member's PID is taken at restart: cr_restart --new-pid
+#                  restores the job in a PID namespace of its own, with every
+#                  PID as it was there; an incremental is taken from inside
+#                  (nsenter), the namespace killed, and the job restored again
+#                  from it, finishing;
 #   outside-pipe   a member shares a pipe with a process outside the job:
 #                  one line naming both, every member released and running.
 # E2E_JOB_PROG runs another program of the same protocol instead (tcp_pair),
@@ -103,6 +108,29 @@ kill_job() {
   fail "PIDs of the job did not go away: $(for p in $MEMBERS; do [[ -e /proc/$p ]] && echo -n "$p "; done)"
 }
 
+# A process of ours takes the last member's PID (VICTIM) once the job is
+# killed: HOLDER (ns_last_pid; retried, as other processes may take PIDs
+# meanwhile).
+take_member_pid() {
+  VICTIM=$(echo $MEMBERS | awk '{ print $NF }')
+  # The killed member's PID is free only once it is reaped (a loaded
+  # machine's reaper may take a while); then other forks race ours (CI
+  # builds alongside): many tries.
+  for ((i = 0; i < 500; i++)); do
+    [[ $(proc_state "$VICTIM") == - ]] && break
+    sleep 0.02
+  done
+  HOLDER=0
+  for ((i = 0; i < 500 && HOLDER != VICTIM; i++)); do
+    ((HOLDER == 0)) || { kill -9 "$HOLDER"; wait "$HOLDER" 2>/dev/null || true; }
+    echo "$((VICTIM - 1))" >/proc/sys/kernel/ns_last_pid
+    hold </dev/null &
+    HOLDER=$!
+    OWN_PIDS+=("$HOLDER")
+  done
+  ((HOLDER == VICTIM)) || fail "could not take PID $VICTIM for the test"
+}
+
 check_done() {
   local status=$1 out=$2
   ((status == 0)) || fail "restored job $(describe_status "$status"): $(first_line "$WORK/prog.err") $(first_line "$WORK/restart.err")"
@@ -188,22 +216,7 @@ case $MODE in
     start_job
     full "$ROOT"
     kill_job
-    # A process of ours takes a child member's PID (ns_last_pid; retried, as
-    # other processes may take PIDs meanwhile).
-    VICTIM=$(echo $MEMBERS | awk '{ print $NF }')
-    # The killed member's PID is free only once it is reaped (a loaded
-    # machine's reaper may take a while); then other forks race ours (CI
-    # builds alongside): many tries.
-    for ((i = 0; i < 500 && $(proc_state "$VICTIM") != -; i++)); do sleep 0.02; done
-    HOLDER=0
-    for ((i = 0; i < 500 && HOLDER != VICTIM; i++)); do
-      ((HOLDER == 0)) || { kill -9 "$HOLDER"; wait "$HOLDER" 2>/dev/null || true; }
-      echo "$((VICTIM - 1))" >/proc/sys/kernel/ns_last_pid
-      hold </dev/null &
-      HOLDER=$!
-      OWN_PIDS+=("$HOLDER")
-    done
-    ((HOLDER == VICTIM)) || fail "could not take PID $VICTIM for the test"
+    take_member_pid
     rc=0
     tool "$BIN_DIR/cr_restart" --dir "$CKPT" || rc=$?
     ((rc != 0)) || fail "cr_restart succeeded although PID $VICTIM was taken"
@@ -215,6 +228,40 @@ case $MODE in
     wait "$HOLDER" 2>/dev/null || true
     MEMBERS="$MEMBERS $VICTIM"
     restart_wait
+    ;;
+  new-pid)
+    start_job 400
+    full "$ROOT"
+    sleep 0.2
+    incr "$ROOT"
+    kill_job
+    take_member_pid
+    # The job comes back in a PID namespace of its own, each member with its
+    # PID there, and its chain continues from inside.
+    tool "$BIN_DIR/cr_restart" --dir "$CKPT" --new-pid --detach ||
+      fail "cr_restart --new-pid --detach: $(first_line "$WORK/tool.err")"
+    INIT=$(sed -n 's/.*whose init is PID \([0-9]*\).*/\1/p' "$WORK/tool.err")
+    [[ -n $INIT ]] || fail "cr_restart did not say the job's PID namespace: $(first_line "$WORK/tool.err")"
+    OWN_PIDS+=("$INIT")
+    R=$(<"$WORK/tool.out")
+    [[ $(awk '/^NSpid:/ { print $NF }' "/proc/$R/status") == "$ROOT" ]] ||
+      fail "the restored root ($R here) is not PID $ROOT in its namespace: $(grep NSpid "/proc/$R/status")"
+    sleep 0.3
+    tool nsenter --target "$INIT" --pid --mount "$BIN_DIR/cr_incr" --dir "$CKPT" --json "$ROOT" ||
+      fail "cr_incr in the job's namespace: $(first_line "$WORK/tool.err")"
+    grep -q '"tracker_reset":""' "$WORK/tool.out" || fail "tracking did not continue in the namespace: $(cat "$WORK/tool.out")"
+    # Its init's end is the namespace's end: every member goes with it.
+    kill -9 "$INIT"
+    for ((i = 0; i < 200; i++)); do
+      [[ $(proc_state "$R") == - ]] && break
+      sleep 0.05
+    done
+    [[ $(proc_state "$R") == - ]] || fail "the job outlived its namespace's init"
+    # Restored again from the incremental taken inside, waited for.
+    rc=0
+    timeout 120 "$BIN_DIR/cr_restart" --dir "$CKPT" --new-pid </dev/null >"$WORK/restart.out" 2>"$WORK/restart.err" || rc=$?
+    check_done "$rc" "$WORK/prog.out"
+    grep -q "PID namespace of its own" "$WORK/restart.err" || fail "the second restore did not use a namespace: $(first_line "$WORK/restart.err")"
     ;;
   outside-pipe)
     start_job 200
@@ -237,7 +284,7 @@ case $MODE in
     check_done "$EXIT_STATUS" "$WORK/prog.out"
     ;;
   *)
-    echo "usage: $0 BIN_DIR restore|incremental|leave-running|incremental-after-restore|pid-taken|outside-pipe" >&2
+    echo "usage: $0 BIN_DIR restore|incremental|leave-running|incremental-after-restore|pid-taken|new-pid|outside-pipe|compact" >&2
     exit 2
     ;;
 esac

@@ -28,7 +28,8 @@ namespace {
 struct Report {
   int32_t pid;
   int32_t failed;
-  char msg[248];
+  int32_t err;  // the errno a failure stands for (EEXIST: a PID is taken)
+  char msg[244];
 };
 
 struct Ctx {
@@ -37,16 +38,17 @@ struct Ctx {
   bool new_pid;
 };
 
-void report(int fd, bool failed, const char* fmt, const char* detail = "") {
+void report(int fd, bool failed, int err, const char* fmt, const char* detail = "") {
   Report r{};
   r.pid = int32_t(::syscall(SYS_getpid));
   r.failed = failed;
+  r.err = err;
   std::snprintf(r.msg, sizeof r.msg, fmt, int(r.pid), detail);
   (void)!::write(fd, &r, sizeof r);
 }
 
-[[noreturn]] void fail(int fd, const char* fmt, const char* detail = "") {
-  report(fd, true, fmt, detail);
+[[noreturn]] void fail(int fd, const char* fmt, const char* detail = "", int err = EIO) {
+  report(fd, true, err, fmt, detail);
   ::_exit(127);
 }
 
@@ -117,7 +119,8 @@ long fork_member(const Ctx& ctx, size_t i) {
     if (pid < 0) {
       char what[64];
       std::snprintf(what, sizeof what, "%d", int(cm.pid));
-      if (-pid == EEXIST) fail(fd, "PID %d: cannot recreate child PID %s: it is in use", what);
+      if (-pid == EEXIST)
+        fail(fd, "PID %d: cannot recreate child PID %s: it is in use", what, EEXIST);
       fail(fd, "PID %d: creating child PID %s failed", what);
     }
     if (cm.zombie()) {
@@ -144,7 +147,7 @@ long fork_member(const Ctx& ctx, size_t i) {
   std::string err;
   if (!restore::install_files(*sm.files, &fd, &err)) fail(fd, "PID %d: %s", err.c_str());
   if (!restore::set_process_basics(meta, &err)) fail(fd, "PID %d: %s", err.c_str());
-  report(fd, false, "PID %d ready");
+  report(fd, false, 0, "PID %d ready");
   ::close(fd);
   // Wait to be seized; the restorer replaces this whole image.
   for (;;) ::syscall(SYS_pause);
@@ -188,20 +191,19 @@ void kill_job(const std::vector<pid_t>& pids) {
 }
 
 Result<std::vector<pid_t>> spawn_job(const std::vector<SpawnMember>& members, bool new_pid) {
-  if (new_pid && members.size() > 1)
-    return make_error(EINVAL,
-                      "--new-pid restores single processes only (a job's members "
-                      "know each other by PID)");
+  // A job's members know each other by PID: only a job of one may take another.
+  const bool any_pid = new_pid && members.size() == 1;
   int sp[2];
   if (::pipe2(sp, O_CLOEXEC) != 0) return sys_error("pipe");
   UniqueFd status_r(sp[0]), status_w(sp[1]);
-  Ctx ctx{&members, status_w.get(), new_pid};
+  Ctx ctx{&members, status_w.get(), any_pid};
   long root = fork_member(ctx, 0);
   if (root < 0) {
     const pid_t want = members[0].member->pid;
     if (-root == EEXIST)
-      return make_error(EEXIST, "PID " + std::to_string(want) +
-                                    " is in use (use --new-pid to restore under another PID)");
+      return make_error(EEXIST, "PID " + std::to_string(want) + " is in use" +
+                                    (new_pid ? " (a job's members keep their PIDs)"
+                                             : " (use --new-pid to restore under another PID)"));
     if (-root == EPERM)
       return make_error(EPERM, "creating a process with PID " + std::to_string(want) +
                                    " needs CAP_CHECKPOINT_RESTORE or root");
@@ -215,12 +217,16 @@ Result<std::vector<pid_t>> spawn_job(const std::vector<SpawnMember>& members, bo
   size_t ready = 0, live = 0;
   for (const SpawnMember& m : members) live += m.member->zombie() ? 0 : 1;
   std::string failure;
+  int failure_code = EIO;
   Report r;
   for (;;) {
     ssize_t n = ::read(status_r.get(), &r, sizeof r);
     if (n < 0 && errno == EINTR) continue;
     if (n != ssize_t(sizeof r)) break;
-    if (r.failed && failure.empty()) failure = r.msg;
+    if (r.failed && failure.empty()) {
+      failure = r.msg;
+      failure_code = r.err > 0 ? r.err : EIO;
+    }
     if (!r.failed) ++ready;
   }
   if (failure.empty() && ready != live) failure = "a new process died while being set up";
@@ -228,7 +234,7 @@ Result<std::vector<pid_t>> spawn_job(const std::vector<SpawnMember>& members, bo
     // Only the root is killed by PID: the others die with their parents
     // (PDEATHSIG), and a PID we failed to take belongs to somebody else.
     kill_job(pids);
-    return make_error(EIO, failure);
+    return make_error(failure_code, failure);
   }
   for (size_t i = 1; i < members.size(); ++i) pids[i] = members[i].member->pid;
   for (size_t i = 0; i < members.size(); ++i) {

@@ -35,7 +35,9 @@ struct SpawnMember {
 
 // `members` in job order (the root first). Returns their PIDs; the live
 // ones are seized (PTRACE_O_EXITKILL: they die with the caller) and
-// stopped. With `new_pid` (a job of one only) a taken PID is not an error.
+// stopped. With `new_pid` a job of one takes another PID where its own is
+// taken; a job of more keeps every member's (they know each other by PID):
+// a taken one fails with EEXIST, as without `new_pid`.
 // A process that cannot be made kills every one made so far.
 Result<std::vector<pid_t>> spawn_job(const std::vector<SpawnMember>& members, bool new_pid);
 

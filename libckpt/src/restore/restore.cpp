@@ -302,11 +302,12 @@ Status JobRestore::make() {
     spawn[live_[k]].files = &files[live_[k]];
   }
   CKPT_TRY(restore::finish_files(&shared));
+  trace_.mark("files");
   held_ = std::move(shared.held);
   std::vector<UniqueFd> ctty;  // each session's terminal, until its members took it
   CKPT_TRY(controlling_terminals(metas_, shared.ptys, &spawn, &ctty));
   CKPT_ASSIGN(pids_, restore::spawn_job(spawn, opts_.new_pid));
-  trace_.mark("files+spawn");
+  trace_.mark("spawn");
   return {};
 }
 
