@@ -129,6 +129,13 @@ std::vector<Candidate> unheld_temp_files(pid_t pid, const std::vector<std::strin
   return out;
 }
 
+Status read_scratch(const std::string& path, uint64_t size, std::vector<uint8_t>* data) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return sys_error("reading scratch file " + path);
+  data->resize(size_t(size));
+  return read_exact(fd.get(), data->data(), data->size(), 0, "scratch file " + path);
+}
+
 }  // namespace
 
 Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, uint64_t max_bytes) {
@@ -162,7 +169,11 @@ Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, u
       if (below(path, t) && (base.empty() || t.size() < base.size())) base = t;
     if (!tmpfs && base.empty()) continue;
     struct stat st;
-    if (::lstat(path.c_str(), &st) != 0) return sys_error("scratch file " + path);
+    if (::lstat(path.c_str(), &st) != 0) {
+      // Another process's temporary file, gone since the listing: nothing to save.
+      if (c.unheld) continue;
+      return sys_error("scratch file " + path);
+    }
     if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISDIR(st.st_mode)) continue;
     if (!any_owner && st.st_uid != fsuid) continue;
     image::ScratchFile f = entry(path, st);
@@ -186,12 +197,12 @@ Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, u
       if (seen.insert(path).second) meta->scratch.push_back(std::move(f));
       continue;
     } else if (S_ISREG(st.st_mode)) {
+      Status read = read_scratch(path, uint64_t(st.st_size), &f.data);
+      // An unheld file may be another process's, removed or cut short meanwhile.
+      if (!read.ok() && c.unheld) continue;
+      CKPT_TRY(read);
       bytes += uint64_t(st.st_size);
       if (c.unheld) unheld_bytes += uint64_t(st.st_size);
-      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-      if (!fd.valid()) return sys_error("reading scratch file " + path);
-      f.data.resize(size_t(st.st_size));
-      CKPT_TRY(read_exact(fd.get(), f.data.data(), f.data.size(), 0, "scratch file " + path));
       if (saved) saved->insert({st.st_dev, st.st_ino});
     }
     // Its directories, outermost first: below the mount point on tmpfs (the
