@@ -19,6 +19,14 @@ struct MapEntry {
   std::string path;  // may be empty, "[heap]", "/path (deleted)", ...
 };
 
+// Private anonymous memory: the heap, the stack, nameless and [anon:...]
+// mappings that are not shared.
+inline bool private_anonymous(const MapEntry& m) {
+  return !m.shared && m.inode == 0 &&
+         (m.path.empty() || m.path == "[heap]" || m.path == "[stack]" ||
+          m.path.rfind("[anon:", 0) == 0);
+}
+
 Result<std::vector<MapEntry>> read_maps(pid_t pid);
 std::vector<MapEntry> parse_maps(const std::string& text);
 
