@@ -61,18 +61,42 @@ ckpt_batch_code_end:
 
 namespace ckpt::proc {
 
+namespace {
+
+// The first "syscall" (0f 05) in mapping `m`, or 0. Any two such bytes will
+// do, even inside a longer instruction: the call starts there and is
+// stopped at its exit (PTRACE_SYSCALL) before anything after it runs.
+Result<uint64_t> syscall_in(pid_t pid, const MapEntry& m) {
+  std::vector<uint8_t> text(m.end - m.start);
+  iovec l{text.data(), text.size()}, r{reinterpret_cast<void*>(m.start), text.size()};
+  if (::process_vm_readv(pid, &l, 1, &r, 1, 0) != ssize_t(text.size()))
+    return sys_error("reading the target's code at " + std::to_string(m.start));
+  for (size_t i = 0; i + 1 < text.size(); ++i)
+    if (text[i] == 0x0f && text[i + 1] == 0x05) return m.start + i;
+  return uint64_t(0);
+}
+
+}  // namespace
+
 Result<uint64_t> find_syscall_insn(pid_t pid) {
   CKPT_ASSIGN(auto maps, read_maps(pid));
+  for (const MapEntry& m : maps)
+    if (m.path == "[vdso]") {
+      CKPT_ASSIGN(uint64_t at, syscall_in(pid, m));
+      if (at) return at;
+    }
+  // No vdso (a program run under valgrind has none): the program's own
+  // code, at most 256 MiB of it read.
+  uint64_t budget = 256ull << 20;
   for (const MapEntry& m : maps) {
-    if (m.path != "[vdso]") continue;
-    std::vector<uint8_t> text(m.end - m.start);
-    iovec l{text.data(), text.size()}, r{reinterpret_cast<void*>(m.start), text.size()};
-    if (::process_vm_readv(pid, &l, 1, &r, 1, 0) != ssize_t(text.size()))
-      return sys_error("reading the target's vdso");
-    for (size_t i = 0; i + 1 < text.size(); ++i)
-      if (text[i] == 0x0f && text[i + 1] == 0x05) return m.start + i;
+    if (!m.x || !m.r || m.path.empty() || m.path[0] == '[') continue;
+    if (m.end - m.start > budget) break;
+    budget -= m.end - m.start;
+    auto at = syscall_in(pid, m);
+    if (at.ok() && *at) return *at;
   }
-  return make_error(ENOTSUP, "no syscall instruction found in the target's vdso");
+  return make_error(ENOTSUP,
+                    "no syscall instruction found in the target's code (vdso, libraries, program)");
 }
 
 user_regs_struct RemoteSyscall::prepare(long nr, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,

@@ -147,10 +147,17 @@ Status AddressSpaceBuilder::move_vdso() {
   for (const VmaRecord& v : meta_.vmas)
     if (v.is_special()) want[v.name] = {v.start, v.size()};
 
-  if (want.empty()) {  // the checkpointed process had no vdso: drop ours
-    for (auto& [name, r] : have) CKPT_TRY(sys("unmapping the vdso", SYS_munmap, r.addr, r.len));
-    return {};
+  // What the checkpointed process had unmapped (a program under valgrind
+  // drops the vdso and keeps its data pages) goes here too.
+  for (auto it = have.begin(); it != have.end();) {
+    if (want.count(it->first) || (it->first != "[vdso]" && !want.empty())) {
+      ++it;
+      continue;
+    }
+    CKPT_TRY(sys("unmapping the vdso", SYS_munmap, it->second.addr, it->second.len));
+    it = have.erase(it);
   }
+  if (want.empty()) return {};
   const std::string refuse = "the checkpoint was taken under a different kernel (";
   for (auto& [name, r] : want) {
     auto it = have.find(name);
@@ -161,8 +168,8 @@ Status AddressSpaceBuilder::move_vdso() {
     if (!want.count(name))
       return make_error(ENOTSUP, refuse + name + " is new): cannot restore on this kernel");
   // Same vdso code, or a checkpointed instruction pointer inside it could land mid-instruction.
-  const mem::Range& vd = have["[vdso]"];
-  if (xxh3(reinterpret_cast<const void*>(vd.addr), vd.len) != meta_.vdso.vdso_hash)
+  const mem::Range& vd = have.count("[vdso]") ? have["[vdso]"] : mem::Range{};
+  if (vd.len && xxh3(reinterpret_cast<const void*>(vd.addr), vd.len) != meta_.vdso.vdso_hash)
     return make_error(ENOTSUP, refuse + "vdso code differs): cannot restore on this kernel");
 
   // Move through a scratch area so a target never overlaps a current location.

@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -444,24 +445,60 @@ Status finish_files(SharedFiles* shared) {
   return s;
 }
 
+namespace {
+
+// A copy of `fd` at the lowest free number at or above *next that no
+// target has (`targets` sorted); *next moves past it. -1 on failure.
+int park(int fd, const std::vector<int>& targets, int* next) {
+  for (;;) {
+    const int n = ::fcntl(fd, F_DUPFD_CLOEXEC, *next);
+    if (n < 0) return -1;
+    *next = n + 1;
+    if (!std::binary_search(targets.begin(), targets.end(), n)) return n;
+    ::close(n);
+  }
+}
+
+// Raises the soft limit of open files to the hard one when a target needs
+// it; a target at or above the hard limit fails, naming both.
+bool allow_targets(const PreparedFiles& files, std::string* err) {
+  int top = -1;
+  for (const auto& f : files.fds) top = std::max(top, f.target);
+  rlimit rl{};
+  if (top < 0 || ::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rlim_t(top) < rl.rlim_cur) return true;
+  if (rlim_t(top) >= rl.rlim_max) {
+    *err = "fd " + std::to_string(top) + " is at or above this restore's limit of open files (" +
+           std::to_string(rl.rlim_max) + ", RLIMIT_NOFILE)";
+    return false;
+  }
+  rl.rlim_cur = rl.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &rl);
+  return true;
+}
+
+}  // namespace
+
 bool install_files(PreparedFiles& files, int* keep_fd, std::string* err) {
   auto fail = [&](const std::string& what) {
     *err = what + ": " + std::strerror(errno);
     return false;
   };
-  // Lift every source fd, and the fd to keep, above all target numbers so
-  // the dup2s cannot collide with them.
-  int top = *keep_fd;
-  for (const auto& f : files.fds) top = std::max({top, f.target, f.source});
-  int kept = ::fcntl(*keep_fd, F_DUPFD_CLOEXEC, top + 1);
-  if (kept < 0) return fail("fd shuffle failed");
-  *keep_fd = top = kept;
+  // Every target number must be open-able: the saved limits come back
+  // later (tasks), from outside.
+  if (!allow_targets(files, err)) return false;
+  // Every source fd, and the fd to keep, moved to numbers no target has, so
+  // the dup2s cannot collide with them (targets may sit near the limit, as
+  // valgrind's do: no room above them).
+  std::vector<int> targets;
+  for (const auto& f : files.fds) targets.push_back(f.target);
+  std::sort(targets.begin(), targets.end());
+  int next = 0;
+  *keep_fd = park(*keep_fd, targets, &next);
+  if (*keep_fd < 0) return fail("fd shuffle failed");
   for (auto& f : files.fds) {
     if (f.source < 0) continue;
-    int high = ::fcntl(f.source, F_DUPFD_CLOEXEC, top + 1);
-    if (high < 0) return fail("fd shuffle failed");
-    f.source = high;
-    top = high;
+    f.source = park(f.source, targets, &next);
+    if (f.source < 0) return fail("fd shuffle failed");
   }
   std::vector<int> keep;
   for (const auto& f : files.fds) {
