@@ -213,86 +213,8 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
   size_t at = 0;
   for (uint64_t start = piece.addr; start < piece.end();) {
     const uint64_t end = std::min(piece.end(), (start & ~(kAdaptiveBlock - 1)) + kAdaptiveBlock);
-    auto it = prev_.find(start);
-    const BlockState* before = it == prev_.end() ? nullptr : &it->second;
-    enum { kTrack, kHot, kSample } next = kTrack;
-    const bool was_hot = before && !before->sampled && before->left > 0;
-    const uint64_t pages = (end - start) / kPage;
-    // Left unprotected in the interval now ending, whose content the next
-    // collect learns from this generation's writer.
-    const bool open = before && !before->fresh && (before->sampled || before->left > 0);
-    // The parent's writer, on the interval before, if the block was left
-    // unprotected then: mostly changed (that paid) or not (to no use)?
-    uint32_t strikes = before ? before->strikes : 0;
-    const uint32_t calm = was_hot && content_calm(start, end) ? before->calm + 1 : 0;
-    if (has_content_ && before && before->open) {
-      const BlockContent c = content_of(start);
-      const double hot = opts_.hot_fraction * double(pages);
-      if (double(c.changed) >= hot && strikes > 0) --strikes;
-      if (double(c.changed) < hot) strikes = std::min(kMaxStrikes, strikes + 1);
-    }
-    auto v = verified ? verified->find(start) : VerifiedBlocks::const_iterator{};
-    if (verified && v != verified->end()) {
-      // Protected whole while the program ran (fresh, sample calm): `w`
-      // holds what it wrote since, and these pages differed from the full.
-      changed.insert(changed.end(), v->second.begin(), v->second.end());
-    } else if (was_hot && calm >= 2) {
-      // Unprotected, yet found unchanged twice in a row: tracked again (a
-      // block written every other interval stays hot: a copy of its pages
-      // costs the program less than a fault on each).
-    } else if (was_hot && before->left > 1) {
-      next_[start] = BlockState{before->backoff, before->left - 1, false, 0, false, strikes};
-      next = kHot;  // stays hot
-    } else if (was_hot) {
-      // Its turn to be measured.
-      next_[start] = BlockState{before->backoff, 0, true, 0, false, strikes};
-      next = kSample;
-    } else if (before && before->sampled) {
-      // Only its sample was protected: the rest reads as written whatever the
-      // program did, so the sample alone says how much of it was written.
-      if (sample_hot(start, end, w, &at)) {
-        // Still hot: longer between samples.
-        uint32_t backoff = std::min(opts_.max_backoff, 2 * std::max(1u, before->backoff));
-        next_[start] = BlockState{backoff, backoff, false, 0, false, strikes};
-        next = kHot;
-      }  // else calm: tracked page by page again
-    } else {
-      // Protected during the interval just ended: `w` is what it wrote. A
-      // block left hot to no use before must be heavy for longer.
-      const uint32_t needed = opts_.hot_after + strikes;
-      const uint64_t got = pages_within(w, &at, start, end);
-      const bool heavy =
-          end - start >= opts_.min_hot_bytes && double(got) >= opts_.hot_fraction * double(pages);
-      const uint32_t streak = heavy ? (before ? before->heavy : 0) + 1 : 0;
-      if (heavy && streak >= needed) {
-        next_[start] =
-            BlockState{opts_.first_backoff, opts_.first_backoff, false, 0, false, strikes};
-        next = kHot;
-      } else if (heavy && streak + 1 >= needed) {
-        // The interval that confirms it is measured on a sample: a block
-        // rewritten whole then faults 32 times instead of 512.
-        next_[start] =
-            BlockState{std::max(1u, opts_.first_backoff / 2), 0, true, 0, false, strikes};
-        next = kSample;
-      } else if (heavy) {
-        next_[start] = BlockState{0, 0, false, streak, false, strikes};  // tracked, remembered
-      }
-    }
-    if (auto n = next_.find(start); n != next_.end()) {
-      n->second.strikes = strikes;
-      n->second.open = open;
-      n->second.calm = n->second.left > 0 && !n->second.sampled ? calm : 0;
-    } else if (strikes || open) {
-      next_[start] = BlockState{0, 0, false, 0, false, strikes, open};  // tracked, remembered
-    }
-    if (next == kHot) {
-      hot_bytes_ += end - start;
-    } else if (next == kSample) {
-      sampled_bytes_ += end - start;
-      for (const mem::Range& c : sample_of(start, end)) mem::append_range(protect, c.addr, c.len);
-    } else {
-      mem::append_range(protect, start, end - start);
-    }
+    const Next next = settle_block(start, end, w, &at, verified, &changed);
+    arm_block(next, start, end, &protect);
     start = end;
   }
   w.insert(w.end(), changed.begin(), changed.end());
@@ -303,6 +225,126 @@ int AdaptiveTracking::collect_piece(mem::Range piece, const ScanFn& scan,
     if (int e = scan(r.addr, r.end(), true, &w)) return e;
   written->insert(written->end(), w.begin(), w.end());
   return 0;
+}
+
+AdaptiveTracking::Next AdaptiveTracking::settle_block(uint64_t start, uint64_t end,
+                                                      const std::vector<mem::Range>& w, size_t* at,
+                                                      const VerifiedBlocks* verified,
+                                                      std::vector<mem::Range>* changed) {
+  auto it = prev_.find(start);
+  const BlockState* before = it == prev_.end() ? nullptr : &it->second;
+  const bool was_hot = before && !before->sampled && before->left > 0;
+  // Left unprotected in the interval now ending, whose content the next
+  // collect learns from this generation's writer.
+  const bool open = before && !before->fresh && (before->sampled || before->left > 0);
+  const uint32_t strikes = strikes_after(start, end, before);
+  const uint32_t calm = was_hot && content_calm(start, end) ? before->calm + 1 : 0;
+  Next next = Next::kTrack;
+  auto v = verified ? verified->find(start) : VerifiedBlocks::const_iterator{};
+  if (verified && v != verified->end()) {
+    // Protected whole while the program ran (fresh, sample calm): `w`
+    // holds what it wrote since, and these pages differed from the full.
+    changed->insert(changed->end(), v->second.begin(), v->second.end());
+  } else if (was_hot) {
+    next = settle_hot(start, *before, strikes, calm);
+  } else if (before && before->sampled) {
+    next = settle_sampled(start, end, *before, strikes, w, at);
+  } else {
+    next = settle_tracked(start, end, before, strikes, w, at);
+  }
+  remember_block(start, strikes, open, calm);
+  return next;
+}
+
+uint32_t AdaptiveTracking::strikes_after(uint64_t start, uint64_t end,
+                                         const BlockState* before) const {
+  // The parent's writer, on the interval before, if the block was left
+  // unprotected then: mostly changed (that paid) or not (to no use)?
+  uint32_t strikes = before ? before->strikes : 0;
+  if (has_content_ && before && before->open) {
+    const BlockContent c = content_of(start);
+    const double hot = opts_.hot_fraction * double((end - start) / kPage);
+    if (double(c.changed) >= hot && strikes > 0) --strikes;
+    if (double(c.changed) < hot) strikes = std::min(kMaxStrikes, strikes + 1);
+  }
+  return strikes;
+}
+
+AdaptiveTracking::Next AdaptiveTracking::settle_hot(uint64_t start, const BlockState& before,
+                                                    uint32_t strikes, uint32_t calm) {
+  if (calm >= 2) {
+    // Unprotected, yet found unchanged twice in a row: tracked again (a
+    // block written every other interval stays hot: a copy of its pages
+    // costs the program less than a fault on each).
+    return Next::kTrack;
+  }
+  if (before.left > 1) {
+    next_[start] = BlockState{before.backoff, before.left - 1, false, 0, false, strikes};
+    return Next::kHot;  // stays hot
+  }
+  // Its turn to be measured.
+  next_[start] = BlockState{before.backoff, 0, true, 0, false, strikes};
+  return Next::kSample;
+}
+
+AdaptiveTracking::Next AdaptiveTracking::settle_sampled(uint64_t start, uint64_t end,
+                                                        const BlockState& before, uint32_t strikes,
+                                                        const std::vector<mem::Range>& w,
+                                                        size_t* at) {
+  // Only its sample was protected: the rest reads as written whatever the
+  // program did, so the sample alone says how much of it was written.
+  if (!sample_hot(start, end, w, at)) return Next::kTrack;  // calm: tracked page by page again
+  // Still hot: longer between samples.
+  uint32_t backoff = std::min(opts_.max_backoff, 2 * std::max(1u, before.backoff));
+  next_[start] = BlockState{backoff, backoff, false, 0, false, strikes};
+  return Next::kHot;
+}
+
+AdaptiveTracking::Next AdaptiveTracking::settle_tracked(uint64_t start, uint64_t end,
+                                                        const BlockState* before, uint32_t strikes,
+                                                        const std::vector<mem::Range>& w,
+                                                        size_t* at) {
+  // Protected during the interval just ended: `w` is what it wrote. A
+  // block left hot to no use before must be heavy for longer.
+  const uint32_t needed = opts_.hot_after + strikes;
+  const uint64_t got = pages_within(w, at, start, end);
+  const bool heavy = end - start >= opts_.min_hot_bytes &&
+                     double(got) >= opts_.hot_fraction * double((end - start) / kPage);
+  const uint32_t streak = heavy ? (before ? before->heavy : 0) + 1 : 0;
+  if (heavy && streak >= needed) {
+    next_[start] = BlockState{opts_.first_backoff, opts_.first_backoff, false, 0, false, strikes};
+    return Next::kHot;
+  }
+  if (heavy && streak + 1 >= needed) {
+    // The interval that confirms it is measured on a sample: a block
+    // rewritten whole then faults 32 times instead of 512.
+    next_[start] = BlockState{std::max(1u, opts_.first_backoff / 2), 0, true, 0, false, strikes};
+    return Next::kSample;
+  }
+  if (heavy) next_[start] = BlockState{0, 0, false, streak, false, strikes};  // tracked, remembered
+  return Next::kTrack;
+}
+
+void AdaptiveTracking::remember_block(uint64_t start, uint32_t strikes, bool open, uint32_t calm) {
+  if (auto n = next_.find(start); n != next_.end()) {
+    n->second.strikes = strikes;
+    n->second.open = open;
+    n->second.calm = n->second.left > 0 && !n->second.sampled ? calm : 0;
+  } else if (strikes || open) {
+    next_[start] = BlockState{0, 0, false, 0, false, strikes, open};  // tracked, remembered
+  }
+}
+
+void AdaptiveTracking::arm_block(Next next, uint64_t start, uint64_t end,
+                                 std::vector<mem::Range>* protect) {
+  if (next == Next::kHot) {
+    hot_bytes_ += end - start;
+  } else if (next == Next::kSample) {
+    sampled_bytes_ += end - start;
+    for (const mem::Range& c : sample_of(start, end)) mem::append_range(*protect, c.addr, c.len);
+  } else {
+    mem::append_range(*protect, start, end - start);
+  }
 }
 
 }  // namespace ckpt::dirty

@@ -201,6 +201,27 @@ class AdaptiveTracking {
   // (sorted; *at advances through it).
   bool sample_hot(uint64_t start, uint64_t end, const std::vector<mem::Range>& w, size_t* at) const;
   BlockContent content_of(uint64_t start) const;
+  // collect_piece() one block at a time: what it does with a block until the
+  // next collect (protect it whole, leave it unprotected, protect its
+  // sample), decided from the block's state before and what `w` (sorted;
+  // *at advances through it) says was written, and recorded in next_.
+  enum class Next { kTrack, kHot, kSample };
+  Next settle_block(uint64_t start, uint64_t end, const std::vector<mem::Range>& w, size_t* at,
+                    const VerifiedBlocks* verified, std::vector<mem::Range>* changed);
+  // The block's strikes, updated by what the parent's writer found if it
+  // was left unprotected in the interval before.
+  uint32_t strikes_after(uint64_t start, uint64_t end, const BlockState* before) const;
+  // The decision for a block that was hot, sampled, or tracked.
+  Next settle_hot(uint64_t start, const BlockState& before, uint32_t strikes, uint32_t calm);
+  Next settle_sampled(uint64_t start, uint64_t end, const BlockState& before, uint32_t strikes,
+                      const std::vector<mem::Range>& w, size_t* at);
+  Next settle_tracked(uint64_t start, uint64_t end, const BlockState* before, uint32_t strikes,
+                      const std::vector<mem::Range>& w, size_t* at);
+  // Keeps the strikes, `open` and calm streak of a block in next_ (one
+  // plain tracked only if there is something to keep).
+  void remember_block(uint64_t start, uint32_t strikes, bool open, uint32_t calm);
+  // Counts the block in the statistics and adds what to protect of it.
+  void arm_block(Next next, uint64_t start, uint64_t end, std::vector<mem::Range>* protect);
   AdaptiveOptions opts_;
   BlockContentMap content_;
   bool has_content_ = false;

@@ -58,22 +58,13 @@ void add_member_stats(const MemberDump& m, const image::SnapshotWriter& w, Check
   s->bytes_written += w.bytes_total();
 }
 
-Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const GenerationSpec& spec,
-                                         GenerationOut* out) {
-  const double t0 = now_seconds();
-  CheckpointStats stats;
-  CKPT_ASSIGN(std::string tracker, chain_tracker(opts, spec.prev));
+namespace {
 
-  // A process with children would lose them: migration moves single
-  // processes so far (proc/tree names the child).
-  CKPT_TRY(proc::list_job(opts.pid, false));
-  (void)vma_flags_available();  // its first use loads it: not in the freeze
-  dirty::LedgerHold hints;      // until the target runs again (before `fp`: released first)
-  const double t_frozen = now_seconds();
-  CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
-
+// What MemberDump needs to save the one process of `opts`, frozen as `fp`.
+Result<MemberSpec> member_spec(const CheckpointOptions& opts, const GenerationSpec& spec,
+                               const proc::FrozenProcess* fp, const std::string& tracker) {
   MemberSpec ms;
-  ms.fp = fp.get();
+  ms.fp = fp;
   ms.prev = spec.prev;
   ms.prev_hashes = spec.prev_hashes;
   ms.hint = spec.hint;
@@ -89,6 +80,50 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   ms.job = {opts.pid};
   ms.scratch_max_bytes = opts.scratch_max_bytes;
   ms.saves_shared = [](const image::SharedObject&) { return true; };
+  return ms;
+}
+
+// Memory is copied: a running target cannot change the image any more, so
+// it goes back to work while the files are made durable. With --kill it
+// stays stopped until the checkpoint is committed. A pre-copy round's
+// target runs already. *t_released: when it was let go or killed here.
+Status commit_and_release(bool kill, bool precopy, const GenerationSpec& spec,
+                          proc::FrozenProcess& fp, image::SnapshotWriter& writer,
+                          const image::ImageMeta& meta, dirty::LedgerHold& hints,
+                          double* t_released) {
+  if (kill) {
+    CKPT_TRY(writer.commit(meta));
+    if (spec.before_kill) CKPT_TRY(spec.before_kill());
+    CKPT_TRY(fp.kill());
+    *t_released = now_seconds();
+  } else if (precopy) {
+    CKPT_TRY(writer.commit(meta));
+  } else {
+    CKPT_TRY(fp.release());
+    *t_released = now_seconds();
+    hints.write();
+    CKPT_TRY(writer.commit(meta));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const GenerationSpec& spec,
+                                         GenerationOut* out) {
+  const double t0 = now_seconds();
+  CheckpointStats stats;
+  CKPT_ASSIGN(std::string tracker, chain_tracker(opts, spec.prev));
+
+  // A process with children would lose them: migration moves single
+  // processes so far (proc/tree names the child).
+  CKPT_TRY(proc::list_job(opts.pid, false));
+  (void)vma_flags_available();  // its first use loads it: not in the freeze
+  dirty::LedgerHold hints;      // until the target runs again (before `fp`: released first)
+  const double t_frozen = now_seconds();
+  CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
+
+  CKPT_ASSIGN(MemberSpec ms, member_spec(opts, spec, fp.get(), tracker));
   MemberDump md;
   CKPT_TRY(md.prepare(ms, &stats));
 
@@ -116,23 +151,7 @@ Result<CheckpointStats> write_generation(const CheckpointOptions& opts, const Ge
   md.meta.link.binds_job = true;  // a job of one: its link says it has no job.img
   CKPT_TRY(md.write(*writer, opts.progress, !kill && !precopy));
   stats.memory_seconds = now_seconds() - t_mem;
-
-  // Memory is copied: a running target cannot change the image any more, so
-  // it goes back to work while the files are made durable. With --kill it
-  // stays stopped until the checkpoint is committed.
-  if (kill) {
-    CKPT_TRY(writer->commit(md.meta));
-    if (spec.before_kill) CKPT_TRY(spec.before_kill());
-    CKPT_TRY(fp->kill());
-    t_released = now_seconds();
-  } else if (precopy) {
-    CKPT_TRY(writer->commit(md.meta));
-  } else {
-    CKPT_TRY(fp->release());
-    t_released = now_seconds();
-    hints.write();
-    CKPT_TRY(writer->commit(md.meta));
-  }
+  CKPT_TRY(commit_and_release(kill, precopy, spec, *fp, *writer, md.meta, hints, &t_released));
 
   stats.generation = md.meta.generation;
   stats.parent_generation = md.meta.parent_generation;

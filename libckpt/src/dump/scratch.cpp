@@ -136,97 +136,161 @@ Status read_scratch(const std::string& path, uint64_t size, std::vector<uint8_t>
   return read_exact(fd.get(), data->data(), data->size(), 0, "scratch file " + path);
 }
 
-}  // namespace
+// collect_scratch's walk over the candidates: the budgets, and the entries
+// written so far (a directory shared by several files is recorded once).
+class ScratchCollector {
+ public:
+  ScratchCollector(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, uint64_t max_bytes)
+      : pid_(pid),
+        meta_(meta),
+        saved_(saved),
+        max_bytes_(max_bytes),
+        temps_(temp_dirs(pid)),
+        any_owner_(meta->credentials.empty()),
+        fsuid_(any_owner_ ? 0 : meta->credentials.front().uid[3]) {}
 
-Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, uint64_t max_bytes) {
+  // Every candidate, those the process holds first (they take the budget
+  // first).
+  std::vector<Candidate> candidates() const;
+  // One candidate, recorded with its directories if it is a file of the
+  // process in a temporary directory or on tmpfs.
+  Status take(const Candidate& c);
+
+ private:
+  // The outermost temporary directory `path` is below ("" if none).
+  std::string base_of(const std::string& path) const;
+  // Its content into `f`, while the budgets last. False: not to be recorded
+  // with its directories (left out, or recorded without its content).
+  Result<bool> take_content(const Candidate& c, bool tmpfs, const struct stat& st,
+                            image::ScratchFile* f);
+  // The directories of `path` (itself, if one) not recorded yet.
+  Status take_directories(const std::string& path, const struct stat& st, bool tmpfs,
+                          const std::string& base);
+
+  const pid_t pid_;
+  image::ImageMeta* const meta_;
+  ScratchSaved* const saved_;
+  const uint64_t max_bytes_;
+  const std::vector<std::string> temps_;
+  // Only the process's own files (its filesystem uid owns them): another
+  // user's file there was not made by the job, and stays reopened by path.
+  const bool any_owner_;
+  const uint32_t fsuid_;
+  std::set<std::string> looked_at_, seen_;  // candidates; entries written
+  uint64_t bytes_ = 0, unheld_bytes_ = 0;
+};
+
+std::vector<Candidate> ScratchCollector::candidates() const {
   std::vector<Candidate> held, other;
-  for (const image::FileRecord& f : meta->files)
+  for (const image::FileRecord& f : meta_->files)
     if ((f.kind == image::FileKind::kRegular || f.kind == image::FileKind::kFifo) && f.dup_of == -1)
       held.push_back({f.path, true});
-  for (const image::VmaRecord& v : meta->vmas) {
+  for (const image::VmaRecord& v : meta_->vmas) {
     if (!v.is_file() || (v.flags & (image::kVmaSysv | image::kVmaDelShared))) continue;
     if (v.name.ends_with(" (deleted)")) continue;
     ((v.flags & image::kVmaShared) ? held : other)
         .push_back({v.name, bool(v.flags & image::kVmaShared)});
   }
-  other.push_back({meta->process.cwd, false});
+  other.push_back({meta_->process.cwd, false});
   held.insert(held.end(), other.begin(), other.end());  // held ones take the budget first
+  for (Candidate& c : unheld_temp_files(pid_, temps_, any_owner_, fsuid_))
+    held.push_back(std::move(c));
+  return held;
+}
 
-  const std::vector<std::string> temps = temp_dirs(pid);
-  // Only the process's own files (its filesystem uid owns them): another
-  // user's file there was not made by the job, and stays reopened by path.
-  const bool any_owner = meta->credentials.empty();
-  const uint32_t fsuid = any_owner ? 0 : meta->credentials.front().uid[3];
-  for (Candidate& c : unheld_temp_files(pid, temps, any_owner, fsuid)) held.push_back(std::move(c));
-  std::set<std::string> looked_at, seen;  // candidates; entries written
-  uint64_t bytes = 0, unheld_bytes = 0;
-  for (const Candidate& c : held) {
-    const std::string& path = c.path;
-    if (path.empty() || path[0] != '/' || !looked_at.insert(path).second) continue;
-    const bool tmpfs = on_tmpfs(path);
-    std::string base;  // the outermost temporary directory it is below
-    for (const std::string& t : temps)
-      if (below(path, t) && (base.empty() || t.size() < base.size())) base = t;
-    if (!tmpfs && base.empty()) continue;
-    struct stat st;
-    if (::lstat(path.c_str(), &st) != 0) {
-      // Another process's temporary file, gone since the listing: nothing to save.
-      if (c.unheld) continue;
-      return sys_error("scratch file " + path);
-    }
-    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISDIR(st.st_mode)) continue;
-    if (!any_owner && st.st_uid != fsuid) continue;
-    image::ScratchFile f = entry(path, st);
-    if (c.unheld) f.flags |= image::kScratchIfMissing;
-    if (S_ISREG(st.st_mode) && saved && saved->count({st.st_dev, st.st_ino})) {
-      f.flags |= image::kScratchContentElsewhere;
-    } else if (c.unheld && (bytes + uint64_t(st.st_size) > max_bytes ||
-                            unheld_bytes + uint64_t(st.st_size) > kUnheldMaxAll)) {
-      continue;  // not known to be the job's: only while the budgets last
-    } else if (S_ISREG(st.st_mode) && bytes + uint64_t(st.st_size) > max_bytes) {
-      // The metadata holds the content, and a restore reads it into memory.
-      // A file on tmpfs vanishes with the node for certain: refused. One on
-      // disk outlives a kill: reopened by path, as before.
-      if (tmpfs && c.held)
-        return make_error(EFBIG, "scratch file " + path + ": files on tmpfs held by PID " +
-                                     std::to_string(pid) + " exceed the " +
-                                     std::to_string(max_bytes >> 20) +
-                                     " MiB a checkpoint saves of them (--scratch-max)");
-      f.flags |= image::kScratchNotSaved;
-      f.file_size = uint64_t(st.st_size);
-      if (seen.insert(path).second) meta->scratch.push_back(std::move(f));
-      continue;
-    } else if (S_ISREG(st.st_mode)) {
-      Status read = read_scratch(path, uint64_t(st.st_size), &f.data);
-      // An unheld file may be another process's, removed or cut short meanwhile.
-      if (!read.ok() && c.unheld) continue;
-      CKPT_TRY(read);
-      bytes += uint64_t(st.st_size);
-      if (c.unheld) unheld_bytes += uint64_t(st.st_size);
-      if (saved) saved->insert({st.st_dev, st.st_ino});
-    }
-    // Its directories, outermost first: below the mount point on tmpfs (the
-    // mount point stays as it is), below the temporary directory elsewhere
-    // (which comes first, to be checked, and made only where missing).
-    std::vector<image::ScratchFile> dirs;
-    const std::string top = tmpfs ? std::string() : base;
-    for (std::string dir = S_ISDIR(st.st_mode) ? path : parent_of(path); dir != "/";
-         dir = parent_of(dir)) {
-      struct stat ds, ps;
-      if (::lstat(dir.c_str(), &ds) != 0 || ::lstat(parent_of(dir).c_str(), &ps) != 0)
-        return sys_error("scratch directory " + dir);
-      if (tmpfs ? ds.st_dev != ps.st_dev : !below(dir, top)) {
-        if (!tmpfs && seen.insert(dir).second) {
-          dirs.insert(dirs.begin(), entry(dir, ds));
-          dirs.front().flags |= image::kScratchBase;
-        }
-        break;
-      }
-      if (seen.insert(dir).second) dirs.insert(dirs.begin(), entry(dir, ds));
-    }
-    for (auto& d : dirs) meta->scratch.push_back(std::move(d));
-    if (!S_ISDIR(st.st_mode) && seen.insert(path).second) meta->scratch.push_back(std::move(f));
+std::string ScratchCollector::base_of(const std::string& path) const {
+  std::string base;
+  for (const std::string& t : temps_)
+    if (below(path, t) && (base.empty() || t.size() < base.size())) base = t;
+  return base;
+}
+
+Status ScratchCollector::take(const Candidate& c) {
+  const std::string& path = c.path;
+  if (path.empty() || path[0] != '/' || !looked_at_.insert(path).second) return {};
+  const bool tmpfs = on_tmpfs(path);
+  const std::string base = base_of(path);
+  if (!tmpfs && base.empty()) return {};
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    // Another process's temporary file, gone since the listing: nothing to save.
+    if (c.unheld) return {};
+    return sys_error("scratch file " + path);
   }
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISDIR(st.st_mode)) return {};
+  if (!any_owner_ && st.st_uid != fsuid_) return {};
+  image::ScratchFile f = entry(path, st);
+  if (c.unheld) f.flags |= image::kScratchIfMissing;
+  CKPT_ASSIGN(const bool with_directories, take_content(c, tmpfs, st, &f));
+  if (!with_directories) return {};
+  CKPT_TRY(take_directories(path, st, tmpfs, base));
+  if (!S_ISDIR(st.st_mode) && seen_.insert(path).second) meta_->scratch.push_back(std::move(f));
+  return {};
+}
+
+Result<bool> ScratchCollector::take_content(const Candidate& c, bool tmpfs, const struct stat& st,
+                                            image::ScratchFile* f) {
+  const std::string& path = c.path;
+  if (S_ISREG(st.st_mode) && saved_ && saved_->count({st.st_dev, st.st_ino})) {
+    f->flags |= image::kScratchContentElsewhere;
+  } else if (c.unheld && (bytes_ + uint64_t(st.st_size) > max_bytes_ ||
+                          unheld_bytes_ + uint64_t(st.st_size) > kUnheldMaxAll)) {
+    return false;  // not known to be the job's: only while the budgets last
+  } else if (S_ISREG(st.st_mode) && bytes_ + uint64_t(st.st_size) > max_bytes_) {
+    // The metadata holds the content, and a restore reads it into memory.
+    // A file on tmpfs vanishes with the node for certain: refused. One on
+    // disk outlives a kill: reopened by path, as before.
+    if (tmpfs && c.held)
+      return make_error(EFBIG, "scratch file " + path + ": files on tmpfs held by PID " +
+                                   std::to_string(pid_) + " exceed the " +
+                                   std::to_string(max_bytes_ >> 20) +
+                                   " MiB a checkpoint saves of them (--scratch-max)");
+    f->flags |= image::kScratchNotSaved;
+    f->file_size = uint64_t(st.st_size);
+    if (seen_.insert(path).second) meta_->scratch.push_back(std::move(*f));
+    return false;
+  } else if (S_ISREG(st.st_mode)) {
+    Status read = read_scratch(path, uint64_t(st.st_size), &f->data);
+    // An unheld file may be another process's, removed or cut short meanwhile.
+    if (!read.ok() && c.unheld) return false;
+    CKPT_TRY(read);
+    bytes_ += uint64_t(st.st_size);
+    if (c.unheld) unheld_bytes_ += uint64_t(st.st_size);
+    if (saved_) saved_->insert({st.st_dev, st.st_ino});
+  }
+  return true;
+}
+
+Status ScratchCollector::take_directories(const std::string& path, const struct stat& st,
+                                          bool tmpfs, const std::string& base) {
+  // Its directories, outermost first: below the mount point on tmpfs (the
+  // mount point stays as it is), below the temporary directory elsewhere
+  // (which comes first, to be checked, and made only where missing).
+  std::vector<image::ScratchFile> dirs;
+  const std::string top = tmpfs ? std::string() : base;
+  for (std::string dir = S_ISDIR(st.st_mode) ? path : parent_of(path); dir != "/";
+       dir = parent_of(dir)) {
+    struct stat ds, ps;
+    if (::lstat(dir.c_str(), &ds) != 0 || ::lstat(parent_of(dir).c_str(), &ps) != 0)
+      return sys_error("scratch directory " + dir);
+    if (tmpfs ? ds.st_dev != ps.st_dev : !below(dir, top)) {
+      if (!tmpfs && seen_.insert(dir).second) {
+        dirs.insert(dirs.begin(), entry(dir, ds));
+        dirs.front().flags |= image::kScratchBase;
+      }
+      break;
+    }
+    if (seen_.insert(dir).second) dirs.insert(dirs.begin(), entry(dir, ds));
+  }
+  for (auto& d : dirs) meta_->scratch.push_back(std::move(d));
+  return {};
+}
+
+}  // namespace
+
+Status collect_scratch(pid_t pid, image::ImageMeta* meta, ScratchSaved* saved, uint64_t max_bytes) {
+  ScratchCollector sc(pid, meta, saved, max_bytes);
+  for (const Candidate& c : sc.candidates()) CKPT_TRY(sc.take(c));
   return {};
 }
 

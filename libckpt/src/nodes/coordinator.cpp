@@ -220,10 +220,10 @@ Result<pid_t> part_at(const Coordination& c, const std::string& to, pid_t pid) {
                     std::string("protocol error: expected RUNNING, got ") + step_name(m.step));
 }
 
-}  // namespace
-
-Result<MoveOutcome> migrate_node(const Coordination& c, const std::string& from,
-                                 const std::string& to, bool live, const std::string& takeover) {
+// The node of `c` whose part is to move from `from` to `to`, once the
+// request is found sound.
+Result<const Node*> moving_node(const Coordination& c, const std::string& from,
+                                const std::string& to, const std::string& takeover) {
   const Node* src = nullptr;
   for (const Node& n : c.nodes)
     if (n.addr == from) src = &n;
@@ -232,85 +232,148 @@ Result<MoveOutcome> migrate_node(const Coordination& c, const std::string& from,
   for (const Node& n : c.nodes)
     if (n.addr == to) return make_error(EINVAL, "node " + to + " already holds a part of the job");
   if (takeover.empty()) return make_error(EINVAL, "no takeover command given");
-  Coordination one = c;
-  one.nodes = {*src};
-  CKPT_ASSIGN(std::vector<Link> links, connect_all(one));
-  Link& l = links[0];
-  const std::string name = "node " + from;
-  MoveOutcome out;
-  out.from = from;
-  out.to = to;
-  const double t0 = now_seconds();
-  auto lost = [&](const Error& e) { return name + ": " + e.message; };
-  if (Status s = send_step(l.conn->w, {kMigrate, uint64_t(src->pid), live ? 1u : 0u, to}); !s.ok())
+  return src;
+}
+
+// migrate_node's session with the source node's agent, one step per method:
+// the part sent, the address taken over, the part committed at `to` (or,
+// when that fails, the address moved back).
+class NodeMove {
+ public:
+  NodeMove(const Coordination& c, const Node& src, const std::string& from, const std::string& to,
+           const std::string& takeover, Link& l)
+      : c_(c), src_(src), from_(from), to_(to), takeover_(takeover), l_(l), name_("node " + from) {
+    out_.from = from;
+    out_.to = to;
+  }
+
+  // MIGRATE, until the agent says SENT.
+  Status send_part(bool live);
+  // The address moved to `to` by the takeover command (undone on failure).
+  Status take_over();
+  // GO, and what became of the part.
+  Result<MoveOutcome> commit();
+
+ private:
+  // The source agent lost after GO, with the address at the destination.
+  Result<MoveOutcome> source_lost(const Error& e);
+  // The destination failed once it had the address.
+  Error destination_failed(const std::string& why);
+  // The agent's MOVED: the part runs at `to`.
+  MoveOutcome moved(const Message& m);
+  std::string lost(const Error& e) const { return name_ + ": " + e.message; }
+
+  const Coordination& c_;
+  const Node& src_;
+  const std::string& from_;
+  const std::string& to_;
+  const std::string& takeover_;
+  Link& l_;
+  const std::string name_;
+  MoveOutcome out_;
+  const double t0_ = now_seconds();
+};
+
+Status NodeMove::send_part(bool live) {
+  if (Status s = send_step(l_.conn->w, {kMigrate, uint64_t(src_.pid), live ? 1u : 0u, to_});
+      !s.ok())
     return make_error(s.error().code, lost(s.error()));
   // The part runs at `from` until the agent says SENT (pre-copy rounds). An
   // agent lost before that (killed, its node or link down) has not told the
   // destination to start it: the part there was released (by the agent or,
   // with the agent gone, by the kernel) and the destination drops what it got.
-  auto sent = read_step(l.conn->r, name);
+  auto sent = read_step(l_.conn->r, name_);
   if (!sent.ok())
     return make_error(sent.error().code,
-                      lost(sent.error()) + " (the part runs on at " + from + ")");
-  Message m = *sent;
+                      lost(sent.error()) + " (the part runs on at " + from_ + ")");
+  const Message& m = *sent;
   if (m.step == kFailed)
-    return make_error(ECANCELED, name + ": " + m.text + " (the part runs on there)");
+    return make_error(ECANCELED, name_ + ": " + m.text + " (the part runs on there)");
   if (m.step != kSent)
-    return make_error(EPROTO, name + ": protocol error: expected SENT, got " + step_name(m.step));
+    return make_error(EPROTO, name_ + ": protocol error: expected SENT, got " + step_name(m.step));
+  return {};
+}
+
+Status NodeMove::take_over() {
   const double t_take = now_seconds();
-  if (Status s = run_takeover(takeover, from, to); !s.ok()) {
-    (void)run_takeover(takeover, to, from);  // whatever it did, undone as far as it goes
-    (void)send_step(l.conn->w, {kAbort, 0, 0, s.error().message});
-    (void)read_step(l.conn->r, name);
-    return make_error(s.error().code, s.error().message + " (the part runs on at " + from + ")");
+  if (Status s = run_takeover(takeover_, from_, to_); !s.ok()) {
+    (void)run_takeover(takeover_, to_, from_);  // whatever it did, undone as far as it goes
+    (void)send_step(l_.conn->w, {kAbort, 0, 0, s.error().message});
+    (void)read_step(l_.conn->r, name_);
+    return make_error(s.error().code, s.error().message + " (the part runs on at " + from_ + ")");
   }
-  out.takeover_seconds = now_seconds() - t_take;
-  Status go = send_step(l.conn->w, {kGo});
-  auto last = go.ok() ? read_step(l.conn->r, name) : Result<Message>(go.error());
-  if (!last.ok()) {
-    // The source is lost with the address at the destination. It may have
-    // told the destination to start the part (its copy then dies with it)
-    // or not (its copy was released): the destination knows which.
-    auto there = part_at(c, to, src->pid);
-    if (there.ok()) {
-      out.total_seconds = now_seconds() - t0;
-      out.pid = *there;
-      out.note = lost(last.error()) + " after it committed: the part runs at " + to;
-      return out;
-    }
-    Status back = run_takeover(takeover, to, from);
-    if (!back.ok())
-      return make_error(EIO, lost(last.error()) + "; " + to + ": " + there.error().message +
-                                 "; moving the address back failed too: " + back.error().message);
-    return make_error(last.error().code, lost(last.error()) + " (the address moved back; " + to +
-                                             ": " + there.error().message + ")");
-  }
-  m = *last;
-  if (m.step == kFailed) {  // The destination failed once it had the address: back to the source,
-    // then the part there is released.
-    Status back = run_takeover(takeover, to, from);
-    (void)send_step(l.conn->w, {kGo});
-    (void)read_step(l.conn->r, name);
-    if (!back.ok())
-      return make_error(EIO, name + ": " + m.text +
-                                 "; moving the address back failed too: " + back.error().message);
-    return make_error(ECANCELED, name + ": " + m.text +
-                                     " (the address moved back, the part runs on at " + from + ")");
-  }
+  out_.takeover_seconds = now_seconds() - t_take;
+  return {};
+}
+
+Result<MoveOutcome> NodeMove::commit() {
+  Status go = send_step(l_.conn->w, {kGo});
+  auto last = go.ok() ? read_step(l_.conn->r, name_) : Result<Message>(go.error());
+  if (!last.ok()) return source_lost(last.error());
+  const Message& m = *last;
+  if (m.step == kFailed) return destination_failed(m.text);
   if (m.step != kMoved)
-    return make_error(EPROTO, name + ": protocol error: expected MOVED, got " + step_name(m.step));
-  out.total_seconds = now_seconds() - t0;
-  out.pid = pid_t(m.a);
-  out.downtime_seconds = double(m.b) / 1e6;
+    return make_error(EPROTO, name_ + ": protocol error: expected MOVED, got " + step_name(m.step));
+  return moved(m);
+}
+
+Result<MoveOutcome> NodeMove::source_lost(const Error& e) {
+  // It may have told the destination to start the part (its copy then dies
+  // with it) or not (its copy was released): the destination knows which.
+  auto there = part_at(c_, to_, src_.pid);
+  if (there.ok()) {
+    out_.total_seconds = now_seconds() - t0_;
+    out_.pid = *there;
+    out_.note = lost(e) + " after it committed: the part runs at " + to_;
+    return out_;
+  }
+  Status back = run_takeover(takeover_, to_, from_);
+  if (!back.ok())
+    return make_error(EIO, lost(e) + "; " + to_ + ": " + there.error().message +
+                               "; moving the address back failed too: " + back.error().message);
+  return make_error(
+      e.code, lost(e) + " (the address moved back; " + to_ + ": " + there.error().message + ")");
+}
+
+Error NodeMove::destination_failed(const std::string& why) {
+  // Back to the source, then the part there is released.
+  Status back = run_takeover(takeover_, to_, from_);
+  (void)send_step(l_.conn->w, {kGo});
+  (void)read_step(l_.conn->r, name_);
+  if (!back.ok())
+    return make_error(
+        EIO, name_ + ": " + why + "; moving the address back failed too: " + back.error().message);
+  return make_error(ECANCELED, name_ + ": " + why +
+                                   " (the address moved back, the part runs on at " + from_ + ")");
+}
+
+MoveOutcome NodeMove::moved(const Message& m) {
+  out_.total_seconds = now_seconds() - t0_;
+  out_.pid = pid_t(m.a);
+  out_.downtime_seconds = double(m.b) / 1e6;
   unsigned long long rounds = 0, bytes = 0, procs = 0;
   double secs = 0;
   if (std::sscanf(m.text.c_str(), "%llu %llu %lf %llu", &rounds, &bytes, &secs, &procs) == 4) {
-    out.rounds = rounds;
-    out.bytes = bytes;
-    out.migration_seconds = secs;
-    out.processes = procs;
+    out_.rounds = rounds;
+    out_.bytes = bytes;
+    out_.migration_seconds = secs;
+    out_.processes = procs;
   }
-  return out;
+  return out_;
+}
+
+}  // namespace
+
+Result<MoveOutcome> migrate_node(const Coordination& c, const std::string& from,
+                                 const std::string& to, bool live, const std::string& takeover) {
+  CKPT_ASSIGN(const Node* src, moving_node(c, from, to, takeover));
+  Coordination one = c;
+  one.nodes = {*src};
+  CKPT_ASSIGN(std::vector<Link> links, connect_all(one));
+  NodeMove move(c, *src, from, to, takeover, links[0]);
+  CKPT_TRY(move.send_part(live));
+  CKPT_TRY(move.take_over());
+  return move.commit();
 }
 
 Status rewrite_nodes(const std::string& path, const std::vector<Node>& nodes,

@@ -115,6 +115,109 @@ Status serve_migrate(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, con
                    {kMoved, uint64_t(st->remote_pid), uint64_t(st->downtime_seconds * 1e6), text});
 }
 
+namespace {
+
+// Tells the sending agent why the migration is refused, and returns it.
+Status refuse(FrameWriter& w, const Error& e) {
+  (void)w.send(migrate::kError, e.message.data(), std::min<size_t>(e.message.size(), 4000));
+  return e;
+}
+
+// serve_incoming's part of the session: the generations staged as they
+// arrive, the connections they hold to other nodes locked, the part
+// restored from the generation COMMIT names.
+class IncomingPart {
+ public:
+  IncomingPart(FrameWriter& w, const AgentConfig& cfg, const std::string& staging)
+      : w_(w), cfg_(cfg), staging_(staging), in_(staging, 1) {}
+
+  // A JOB_BEGIN, JOB_FILE or JOB_END frame.
+  Status on_job_frame(const Frame& f);
+  Status on_commit(const Frame& f);
+  bool committed() const { return committed_; }
+  // The session ends: before COMMIT, the locks stay (keep_until_settled).
+  void ending() const {
+    if (!committed_) keep_until_settled(cfg_, locked_);
+  }
+
+ private:
+  // Locks the connections to other nodes of received generation `gen` that
+  // are not locked yet.
+  Status lock_outside(uint64_t gen);
+
+  FrameWriter& w_;
+  const AgentConfig& cfg_;
+  const std::string staging_;
+  migrate::JobIncoming in_;
+  // Locked here before the address arrives: until the restore rebuilds a
+  // connection, the other node's retransmissions must not meet a reset.
+  std::vector<sockets::Connection> locked_;
+  bool committed_ = false;
+  uint64_t committed_gen_ = 0;
+};
+
+Status IncomingPart::on_job_frame(const Frame& f) {
+  uint64_t done = 0;
+  if (Status s = in_.on_frame(f, &done); !s.ok()) return refuse(w_, s.error());
+  if (!done) return {};
+  CKPT_TRY(lock_outside(done));
+  note(cfg_, "generation " + std::to_string(done) + " received, " + std::to_string(locked_.size()) +
+                 " connections to other nodes locked");
+  std::vector<uint8_t> p;
+  migrate::put_u64(p, done);
+  return w_.send(migrate::kApplied, p.data(), p.size());
+}
+
+Status IncomingPart::lock_outside(uint64_t gen) {
+  auto conns = outside_of_generation(image::generation_dir(staging_, gen));
+  if (!conns.ok()) return refuse(w_, conns.error());
+  for (const sockets::Connection& c : *conns) {
+    bool have = false;
+    for (const sockets::Connection& l : locked_) have = have || sockets::same_connection(l, c);
+    if (have) continue;
+    if (Status s = sockets::lock_connection(c); !s.ok()) return refuse(w_, s.error());
+    locked_.push_back(c);
+  }
+  return {};
+}
+
+Status IncomingPart::on_commit(const Frame& f) {
+  // Again, the same: from a killed sender's witness (migrate/witness.hpp).
+  if (committed_ && f.len == 8 && migrate::get_u64(f.data) == committed_gen_) return {};
+  if (f.len != 8 || committed_) return refuse(w_, make_error(EPROTO, "unexpected COMMIT"));
+  RestoreOptions o;
+  o.dir = staging_;
+  o.log = cfg_.log;
+  o.generation = migrate::get_u64(f.data);
+  // The locks stay on failure: the address may be here until cr_job
+  // moves it back, and the other node must not see a reset meanwhile.
+  // RUNNING goes out right before the part is let go: a session that
+  // dies in between leaves no copy (its members die with their
+  // tracer), never two. cr_recv closes that window with a second
+  // process (migrate/handover.hpp); this session is one process, and
+  // the window stays (docs/security.md). Best effort: a sender that is
+  // gone took its source with it.
+  auto res = restore::restore_held(o, nullptr, [&](pid_t root) {
+    std::vector<uint8_t> p;
+    migrate::put_u32(p, uint32_t(root));
+    (void)w_.send(migrate::kRunning, p.data(), p.size());
+  });
+  if (!res.ok()) return refuse(w_, res.error().context("restoring the part"));
+  committed_ = true;
+  committed_gen_ = o.generation;
+  char line[128];
+  std::snprintf(line, sizeof line, "part restored in %.3f s, root PID %d (%llu processes)",
+                res->seconds, res->pid, static_cast<unsigned long long>(res->processes));
+  note(cfg_, line);
+  // The address came with the part: the neighbours learn its new
+  // link-layer address now rather than after their entry expires.
+  if (int n = announce_addresses(locked_); n > 0)
+    note(cfg_, std::to_string(n) + " address(es) announced (gratuitous ARP)");
+  return {};
+}
+
+}  // namespace
+
 Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const Frame& first) {
   // Held (shared) while this migration is in progress: serve_where waits
   // for it. Released by the kernel however the session ends; declared
@@ -128,90 +231,33 @@ Status serve_incoming(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, co
     std::string dir;
     ~Cleanup() { remove_tree(dir); }
   } cleanup{staging};
-  auto refuse = [&](const Error& e) -> Status {
-    (void)w.send(migrate::kError, e.message.data(), std::min<size_t>(e.message.size(), 4000));
-    return e;
-  };
   journal_incoming();
-  migrate::JobIncoming in(staging, 1);
-  // Locked here before the address arrives: until the restore rebuilds a
-  // connection, the other node's retransmissions must not meet a reset.
-  std::vector<sockets::Connection> locked;
-  bool committed = false;
-  uint64_t committed_gen = 0;
+  IncomingPart part(w, cfg, staging);
   Frame f = first;
   for (;;) {
     switch (f.type) {
       case migrate::kJobBegin:
       case migrate::kJobFile:
-      case migrate::kJobEnd: {
-        uint64_t done = 0;
-        if (Status s = in.on_frame(f, &done); !s.ok()) return refuse(s.error());
-        if (!done) break;
-        auto conns = outside_of_generation(image::generation_dir(staging, done));
-        if (!conns.ok()) return refuse(conns.error());
-        for (const sockets::Connection& c : *conns) {
-          bool have = false;
-          for (const sockets::Connection& l : locked) have = have || sockets::same_connection(l, c);
-          if (have) continue;
-          if (Status s = sockets::lock_connection(c); !s.ok()) return refuse(s.error());
-          locked.push_back(c);
-        }
-        note(cfg, "generation " + std::to_string(done) + " received, " +
-                      std::to_string(locked.size()) + " connections to other nodes locked");
-        std::vector<uint8_t> p;
-        migrate::put_u64(p, done);
-        CKPT_TRY(w.send(migrate::kApplied, p.data(), p.size()));
+      case migrate::kJobEnd:
+        CKPT_TRY(part.on_job_frame(f));
         break;
-      }
-      case migrate::kCommit: {
-        // Again, the same: from a killed sender's witness (migrate/witness.hpp).
-        if (committed && f.len == 8 && migrate::get_u64(f.data) == committed_gen) break;
-        if (f.len != 8 || committed) return refuse(make_error(EPROTO, "unexpected COMMIT"));
-        RestoreOptions o;
-        o.dir = staging;
-        o.log = cfg.log;
-        o.generation = migrate::get_u64(f.data);
-        // The locks stay on failure: the address may be here until cr_job
-        // moves it back, and the other node must not see a reset meanwhile.
-        // RUNNING goes out right before the part is let go: a session that
-        // dies in between leaves no copy (its members die with their
-        // tracer), never two. cr_recv closes that window with a second
-        // process (migrate/handover.hpp); this session is one process, and
-        // the window stays (docs/security.md). Best effort: a sender that is
-        // gone took its source with it.
-        auto res = restore::restore_held(o, nullptr, [&](pid_t root) {
-          std::vector<uint8_t> p;
-          migrate::put_u32(p, uint32_t(root));
-          (void)w.send(migrate::kRunning, p.data(), p.size());
-        });
-        if (!res.ok()) return refuse(res.error().context("restoring the part"));
-        committed = true;
-        committed_gen = o.generation;
-        char line[128];
-        std::snprintf(line, sizeof line, "part restored in %.3f s, root PID %d (%llu processes)",
-                      res->seconds, res->pid, static_cast<unsigned long long>(res->processes));
-        note(cfg, line);
-        // The address came with the part: the neighbours learn its new
-        // link-layer address now rather than after their entry expires.
-        if (int n = announce_addresses(locked); n > 0)
-          note(cfg, std::to_string(n) + " address(es) announced (gratuitous ARP)");
+      case migrate::kCommit:
+        CKPT_TRY(part.on_commit(f));
         break;
-      }
       case migrate::kDone:
-        if (!committed) return make_error(EPROTO, "DONE before COMMIT");
+        if (!part.committed()) return make_error(EPROTO, "DONE before COMMIT");
         return {};
       case migrate::kError:
-        if (!committed) keep_until_settled(cfg, locked);
+        part.ending();
         return make_error(ECANCELED,
                           "sender: " + std::string(reinterpret_cast<const char*>(f.data), f.len));
       default:
         return refuse(
-            make_error(EPROTO, std::string("unexpected frame ") + migrate::frame_name(f.type)));
+            w, make_error(EPROTO, std::string("unexpected frame ") + migrate::frame_name(f.type)));
     }
     auto next = r.next();
     if (!next.ok()) {
-      if (!committed) keep_until_settled(cfg, locked);
+      part.ending();
       return next.error().context("the sending agent");
     }
     f = *next;

@@ -47,21 +47,10 @@ bool pid_exists(pid_t pid) {
   return ::access(("/proc/" + std::to_string(pid)).c_str(), F_OK) == 0;
 }
 
-}  // namespace
-
-Result<PauseStats> pause_job_by_restart(const PauseOptions& opts, uint64_t gen,
-                                        const image::JobMeta& job) {
-  const double t0 = now_seconds();
-  PauseStats st;
-  st.generation = gen;
-  st.how = "restart";
-  const std::string gen_dir = image::generation_dir(opts.dir, gen);
+// Every member's chain, every checksum: nothing is touched unless the
+// restore can read it all. The root must run the checkpointed program.
+Status verify_job(const PauseOptions& opts, uint64_t gen, const image::JobMeta& job) {
   const pid_t root = job.members[0].pid;
-  if (root != opts.pid)
-    return make_error(EINVAL, opts.dir + " holds checkpoints of the job of PID " +
-                                  std::to_string(root) + ", not of " + std::to_string(opts.pid));
-  // Every member's chain, every checksum: nothing is touched unless the
-  // restore can read it all.
   for (const image::JobMember& m : job.members) {
     if (m.zombie()) continue;
     auto chain = image::open_chain(opts.dir, gen, [&](uint64_t g) {
@@ -79,25 +68,24 @@ Result<PauseStats> pause_job_by_restart(const PauseOptions& opts, uint64_t gen,
                                       ", the checkpoint is of " + chain->newest().mm.exe_path);
     }
   }
+  return {};
+}
 
-  CKPT_ASSIGN(std::unique_ptr<job::FrozenJob> frozen, job::FrozenJob::freeze(opts.pid, true));
-  std::set<pid_t> running;
-  for (const proc::Member& m : frozen->members()) running.insert(m.pid);
+// Refused while a PID of the checkpointed job is a process outside the
+// running job (`running`): the restore could not have it.
+Status check_pids_available(const std::set<pid_t>& running, const image::JobMeta& job) {
   for (const image::JobMember& m : job.members)
     if (!running.count(m.pid) && pid_exists(m.pid))
       return make_error(EBUSY, "PID " + std::to_string(m.pid) +
                                    " of the checkpointed job is now a process outside the job: "
                                    "not rolled back (the job runs on untouched)");
-  // Memory and registers could be rolled back in place; what members share
-  // (queued pipe and socket data, ptys, shared offsets) and the member set
-  // could not, in general: the job is ended and restored.
-  const double tf = now_seconds();
-  std::set<pid_t> gone = running;
-  for (const image::JobMember& m : job.members) gone.insert(m.pid);
-  CKPT_TRY(frozen->kill());
-  frozen.reset();
-  // The PIDs are free once reaped: members by their (dead) parents' reaper,
-  // the root by its own parent (the shell that started it).
+  return {};
+}
+
+// The PIDs are free once reaped: members by their (dead) parents' reaper,
+// the root by its own parent (the shell that started it). Waits for every
+// PID of `gone` to be free, up to 10 s.
+Status wait_reaped(const std::set<pid_t>& gone, const std::string& dir) {
   const double deadline = now_seconds() + 10;
   for (;;) {
     pid_t left = 0;
@@ -106,14 +94,43 @@ Result<PauseStats> pause_job_by_restart(const PauseOptions& opts, uint64_t gen,
         left = p;
         break;
       }
-    if (!left) break;
+    if (!left) return {};
     if (now_seconds() > deadline)
       return make_error(EBUSY, "the job was ended for the rollback, but PID " +
                                    std::to_string(left) + " was not reaped within 10 s (parent " +
                                    std::to_string(parent_of(left)) +
-                                   "): restore it with cr_restart --dir " + opts.dir);
+                                   "): restore it with cr_restart --dir " + dir);
     ::usleep(10000);
   }
+}
+
+}  // namespace
+
+Result<PauseStats> pause_job_by_restart(const PauseOptions& opts, uint64_t gen,
+                                        const image::JobMeta& job) {
+  const double t0 = now_seconds();
+  PauseStats st;
+  st.generation = gen;
+  st.how = "restart";
+  const pid_t root = job.members[0].pid;
+  if (root != opts.pid)
+    return make_error(EINVAL, opts.dir + " holds checkpoints of the job of PID " +
+                                  std::to_string(root) + ", not of " + std::to_string(opts.pid));
+  CKPT_TRY(verify_job(opts, gen, job));
+
+  CKPT_ASSIGN(std::unique_ptr<job::FrozenJob> frozen, job::FrozenJob::freeze(opts.pid, true));
+  std::set<pid_t> running;
+  for (const proc::Member& m : frozen->members()) running.insert(m.pid);
+  CKPT_TRY(check_pids_available(running, job));
+  // Memory and registers could be rolled back in place; what members share
+  // (queued pipe and socket data, ptys, shared offsets) and the member set
+  // could not, in general: the job is ended and restored.
+  const double tf = now_seconds();
+  std::set<pid_t> gone = running;
+  for (const image::JobMember& m : job.members) gone.insert(m.pid);
+  CKPT_TRY(frozen->kill());
+  frozen.reset();
+  CKPT_TRY(wait_reaped(gone, opts.dir));
   st.reap_seconds = now_seconds() - tf;
   const double tr = now_seconds();
   RestoreOptions ro;

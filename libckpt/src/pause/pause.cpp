@@ -129,6 +129,79 @@ Status roll_back(pid_t pid, const image::Chain& chain, const image::RestorePlan&
   return ip.end(&final_regs);
 }
 
+// Refused unless `meta` (a checkpoint in `dir`) is of process `pid` as it
+// runs now: the same PID, the same program.
+Status check_same_program(pid_t pid, const std::string& dir, const image::ImageMeta& meta) {
+  if (meta.process.pid != pid)
+    return make_error(EINVAL, dir + " holds checkpoints of PID " +
+                                  std::to_string(meta.process.pid) + ", not of " +
+                                  std::to_string(pid));
+  std::string exe = read_link_or_empty("/proc/" + std::to_string(pid) + "/exe");
+  if (exe.empty()) return make_error(ESRCH, "no process " + std::to_string(pid));
+  if (exe != meta.mm.exe_path)
+    return make_error(EINVAL, "PID " + std::to_string(pid) + " runs " + exe +
+                                  ", the checkpoint is of " + meta.mm.exe_path);
+  return {};
+}
+
+// Every page run `plan` reads, verified once: nothing unverified may reach
+// the process.
+Status verify_plan(const image::Chain& chain, const image::RestorePlan& plan) {
+  std::set<const image::PageRun*> checked;
+  for (const image::PlanSlice& sl : plan.slices)
+    if (!sl.zero() && checked.insert(sl.run).second)
+      CKPT_TRY(chain.links[sl.link]->verify_run(*sl.run));
+  return {};
+}
+
+// Threads are reused, so they must be the checkpoint's: the same TIDs. A
+// thread started since has no state to go back to; one that ended cannot
+// be brought back with its TID while the process lives (docs/migration.md).
+Status check_same_threads(pid_t pid, const proc::FrozenProcess& fp, const image::ImageMeta& meta) {
+  std::set<pid_t> now_tids, ckpt_tids;
+  for (const auto& t : fp.threads()) now_tids.insert(t.tid);
+  for (const auto& t : meta.threads) ckpt_tids.insert(t.tid);
+  if (now_tids != ckpt_tids)
+    return make_error(ENOTSUP, "the threads of PID " + std::to_string(pid) +
+                                   " are not the checkpoint's (" +
+                                   describe_tids(now_tids, ckpt_tids) + "): not rolled back");
+  return {};
+}
+
+// The pages of frozen process `pid` that may differ from checkpoint `meta`:
+// the tracker's dirty set, when the chain has one and it answers. False
+// (and `candidates` untouched) when every saved page must be compared.
+Result<bool> tracked_candidates(pid_t pid, const image::ImageMeta& meta,
+                                std::vector<Range>* candidates) {
+  auto tracker = dirty::make_tracker(meta.tracker);
+  if (!tracker) return false;
+  CKPT_ASSIGN(auto maps, proc::read_maps(pid));
+  auto cur = dump::collect_vmas(pid, maps);
+  dirty::TrackerState ts;
+  ts.target_fd = meta.tracker_fd;
+  // The process goes back to this generation: tracking stays relative to it.
+  ts.chain_id = meta.chain_id;
+  ts.generation = ts.prev_generation = meta.generation;
+  if (!cur.ok() || ts.target_fd < 0) return false;
+  auto ds = tracker->collect(pid, *cur, meta.vmas, &ts);
+  if (!ds.ok() || ds->everything) return false;
+  *candidates = ds->written;
+  candidates->insert(candidates->end(), ds->unknown.begin(), ds->unknown.end());
+  dirty::normalize(*candidates);
+  return true;
+}
+
+void add_in_place_stats(const restore::InPlaceStats& ips, PauseStats* st) {
+  st->pages_compared = ips.pages_compared;
+  st->pages_written = ips.pages_written;
+  st->pages_dropped = ips.pages_dropped;
+  st->vmas_kept = ips.vmas_kept;
+  st->vmas_unmapped = ips.vmas_unmapped;
+  st->vmas_mapped = ips.vmas_mapped;
+  st->files_reopened = ips.files_reopened;
+  st->files_closed = ips.files_closed;
+}
+
 }  // namespace
 
 Result<PauseStats> pause_process(const PauseOptions& given) {
@@ -148,57 +221,17 @@ Result<PauseStats> pause_process(const PauseOptions& given) {
   CKPT_ASSIGN(image::Chain chain, image::open_chain(opts.dir, gens.back()));
   const image::ImageMeta& meta = chain.newest();
   st.generation = meta.generation;
-  if (meta.process.pid != opts.pid)
-    return make_error(EINVAL, opts.dir + " holds checkpoints of PID " +
-                                  std::to_string(meta.process.pid) + ", not of " +
-                                  std::to_string(opts.pid));
-  std::string exe = read_link_or_empty("/proc/" + std::to_string(opts.pid) + "/exe");
-  if (exe.empty()) return make_error(ESRCH, "no process " + std::to_string(opts.pid));
-  if (exe != meta.mm.exe_path)
-    return make_error(EINVAL, "PID " + std::to_string(opts.pid) + " runs " + exe +
-                                  ", the checkpoint is of " + meta.mm.exe_path);
+  CKPT_TRY(check_same_program(opts.pid, opts.dir, meta));
   const image::RestorePlan plan = image::plan_chain(chain);
-  // Nothing unverified may reach the process.
-  std::set<const image::PageRun*> checked;
-  for (const image::PlanSlice& sl : plan.slices)
-    if (!sl.zero() && checked.insert(sl.run).second)
-      CKPT_TRY(chain.links[sl.link]->verify_run(*sl.run));
+  CKPT_TRY(verify_plan(chain, plan));
 
   const double tf = now_seconds();
   dirty::LedgerHold hints;  // the tracker's side state: written once the process runs
   CKPT_ASSIGN(std::unique_ptr<proc::FrozenProcess> fp, proc::FrozenProcess::freeze(opts.pid));
-  // Threads are reused, so they must be the checkpoint's: the same TIDs. A
-  // thread started since has no state to go back to; one that ended cannot
-  // be brought back with its TID while the process lives (docs/migration.md).
-  std::set<pid_t> now_tids, ckpt_tids;
-  for (const auto& t : fp->threads()) now_tids.insert(t.tid);
-  for (const auto& t : meta.threads) ckpt_tids.insert(t.tid);
-  if (now_tids != ckpt_tids)
-    return make_error(ENOTSUP, "the threads of PID " + std::to_string(opts.pid) +
-                                   " are not the checkpoint's (" +
-                                   describe_tids(now_tids, ckpt_tids) + "): not rolled back");
+  CKPT_TRY(check_same_threads(opts.pid, *fp, meta));
   CKPT_TRY(restore::check_credentials_unchanged(opts.pid, meta));
-  // The pages that may differ: the tracker's dirty set, when the chain has one.
   std::vector<Range> candidates;
-  bool tracked = false;
-  if (auto tracker = dirty::make_tracker(meta.tracker)) {
-    CKPT_ASSIGN(auto maps, proc::read_maps(opts.pid));
-    auto cur = dump::collect_vmas(opts.pid, maps);
-    dirty::TrackerState ts;
-    ts.target_fd = meta.tracker_fd;
-    // The process goes back to this generation: tracking stays relative to it.
-    ts.chain_id = meta.chain_id;
-    ts.generation = ts.prev_generation = meta.generation;
-    if (cur.ok() && ts.target_fd >= 0) {
-      auto ds = tracker->collect(opts.pid, *cur, meta.vmas, &ts);
-      if (ds.ok() && !ds->everything) {
-        candidates = ds->written;
-        candidates.insert(candidates.end(), ds->unknown.begin(), ds->unknown.end());
-        dirty::normalize(candidates);
-        tracked = true;
-      }
-    }
-  }
+  CKPT_ASSIGN(const bool tracked, tracked_candidates(opts.pid, meta, &candidates));
   st.method = tracked ? "tracker" : "compare";
   st.pid = opts.pid;
 
@@ -211,14 +244,7 @@ Result<PauseStats> pause_process(const PauseOptions& given) {
   Status s = proc::die_with_tracer(opts.pid);
   if (s.ok()) s = roll_back(opts.pid, chain, plan, tracked ? &candidates : nullptr, &ips);
   if (s.ok()) s = fp->release();
-  st.pages_compared = ips.pages_compared;
-  st.pages_written = ips.pages_written;
-  st.pages_dropped = ips.pages_dropped;
-  st.vmas_kept = ips.vmas_kept;
-  st.vmas_unmapped = ips.vmas_unmapped;
-  st.vmas_mapped = ips.vmas_mapped;
-  st.files_reopened = ips.files_reopened;
-  st.files_closed = ips.files_closed;
+  add_in_place_stats(ips, &st);
   if (!s.ok()) {
     (void)fp->kill();
     return s.error().context("rollback failed midway, PID " + std::to_string(opts.pid) +

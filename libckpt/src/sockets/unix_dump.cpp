@@ -88,10 +88,12 @@ const char* type_name(int type) {
   return type == SOCK_STREAM ? "stream" : type == SOCK_DGRAM ? "datagram" : "seqpacket";
 }
 
+// A receive queue: (sender's name, bytes) per message.
+using Queue = std::vector<std::pair<std::string, std::vector<uint8_t>>>;
+
 // The receive queue, message by message (a stream's in the chunks the
 // kernel returns), without consuming it.
-Status peek_queue(int sock, int type, bool read_shut, const std::string& what,
-                  std::vector<std::pair<std::string, std::vector<uint8_t>>>* out) {
+Status peek_queue(int sock, int type, bool read_shut, const std::string& what, Queue* out) {
   CKPT_ASSIGN(const int saved_off, begin_peek(sock, what));
   std::vector<uint8_t> buf(kMaxMessage);
   Status s;
@@ -141,6 +143,91 @@ Status peek_queue(int sock, int type, bool read_shut, const std::string& what,
   return end_peek(sock, saved_off, what, std::move(s));
 }
 
+// The state of the socket `d` describes, in `p`; a connected socket's peer
+// name in *peer_name. Refused: states a restore cannot rebuild.
+Status record_state(int sock, const Diag& d, const std::set<uint64_t>& job_sockets,
+                    const std::string& desc, std::vector<uint64_t>& p, std::string* peer_name) {
+  constexpr int kListen = 10, kEstablished = 1;  // TCP_LISTEN, TCP_ESTABLISHED
+  if (d.state == kListen) {
+    if (d.rqueue > 0)
+      return make_error(ENOTSUP, desc + "): " + std::to_string(d.rqueue) +
+                                     " connection(s) not yet accepted: not supported yet");
+    p[image::kUnixState] = image::kUnixListening;
+    p[image::kUnixBacklog] = d.wqueue;
+  } else if (d.peer != 0 && job_sockets.count(d.peer)) {
+    p[image::kUnixState] = image::kUnixConnected;
+    p[image::kUnixPeer] = d.peer;
+    sockaddr_un a{};
+    socklen_t len = sizeof a;
+    if (::getpeername(sock, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      *peer_name = name_of(a, len);
+  } else if (d.type != SOCK_DGRAM && d.state == kEstablished && (d.peer == 0 || d.shutdown == 3)) {
+    // Its peer was closed: what is left to read stays, then end of file.
+    p[image::kUnixState] = image::kUnixPeerClosed;
+  } else if (d.peer != 0) {
+    return make_error(ENOTSUP, desc + " -> peer inode " + std::to_string(d.peer) +
+                                   "): its peer is not in the job: checkpoint the whole job "
+                                   "(--tree of a common ancestor)");
+  } else {
+    p[image::kUnixState] = image::kUnixUnconnected;
+  }
+  return {};
+}
+
+// The socket's options and buffer sizes, and the owner and mode of the file
+// of a socket bound by path, in `p`.
+void record_options(int sock, const std::string& name, std::vector<uint64_t>& p) {
+  if (sockopt_int(sock, SOL_SOCKET, SO_PASSCRED)) p[image::kUnixOptions] |= image::kUnixOptPassCred;
+  if (sockopt_int(sock, SOL_SOCKET, SO_PASSSEC)) p[image::kUnixOptions] |= image::kUnixOptPassSec;
+  p[image::kUnixPeekOff] = uint64_t(int64_t(sockopt_int(sock, SOL_SOCKET, SO_PEEK_OFF)) + 1);
+  p[image::kUnixSndBuf] = uint64_t(sockopt_int(sock, SOL_SOCKET, SO_SNDBUF));
+  p[image::kUnixRcvBuf] = uint64_t(sockopt_int(sock, SOL_SOCKET, SO_RCVBUF));
+  if (!name.empty() && name[0] == '/') {
+    struct stat st;
+    if (::lstat(name.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      // S_IFSOCK kept in the word, so a file of mode 0 is still "a file".
+      p[image::kUnixFileMode] = st.st_mode & (S_IFMT | 07777);
+      p[image::kUnixFileUid] = st.st_uid;
+      p[image::kUnixFileGid] = st.st_gid;
+    }
+  }
+}
+
+// Who sends each datagram again at restore: the peer of a connected
+// socket, else the socket with the sender's name (or an unnamed one).
+// Refused: datagrams no socket of the job can send again.
+Status check_senders(const Queue& queue, int type, bool connected, const std::string& name,
+                     const std::string& peer_name, const std::string& desc) {
+  for (const auto& [sender, bytes] : queue) {
+    if (type == SOCK_DGRAM && connected && sender != peer_name)
+      return make_error(ENOTSUP, desc + "): a queued datagram from " + printable(sender) +
+                                     ", not from its peer: not supported");
+    if (type == SOCK_DGRAM && !connected && name.empty())
+      return make_error(ENOTSUP, desc +
+                                     "): queued datagrams on an unnamed, unconnected socket: "
+                                     "not supported");
+  }
+  return {};
+}
+
+// The names and the queue into f's data: name, peer name, then (sender
+// name, bytes) per message, their lengths in f->params.
+void record_data(const std::string& name, const std::string& peer_name, const Queue& queue,
+                 int type, FileRecord* f) {
+  auto& p = f->params;
+  p[image::kUnixNameLen] = name.size();
+  p[image::kUnixPeerNameLen] = peer_name.size();
+  f->data.assign(name.begin(), name.end());
+  f->data.insert(f->data.end(), peer_name.begin(), peer_name.end());
+  for (const auto& [sender, bytes] : queue) {
+    const std::string& s = type == SOCK_DGRAM ? sender : std::string();
+    p.push_back(bytes.size());
+    p.push_back(s.size());
+    f->data.insert(f->data.end(), s.begin(), s.end());
+    f->data.insert(f->data.end(), bytes.begin(), bytes.end());
+  }
+}
+
 }  // namespace
 
 Status collect_unix(int sock, uint64_t ino, const std::set<uint64_t>& job_sockets,
@@ -162,72 +249,15 @@ Status collect_unix(int sock, uint64_t ino, const std::set<uint64_t>& job_socket
 
   p[image::kUnixType] = uint64_t(d.type);
   p[image::kUnixShutdown] = uint64_t(d.shutdown);
-  constexpr int kListen = 10, kEstablished = 1;  // TCP_LISTEN, TCP_ESTABLISHED
-  if (d.state == kListen) {
-    if (d.rqueue > 0)
-      return make_error(ENOTSUP, desc + "): " + std::to_string(d.rqueue) +
-                                     " connection(s) not yet accepted: not supported yet");
-    p[image::kUnixState] = image::kUnixListening;
-    p[image::kUnixBacklog] = d.wqueue;
-  } else if (d.peer != 0 && job_sockets.count(d.peer)) {
-    p[image::kUnixState] = image::kUnixConnected;
-    p[image::kUnixPeer] = d.peer;
-    len = sizeof a;
-    a = {};
-    if (::getpeername(sock, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-      peer_name = name_of(a, len);
-  } else if (d.type != SOCK_DGRAM && d.state == kEstablished && (d.peer == 0 || d.shutdown == 3)) {
-    // Its peer was closed: what is left to read stays, then end of file.
-    p[image::kUnixState] = image::kUnixPeerClosed;
-  } else if (d.peer != 0) {
-    return make_error(ENOTSUP, desc + " -> peer inode " + std::to_string(d.peer) +
-                                   "): its peer is not in the job: checkpoint the whole job "
-                                   "(--tree of a common ancestor)");
-  } else {
-    p[image::kUnixState] = image::kUnixUnconnected;
-  }
+  CKPT_TRY(record_state(sock, d, job_sockets, desc, p, &peer_name));
+  record_options(sock, name, p);
 
-  if (sockopt_int(sock, SOL_SOCKET, SO_PASSCRED)) p[image::kUnixOptions] |= image::kUnixOptPassCred;
-  if (sockopt_int(sock, SOL_SOCKET, SO_PASSSEC)) p[image::kUnixOptions] |= image::kUnixOptPassSec;
-  p[image::kUnixPeekOff] = uint64_t(int64_t(sockopt_int(sock, SOL_SOCKET, SO_PEEK_OFF)) + 1);
-  p[image::kUnixSndBuf] = uint64_t(sockopt_int(sock, SOL_SOCKET, SO_SNDBUF));
-  p[image::kUnixRcvBuf] = uint64_t(sockopt_int(sock, SOL_SOCKET, SO_RCVBUF));
-  if (!name.empty() && name[0] == '/') {
-    struct stat st;
-    if (::lstat(name.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-      // S_IFSOCK kept in the word, so a file of mode 0 is still "a file".
-      p[image::kUnixFileMode] = st.st_mode & (S_IFMT | 07777);
-      p[image::kUnixFileUid] = st.st_uid;
-      p[image::kUnixFileGid] = st.st_gid;
-    }
-  }
-
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> queue;
+  Queue queue;
   if (p[image::kUnixState] != image::kUnixListening)
     CKPT_TRY(peek_queue(sock, d.type, d.shutdown & 1, desc + ")", &queue));
-  // Who sends each datagram again at restore: the peer of a connected
-  // socket, else the socket with the sender's name (or an unnamed one).
   const bool connected = p[image::kUnixState] == image::kUnixConnected;
-  for (const auto& [sender, bytes] : queue) {
-    if (d.type == SOCK_DGRAM && connected && sender != peer_name)
-      return make_error(ENOTSUP, desc + "): a queued datagram from " + printable(sender) +
-                                     ", not from its peer: not supported");
-    if (d.type == SOCK_DGRAM && !connected && name.empty())
-      return make_error(ENOTSUP, desc +
-                                     "): queued datagrams on an unnamed, unconnected socket: "
-                                     "not supported");
-  }
-  p[image::kUnixNameLen] = name.size();
-  p[image::kUnixPeerNameLen] = peer_name.size();
-  f->data.assign(name.begin(), name.end());
-  f->data.insert(f->data.end(), peer_name.begin(), peer_name.end());
-  for (const auto& [sender, bytes] : queue) {
-    const std::string& s = d.type == SOCK_DGRAM ? sender : std::string();
-    p.push_back(bytes.size());
-    p.push_back(s.size());
-    f->data.insert(f->data.end(), s.begin(), s.end());
-    f->data.insert(f->data.end(), bytes.begin(), bytes.end());
-  }
+  CKPT_TRY(check_senders(queue, d.type, connected, name, peer_name, desc));
+  record_data(name, peer_name, queue, d.type, f);
   f->path = "UNIX " + std::string(type_name(d.type)) + " " + printable(name) +
             (connected ? " -> " + printable(peer_name) : "");
   return {};

@@ -123,9 +123,9 @@ Status set_int(int sock, int opt, int v, const std::string& what, const char* na
   return {};
 }
 
-}  // namespace
-
-Result<UniqueFd> restore_unix(const FileRecord& f, const std::string& what, UnixJob* job) {
+// The socket `f` records: its fields, name, peer's name and receive queue
+// (not yet its descriptor).
+Result<UnixJob::Socket> parse_unix(const FileRecord& f, const std::string& what) {
   const auto& p = f.params;
   if (p.size() < image::kUnixParams || (p.size() - image::kUnixParams) % 2 != 0)
     return make_error(EBADMSG, what + ": UNIX record is malformed");
@@ -157,55 +157,77 @@ Result<UniqueFd> restore_unix(const FileRecord& f, const std::string& what, Unix
     d += p[i];
     s.queue.push_back(std::move(m));
   }
+  return s;
+}
 
+// A connected socket: the end made with its peer's, or a datagram socket
+// connected by finish_unix, or one end of a new pair whose other end waits
+// in job->ahead for its peer's record.
+Result<UniqueFd> connected_socket(UnixJob::Socket* s, const FileRecord& f, UnixJob* job,
+                                  const std::string& what) {
+  const int type = s->type;
   UniqueFd sock;
-  const int type = s.type;
-  if (s.state == image::kUnixListening) {
+  if (auto it = job->ahead.find(s->ino); it != job->ahead.end()) {
+    sock = std::move(it->second);
+    job->ahead.erase(it);
+    return sock;
+  }
+  if (type == SOCK_DGRAM && !s->peer_name.empty()) {
     CKPT_ASSIGN(sock, new_socket(type, what));
-    CKPT_TRY(bind_name(sock.get(), type, s.name, f, what));
-    if (::listen(sock.get(), int(p[image::kUnixBacklog])) != 0)
-      return sys_error(what + ": listening on " + printable(s.name));
-    job->listeners[s.name] = sock.get();
-  } else if (s.state == image::kUnixUnconnected) {
-    CKPT_ASSIGN(sock, new_socket(type, what));
-    CKPT_TRY(bind_name(sock.get(), type, s.name, f, what));
-  } else if (s.state == image::kUnixPeerClosed) {
+    CKPT_TRY(bind_name(sock.get(), type, s->name, f, what));
+    s->connect_later = true;  // its peer may not exist yet
+    return sock;
+  }
+  UniqueFd other;
+  if (type == SOCK_DGRAM || (s->name.empty() && s->peer_name.empty())) {
     int sv[2];
     if (::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0)
       return sys_error(what + ": socketpair");
     sock.reset(sv[0]);
-    s.closer = sv[1];
+    other.reset(sv[1]);
+    CKPT_TRY(bind_name(sock.get(), type, s->name, f, what));
+  } else if (!s->peer_name.empty()) {
+    // The peer is the accepted end (it has its listener's name).
+    CKPT_TRY(named_pair(type, s->peer_name, s->name, f, job, what, &other, &sock));
+  } else {
+    CKPT_TRY(named_pair(type, s->name, "", f, job, what, &sock, &other));
+  }
+  job->ahead[s->peer] = std::move(other);
+  return sock;
+}
+
+// The socket of `s`, made in the state it was checkpointed in.
+Result<UniqueFd> socket_in_state(UnixJob::Socket* s, const FileRecord& f, UnixJob* job,
+                                 const std::string& what) {
+  UniqueFd sock;
+  const int type = s->type;
+  if (s->state == image::kUnixListening) {
+    CKPT_ASSIGN(sock, new_socket(type, what));
+    CKPT_TRY(bind_name(sock.get(), type, s->name, f, what));
+    if (::listen(sock.get(), int(f.params[image::kUnixBacklog])) != 0)
+      return sys_error(what + ": listening on " + printable(s->name));
+    job->listeners[s->name] = sock.get();
+  } else if (s->state == image::kUnixUnconnected) {
+    CKPT_ASSIGN(sock, new_socket(type, what));
+    CKPT_TRY(bind_name(sock.get(), type, s->name, f, what));
+  } else if (s->state == image::kUnixPeerClosed) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0)
+      return sys_error(what + ": socketpair");
+    sock.reset(sv[0]);
+    s->closer = sv[1];
     job->closers.emplace_back(sv[1]);
-  } else if (s.state == image::kUnixConnected) {
-    if (auto it = job->ahead.find(s.ino); it != job->ahead.end()) {
-      sock = std::move(it->second);
-      job->ahead.erase(it);
-    } else if (type == SOCK_DGRAM && !s.peer_name.empty()) {
-      CKPT_ASSIGN(sock, new_socket(type, what));
-      CKPT_TRY(bind_name(sock.get(), type, s.name, f, what));
-      s.connect_later = true;  // its peer may not exist yet
-    } else {
-      UniqueFd other;
-      if (type == SOCK_DGRAM || (s.name.empty() && s.peer_name.empty())) {
-        int sv[2];
-        if (::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0)
-          return sys_error(what + ": socketpair");
-        sock.reset(sv[0]);
-        other.reset(sv[1]);
-        CKPT_TRY(bind_name(sock.get(), type, s.name, f, what));
-      } else if (!s.peer_name.empty()) {
-        // The peer is the accepted end (it has its listener's name).
-        CKPT_TRY(named_pair(type, s.peer_name, s.name, f, job, what, &other, &sock));
-      } else {
-        CKPT_TRY(named_pair(type, s.name, "", f, job, what, &sock, &other));
-      }
-      job->ahead[s.peer] = std::move(other);
-    }
+  } else if (s->state == image::kUnixConnected) {
+    CKPT_ASSIGN(sock, connected_socket(s, f, job, what));
   } else {
     return make_error(EBADMSG, what + ": UNIX record has an unknown state");
   }
-  if (type == SOCK_DGRAM && !s.name.empty()) job->dgrams[s.name] = sock.get();
-  const int fd = sock.get();
+  return sock;
+}
+
+// The buffer sizes and O_NONBLOCK of `f`, set on `fd`.
+Status set_options(int fd, const FileRecord& f, const std::string& what) {
+  const auto& p = f.params;
   // Buffer sizes before the refill: a sender's limits what it may have queued.
   for (auto [param, force, plain, name] :
        {std::tuple{image::kUnixSndBuf, SO_SNDBUFFORCE, SO_SNDBUF, "SO_SNDBUF"},
@@ -216,6 +238,17 @@ Result<UniqueFd> restore_unix(const FileRecord& f, const std::string& what, Unix
   }
   if ((f.flags & O_NONBLOCK) && ::fcntl(fd, F_SETFL, O_NONBLOCK) != 0)
     return sys_error(what + ": setting O_NONBLOCK");
+  return {};
+}
+
+}  // namespace
+
+Result<UniqueFd> restore_unix(const FileRecord& f, const std::string& what, UnixJob* job) {
+  CKPT_ASSIGN(UnixJob::Socket s, parse_unix(f, what));
+  CKPT_ASSIGN(UniqueFd sock, socket_in_state(&s, f, job, what));
+  if (s.type == SOCK_DGRAM && !s.name.empty()) job->dgrams[s.name] = sock.get();
+  const int fd = sock.get();
+  CKPT_TRY(set_options(fd, f, what));
   s.fd = fd;
   job->sockets.push_back(std::move(s));
   return sock;
