@@ -6,8 +6,10 @@
 #   pkg-config  the installed examples/launcher.c built with pkg-config (shared)
 #   cmake       the same built with find_package(libckpt), once against
 #               libckpt::ckpt (shared) and once against libckpt::ckpt_static
-#   man         every page renders with `man -l` without a warning, and every
-#               installed cr_* tool has one
+#   man         every page renders with `man -l` without a warning (alias
+#               pages through their `.so`), every installed cr_* tool has a
+#               page, and every function ckpt.h and plan.h declare has one in
+#               man3 (its own or an alias) that names it
 # pkg-config and cmake then run the launcher over a real job (cr_work: three
 # processes): two checkpoints on SIGUSR1 (a full, an incremental), the job's
 # root SIGKILLed, restored by the launcher, and its result compared with an
@@ -180,15 +182,37 @@ man)
     [[ -f $MANDIR/man1/${t##*/}.1 ]] || die "no man page for ${t##*/}"
   done
   [[ -f $MANDIR/man3/libckpt.3 ]] || die "no libckpt(3)"
+  # man resolves an alias page's `.so man3/X.3` from the current directory,
+  # as it does under a man directory: render from MANDIR.
+  render() {  # render PAGE [man options]: PAGE relative to MANDIR
+    local page=$1
+    shift
+    (cd "$MANDIR" && MANWIDTH=80 LC_ALL=C.UTF-8 man "$@" -E UTF-8 -l "$page")
+  }
   for page in "$MANDIR"/man1/*.1 "$MANDIR"/man3/*.3; do
-    out=$(MANWIDTH=80 LC_ALL=C.UTF-8 man --warnings -E UTF-8 -l "$page" 2>&1 >/dev/null) ||
-      die "man -l $page failed: $out"
-    [[ -z $out ]] || die "${page#"$MANDIR"/}: $out"
-    text=$(MANWIDTH=80 man -l "$page" 2>/dev/null)
-    grep -q "^NAME" <<<"$text" && grep -q "^SYNOPSIS" <<<"$text" || die "${page##*/}: no NAME/SYNOPSIS"
+    rel=${page#"$MANDIR"/}
+    out=$(render "$rel" --warnings 2>&1 >/dev/null) || die "man -l $rel failed: $out"
+    [[ -z $out ]] || die "$rel: $out"
+    text=$(render "$rel" 2>/dev/null)
+    grep -q "^NAME" <<<"$text" && grep -q "^SYNOPSIS" <<<"$text" || die "$rel: no NAME/SYNOPSIS"
     pages=$((pages + 1))
   done
-  echo "package.man: $pages pages render without warnings"
+  # Every C function of the installed headers has a page in man3, its own
+  # or an alias (`.so man3/FAMILY.3`) whose target is installed, and the
+  # page's NAME names it (what `man FUNCTION` shows).
+  funcs=$(grep -ohE '\bckpt_[a-z_]+\(' "$PREFIX/include/ckpt/ckpt.h" "$PREFIX/include/ckpt/plan.h" |
+    tr -d '(' | sort -u)
+  [[ -n $funcs ]] || die "no functions found in ckpt.h and plan.h"
+  nfuncs=0
+  for f in $funcs; do
+    [[ -f $MANDIR/man3/$f.3 ]] || die "no man page for $f (man3/$f.3), declared in ckpt.h or plan.h"
+    target=$(sed -n 's/^\.so  *//p' "$MANDIR/man3/$f.3")
+    [[ -z $target || -f $MANDIR/$target ]] || die "man3/$f.3 is an alias of $target, which is not installed"
+    awk '/^\.SH NAME/ { getline; print; exit }' "$MANDIR/${target:-man3/$f.3}" | grep -qw -- "$f" ||
+      die "man3/$f.3: the NAME line of ${target:-man3/$f.3} does not name $f"
+    nfuncs=$((nfuncs + 1))
+  done
+  echo "package.man: $pages pages render without warnings; the $nfuncs C functions each have one"
   ;;
 *) die "unknown mode" ;;
 esac
