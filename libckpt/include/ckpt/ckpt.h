@@ -98,7 +98,7 @@ enum ckpt_checkpoint_flags {
    * while frozen; with CKPT_KILL until the restore rebuilds them) */
   CKPT_TCP_ESTABLISHED = 1u << 4,
   /* memory pre-copied while the job runs, the job frozen only for what it
-   * wrote since (a kernel dirty tracker; not with compress_level) */
+   * wrote since (a kernel dirty tracker) */
   CKPT_LIVE = 1u << 5,
   /* no fsync: an OS crash may lose this generation, never show half of one */
   CKPT_NO_SYNC = 1u << 6
@@ -209,8 +209,8 @@ struct ckpt_generation_info {
 int ckpt_info(ckpt_ctx* ctx, const char* dir, uint64_t generation,
               struct ckpt_generation_info* info);
 /* Checks every checksum and the chain a restore of `generation` would read
- * (0: every generation in dir). -EINVAL-like failure with a message naming
- * the first damage. */
+ * (0: every generation in dir). -EBADMSG for damage, -ENOENT for a missing
+ * generation or parent, with a message naming the first one. */
 int ckpt_verify(ckpt_ctx* ctx, const char* dir, uint64_t generation);
 
 struct ckpt_compact_stats {

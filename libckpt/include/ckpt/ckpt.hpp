@@ -77,7 +77,6 @@ struct CheckpointOptions {
   // zstd level (1-19) for page content, 0: stored plain. Each 1 MiB run is
   // compressed on its own, after the copy (off the freeze), on up to 4
   // threads; restore checks and decompresses run by run (docs/format.md).
-  // Not with `live` (refused).
   int compress_level = 0;
   // How the chain's tracker works (pagemap-scan's adaptive blocks, huge
   // pages: ckpt/tracker.hpp). Every generation of a chain may set its own.

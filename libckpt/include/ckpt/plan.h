@@ -9,8 +9,10 @@
  * `size` read as 0 and are not written; a struct bigger than this
  * library's is accepted when what it does not know is zero, and its output
  * beyond that is zeroed). The one-line cause of a failure is the thread's
- * ckpt_last_message() (ckpt/ckpt.h), and also goes to `msg` when it is not
- * NULL (NUL-terminated, truncated to msg_len). No C++ exception crosses. */
+ * ckpt_last_message() (ckpt/ckpt.h); a refused input's also goes to `msg`
+ * when it is not NULL (NUL-terminated, truncated to msg_len), an
+ * -ENOMEM's or -EIO's only to ckpt_last_message(). No C++ exception
+ * crosses. */
 #ifndef CKPT_PLAN_H
 #define CKPT_PLAN_H
 
