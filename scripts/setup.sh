@@ -26,7 +26,9 @@ TEST_PACKAGES=(gfortran
   # bench/workloads/mpi and tests/e2e/mpi.sh (docs/mpi.md)
   openmpi-bin libopenmpi-dev mpich
   # tests/e2e/terminals.sh and tcp_local.sh: real programs on ptys and loopback TCP
-  tmux screen redis-server redis-tools)
+  tmux screen redis-server redis-tools
+  # tests/e2e/bad_input.sh debugged: a target a debugger holds
+  gdb)
 if [[ ${1:-all} != demo ]]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
   # tests/corpus: the real programs its cases run, one line per case there.

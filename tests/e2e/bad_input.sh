@@ -20,7 +20,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(no-such-pid has-children not-traceable readonly-dir private-dir disk-full scratch-limit corrupt-pages corrupt-addr
+TESTS=(no-such-pid has-children not-traceable debugged readonly-dir private-dir disk-full scratch-limit corrupt-pages corrupt-addr
   corrupt-meta corrupt-header truncated-pages restart-missing pid-taken usage-errors)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
@@ -276,6 +276,32 @@ case $TEST in
     grep -q "cannot trace PID $TPID" "$WORK/tool.err" ||
       fail "refused for another reason: $(first_line "$WORK/tool.err")"
     expect_no_generation "$WORK/ck"
+    expect_target_running
+    expect_target_ok
+    ;;
+
+  debugged)
+    # gdb holds the target (attached, stopped, until WORK/hold goes): one
+    # line naming gdb; once gdb lets go, the target runs on and finishes.
+    command -v gdb >/dev/null || skip "gdb is not installed"
+    start_target 16 200
+    : >"$WORK/hold"
+    (close_fds && exec gdb -q -nx -batch -p "$TPID" -ex "shell while [ -e $WORK/hold ]; do sleep 0.1; done" \
+      </dev/null >"$WORK/gdb.out" 2>&1) &
+    GDB=$!
+    OWN_PIDS+=("$GDB")
+    for ((i = 0; i < 200; i++)); do
+      [[ $(tracer_of "$TPID") == "$GDB" ]] && break
+      sleep 0.05
+    done
+    [[ $(tracer_of "$TPID") == "$GDB" ]] || fail "gdb did not attach: $(first_line "$WORK/gdb.out")"
+    tool "$BIN_DIR/cr_full" --dir "$WORK/ck" "$TPID"
+    expect_refusal "cr_full of a process gdb holds"
+    grep -q "PID $TPID is traced by PID $GDB (gdb)" "$WORK/tool.err" ||
+      fail "refused for another reason: $(first_line "$WORK/tool.err")"
+    expect_no_generation "$WORK/ck"
+    rm "$WORK/hold"
+    wait_exit "$GDB" 30 || fail "gdb did not detach"
     expect_target_running
     expect_target_ok
     ;;

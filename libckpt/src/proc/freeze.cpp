@@ -11,12 +11,27 @@
 #include <string>
 
 #include "proc/maps.hpp"
+#include "proc/status.hpp"
+#include "util/fd.hpp"
 
 namespace ckpt::proc {
 
 namespace {
 
 constexpr unsigned long kPfKthread = 0x00200000;
+
+// "PID N (name)" of the thread's tracer, "" if it has none.
+std::string tracer_of(pid_t tid) {
+  auto status = read_file("/proc/" + std::to_string(tid) + "/status");
+  std::string tracer;
+  if (!status.ok() || !status_field(*status, "TracerPid", &tracer)) return "";
+  tracer.erase(0, tracer.find_first_not_of(" \t"));
+  if (tracer.empty() || tracer == "0") return "";
+  std::string comm = "?";
+  if (auto c = read_file("/proc/" + tracer + "/comm"); c.ok() && !c->empty())
+    comm = c->substr(0, c->find('\n'));
+  return "PID " + tracer + " (" + comm + ")";
+}
 
 }  // namespace
 
@@ -29,9 +44,13 @@ Status FrozenProcess::seize_thread(pid_t tid) {
     seized = ::ptrace(PTRACE_SEIZE, tid, nullptr, (void*)opts) == 0;
   if (!seized) {
     if (errno == ESRCH) return make_error(ESRCH, "thread " + std::to_string(tid) + " vanished");
-    if (errno == EPERM)
+    if (errno == EPERM) {
+      if (std::string tracer = tracer_of(tid); !tracer.empty())
+        return make_error(EBUSY, "PID " + std::to_string(pid_) + " is traced by " + tracer +
+                                     ": a process has one tracer at a time");
       return make_error(EPERM, "permission denied: cannot trace PID " + std::to_string(pid_) +
                                    " (need ptrace rights over it, and no other tracer)");
+    }
     return sys_error("ptrace seize " + std::to_string(tid));
   }
   FrozenThread t{tid};
