@@ -191,7 +191,8 @@ std::vector<Candidate> ScratchCollector::candidates() const {
     ((v.flags & image::kVmaShared) ? held : other)
         .push_back({v.name, bool(v.flags & image::kVmaShared)});
   }
-  other.push_back({meta_->process.cwd, false});
+  // A removed working directory is made again (removed) by the restore.
+  if (!meta_->process.cwd.ends_with(" (deleted)")) other.push_back({meta_->process.cwd, false});
   held.insert(held.end(), other.begin(), other.end());  // held ones take the budget first
   for (Candidate& c : unheld_temp_files(pid_, temps_, any_owner_, fsuid_))
     held.push_back(std::move(c));

@@ -58,7 +58,8 @@ Status check_files_unchanged(const image::ImageMeta& meta, bool force) {
   };
   struct stat st;
   const std::string& cwd = meta.process.cwd;
-  if (!cwd.empty() && cwd[0] == '/' && !scratch.count(cwd) && ::stat(cwd.c_str(), &st) != 0)
+  if (!cwd.empty() && cwd[0] == '/' && !scratch.count(cwd) && !cwd.ends_with(" (deleted)") &&
+      ::stat(cwd.c_str(), &st) != 0)
     return missing("working directory " + cwd, cwd);
   for (const FileRecord& f : meta.files)  // FIFOs hold no content to compare, only a name
     if (f.kind == FileKind::kFifo && f.dup_of == -1 && !scratch.count(f.path) &&

@@ -8,9 +8,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include <string>
 
@@ -73,8 +75,32 @@ void unregister_rseq() {
               __rseq_size < 32 ? 32 : __rseq_size, RSEQ_FLAG_UNREGISTER, RSEQ_SIG);
 }
 
+namespace {
+
+// A working directory that had been removed: a new directory, entered and
+// removed again, beside where the old one was (or in /tmp where that is
+// gone too). The program sees what it saw: a directory with no links,
+// getcwd() failing with ENOENT, nothing to be made in it.
+bool enter_removed_directory(const std::string& was, std::string* err) {
+  std::string parent = was.substr(0, was.size() - std::strlen(" (deleted)"));
+  parent = parent.substr(0, std::max<size_t>(parent.rfind('/'), 1));
+  struct stat st;
+  if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) parent = "/tmp";
+  std::string dir = (parent == "/" ? "" : parent) + "/.ckpt-cwd-XXXXXX";
+  if (!::mkdtemp(dir.data()) || ::chdir(dir.c_str()) != 0 || ::rmdir(dir.c_str()) != 0) {
+    *err = "working directory " + was + ": making a removed one in " + parent + ": " +
+           std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool set_process_basics(const image::ImageMeta& meta, std::string* err) {
-  if (::chdir(meta.process.cwd.c_str()) != 0) {
+  if (meta.process.cwd.ends_with(" (deleted)")) {
+    if (!enter_removed_directory(meta.process.cwd, err)) return false;
+  } else if (::chdir(meta.process.cwd.c_str()) != 0) {
     *err = "working directory " + meta.process.cwd + ": " + std::strerror(errno);
     return false;
   }

@@ -59,7 +59,8 @@ std::vector<Need> needs_of(const image::ImageMeta& meta, const std::set<std::str
     const bool writes_file = (v.flags & image::kVmaShared) && (v.prot & PROT_WRITE);
     add(v.name, "mapping of " + v.name, R_OK | (writes_file ? W_OK : 0));
   }
-  add(meta.process.cwd, "working directory", X_OK);
+  if (!meta.process.cwd.ends_with(" (deleted)"))  // a removed one is made anew
+    add(meta.process.cwd, "working directory", X_OK);
   // What the restore makes where nothing is (a file saved from a temporary
   // directory, its directories): only where the process's user could make
   // it, in the nearest directory that exists. What exists is checked by
