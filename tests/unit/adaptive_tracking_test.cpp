@@ -301,7 +301,9 @@ TEST(AdaptiveTracking, ABlockHotToNoUseOverAndOverStaysTracked) {
     std::set<uint64_t> got = collect_with_content(m, state, content, &next);
     for (uint64_t p : truth) ASSERT_TRUE(got.count(p)) << "page " << p << " missed";
     (interval < 24 ? excess_early : excess_late) += got.size() - truth.size();
-    if (interval >= 100) EXPECT_EQ(got.size(), truth.size()) << "interval " << interval;
+    if (interval >= 100) {
+      EXPECT_EQ(got.size(), truth.size()) << "interval " << interval;
+    }
     content = content_of(got, truth);
     state = next;
   }

@@ -1,5 +1,6 @@
 // Restore side of the file descriptors (docs/state.md, "Files and descriptors").
 #include "restore/files.hpp"
+#include "restore/fd_shuffle.hpp"
 #include "restore/scratch.hpp"
 
 #include <fcntl.h>
@@ -7,7 +8,6 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -445,68 +445,14 @@ Status finish_files(SharedFiles* shared) {
   return s;
 }
 
-namespace {
-
-// A copy of `fd` at the lowest free number at or above *next that no
-// target has (`targets` sorted); *next moves past it. -1 on failure.
-int park(int fd, const std::vector<int>& targets, int* next) {
-  for (;;) {
-    const int n = ::fcntl(fd, F_DUPFD_CLOEXEC, *next);
-    if (n < 0) return -1;
-    *next = n + 1;
-    if (!std::binary_search(targets.begin(), targets.end(), n)) return n;
-    ::close(n);
-  }
-}
-
-// Raises the soft limit of open files to the hard one when a target needs
-// it; a target at or above the hard limit fails, naming both.
-bool allow_targets(const PreparedFiles& files, std::string* err) {
-  int top = -1;
-  for (const auto& f : files.fds) top = std::max(top, f.target);
-  rlimit rl{};
-  if (top < 0 || ::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rlim_t(top) < rl.rlim_cur) return true;
-  if (rlim_t(top) >= rl.rlim_max) {
-    *err = "fd " + std::to_string(top) + " is at or above this restore's limit of open files (" +
-           std::to_string(rl.rlim_max) + ", RLIMIT_NOFILE)";
-    return false;
-  }
-  rl.rlim_cur = rl.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &rl);
-  return true;
-}
-
-}  // namespace
-
 bool install_files(PreparedFiles& files, int* keep_fd, std::string* err) {
   auto fail = [&](const std::string& what) {
     *err = what + ": " + std::strerror(errno);
     return false;
   };
-  // Every target number must be open-able: the saved limits come back
-  // later (tasks), from outside.
-  if (!allow_targets(files, err)) return false;
-  // Every source fd, and the fd to keep, moved to numbers no target has, so
-  // the dup2s cannot collide with them (targets may sit near the limit, as
-  // valgrind's do: no room above them).
-  std::vector<int> targets;
-  for (const auto& f : files.fds) targets.push_back(f.target);
-  std::sort(targets.begin(), targets.end());
-  int next = 0;
-  *keep_fd = park(*keep_fd, targets, &next);
-  if (*keep_fd < 0) return fail("fd shuffle failed");
-  for (auto& f : files.fds) {
-    if (f.source < 0) continue;
-    f.source = park(f.source, targets, &next);
-    if (f.source < 0) return fail("fd shuffle failed");
-  }
+  if (!place_fds(files.fds, keep_fd, err)) return false;
   std::vector<int> keep;
-  for (const auto& f : files.fds) {
-    if (f.source >= 0 && ::dup2(f.source, f.target) < 0)
-      return fail("dup2 to fd " + std::to_string(f.target));
-    ::fcntl(f.target, F_SETFD, f.fd_flags);
-    keep.push_back(f.target);
-  }
+  for (const auto& f : files.fds) keep.push_back(f.target);
   // Signal-driven I/O, registered under the fd number the signal's si_fd
   // names; its owner is set once every thread exists (set_owners).
   for (int fd : files.async) {
