@@ -125,15 +125,11 @@ class JobMigration {
   // the previous rounds found dirty (the job is running, not frozen, here).
   bool is_final(int round) {
     if (!opts_.live) return true;
-    dump::PrecopyLimits lim;
-    lim.threshold_bytes = opts_.threshold_bytes;
-    lim.diff_bytes = opts_.diff_bytes;
-    lim.deadline_seconds = opts_.deadline_seconds;
-    lim.max_rounds = opts_.max_rounds;
     const auto& rounds = stats_.rounds;
     const uint64_t prev = round > 1 ? rounds.back().dirty_bytes : 0;
     const uint64_t prev2 = round > 2 ? rounds[rounds.size() - 2].dirty_bytes : 0;
-    const char* why = dump::precopy_stop(lim, round, prev, prev2, now_seconds() - t0_);
+    const char* why =
+        dump::precopy_stop(precopy_limits(opts_), round, prev, prev2, now_seconds() - t0_);
     if (!why) return false;
     stats_.stop_reason = why;
     return true;

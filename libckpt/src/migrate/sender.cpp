@@ -274,13 +274,9 @@ Result<std::unique_ptr<image::SnapshotWriter>> ProcessSender::open_generation(
 
 bool ProcessSender::decide_final(int round, uint64_t bytes) {
   if (!opts_.live) return true;
-  dump::PrecopyLimits lim;
-  lim.threshold_bytes = opts_.threshold_bytes;
-  lim.diff_bytes = opts_.diff_bytes;
-  lim.deadline_seconds = opts_.deadline_seconds;
-  lim.max_rounds = opts_.max_rounds;
-  const char* why = dump::precopy_stop(
-      lim, round, bytes, round > 1 ? stats_.rounds.back().dirty_bytes : 0, now_seconds() - t0_);
+  const char* why =
+      dump::precopy_stop(precopy_limits(opts_), round, bytes,
+                         round > 1 ? stats_.rounds.back().dirty_bytes : 0, now_seconds() - t0_);
   if (why) stats_.stop_reason = why;
   return why != nullptr;
 }

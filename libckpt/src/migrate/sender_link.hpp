@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "dump/precopy_rule.hpp"
 #include "migrate/protocol.hpp"
 #include "util/fd.hpp"
 
@@ -29,6 +30,15 @@ struct SenderLink {
   uint64_t first_gen = 0;  // the receiver's first generation number
   uint32_t features = 0;   // kFeature* bits the receiver announced
 };
+// The pre-copy stop rule's limits, as the options set them.
+inline dump::PrecopyLimits precopy_limits(const MigrateOptions& o) {
+  dump::PrecopyLimits lim;
+  lim.threshold_bytes = o.threshold_bytes;
+  lim.diff_bytes = o.diff_bytes;
+  lim.deadline_seconds = o.deadline_seconds;
+  lim.max_rounds = o.max_rounds;
+  return lim;
+}
 // Loads the token, connects and authenticates both ways.
 Result<std::unique_ptr<SenderLink>> open_link(const MigrateOptions& opts);
 // cr_migrate --tree: the job of opts.pid (migrate/job_sender.cpp).

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "proc/status.hpp"
 #include "util/fd.hpp"
 #include "util/text.hpp"
 
@@ -76,10 +77,7 @@ std::optional<LockLine> conflicting_lock(dev_t dev, uint64_t ino, const image::F
 
 std::string describe_holder(const LockLine& l) {
   if (l.pid <= 0) return "an open file description of another process (OFD lock)";
-  auto c = read_file(proc_path(l.pid, "comm"));
-  std::string comm = c.ok() ? *c : "?";
-  if (!comm.empty() && comm.back() == '\n') comm.pop_back();
-  return "PID " + std::to_string(l.pid) + " (" + comm + ")";
+  return "PID " + std::to_string(l.pid) + " (" + comm_of(l.pid) + ")";
 }
 
 }  // namespace ckpt::proc

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -27,10 +28,7 @@ std::string tracer_of(pid_t tid) {
   if (!status.ok() || !status_field(*status, "TracerPid", &tracer)) return "";
   tracer.erase(0, tracer.find_first_not_of(" \t"));
   if (tracer.empty() || tracer == "0") return "";
-  std::string comm = "?";
-  if (auto c = read_file("/proc/" + tracer + "/comm"); c.ok() && !c->empty())
-    comm = c->substr(0, c->find('\n'));
-  return "PID " + tracer + " (" + comm + ")";
+  return "PID " + tracer + " (" + comm_of(pid_t(std::atoi(tracer.c_str()))) + ")";
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 
+#include "util/fd.hpp"
+#include "util/text.hpp"
+
 namespace ckpt::proc {
 
 bool status_field(const std::string& status, const char* key, std::string* out) {
@@ -23,6 +26,13 @@ bool status_hex(const std::string& status, const char* key, uint64_t* out) {
   char* end;
   *out = std::strtoull(v.c_str(), &end, 16);
   return end != v.c_str();
+}
+
+std::string comm_of(pid_t pid) {
+  auto c = read_file(proc_path(pid, "comm"));
+  std::string name = c.ok() ? *c : "?";
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  return name;
 }
 
 }  // namespace ckpt::proc

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "proc/maps.hpp"
+#include "proc/status.hpp"
 #include "util/fd.hpp"
 #include "util/text.hpp"
 
@@ -32,13 +33,6 @@ std::vector<pid_t> children_of(pid_t pid) {
 }
 
 namespace {
-
-std::string comm_of(pid_t pid) {
-  auto c = read_file(proc_path(pid, "comm"));
-  std::string name = c.ok() ? *c : "?";
-  if (!name.empty() && name.back() == '\n') name.pop_back();
-  return name;
-}
 
 Status add(pid_t pid, bool tree, std::vector<Member>* out) {
   auto st = proc::read_stat_mm(pid);

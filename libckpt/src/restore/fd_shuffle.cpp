@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,8 @@
 #include <cstring>
 #include <map>
 #include <utility>
+
+#include "util/fd.hpp"
 
 namespace ckpt::restore {
 
@@ -139,14 +140,7 @@ bool FdShuffle::place(size_t i) {
 void FdShuffle::close_strays(int keep_fd) const {
   std::vector<int> needed = {keep_fd};
   for (const PreparedFile& f : fds_) needed.push_back(f.source >= 0 ? f.source : f.target);
-  std::sort(needed.begin(), needed.end());
-  unsigned lo = 0;
-  for (int k : needed) {
-    if (k < 0) continue;
-    if (unsigned(k) > lo) ::syscall(SYS_close_range, lo, unsigned(k) - 1, 0);
-    lo = std::max(lo, unsigned(k) + 1);
-  }
-  ::syscall(SYS_close_range, lo, ~0u, 0);
+  close_all_except(std::move(needed));
 }
 
 bool FdShuffle::run(int* keep_fd) {

@@ -468,15 +468,8 @@ bool install_files(PreparedFiles& files, int* keep_fd, std::string* err) {
       return fail("fd " + std::to_string(e.epfd) + ": registering fd " + std::to_string(e.tfd) +
                   " in the epoll set");
   }
-  // Close everything else.
   keep.push_back(*keep_fd);
-  std::sort(keep.begin(), keep.end());
-  unsigned lo = 0;
-  for (int k : keep) {
-    if (unsigned(k) > lo) ::syscall(SYS_close_range, lo, unsigned(k) - 1, 0);
-    lo = unsigned(k) + 1;
-  }
-  ::syscall(SYS_close_range, lo, ~0u, 0);
+  close_all_except(std::move(keep));
   return true;
 }
 

@@ -1,8 +1,10 @@
 #include "util/fd.hpp"
 
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 
@@ -79,6 +81,17 @@ Status replace_file(const std::string& path, const std::string& text) {
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = sys_error("renaming " + tmp);
   if (!st.ok()) ::unlink(tmp.c_str());
   return st;
+}
+
+void close_all_except(std::vector<int> keep) {
+  std::sort(keep.begin(), keep.end());
+  unsigned lo = 0;
+  for (int k : keep) {
+    if (k < 0) continue;
+    if (unsigned(k) > lo) ::syscall(SYS_close_range, lo, unsigned(k) - 1, 0);
+    lo = std::max(lo, unsigned(k) + 1);
+  }
+  ::syscall(SYS_close_range, lo, ~0u, 0);
 }
 
 }  // namespace ckpt

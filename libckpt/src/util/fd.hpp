@@ -7,6 +7,7 @@
 #include <ckpt/result.hpp>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace ckpt {
 
@@ -55,5 +56,8 @@ Result<std::string> read_file(const std::string& path);
 // a name of this thread's, then renamed, so a reader sees the old text or
 // the new, never a part. Never follows a symbolic link at the temporary name.
 Status replace_file(const std::string& path, const std::string& text);
+// Closes every descriptor of this process but those in `keep` (negative
+// ones ignored).
+void close_all_except(std::vector<int> keep);
 
 }  // namespace ckpt
