@@ -18,6 +18,11 @@
 #                --resume with a schedule option is refused, --buffered is kept
 #   resume-dead  cr_run and the whole job SIGKILLed (a node reboot);
 #                cr_run --resume restores the newest generation
+#   stop         SIGUSR2: a checkpoint, then the whole job ended, cr_run exits
+#                75 and records it stopped; a second cr_run --resume restores
+#                it; the job's three processes write to a pipe that cr_run
+#                holds too (stdout), at the checkpoint and after the restore:
+#                it stays the launcher's
 #   auto         --interval auto --mtbf 6: every checkpoint's planned period
 #                equals cr_plan interval's exact period for the C (mean of the
 #                measured total_seconds), R (the newest full's, then the
@@ -75,9 +80,14 @@ touch "$GATE"
 grep -q '^result ' "$WORK/expected" || die "uninterrupted run printed no result"
 rm "$GATE"
 
-start_cr_run() {
-  (close_fds; exec "$CR_RUN" --dir "$WORK/ck" --log "$LOG" "$@" -- "${JOB[@]}") \
-    >"$WORK/out" 2>"$WORK/err" </dev/null &
+start_cr_run() {  # with OUT_PIPE=1 the job's output goes through a pipe cr_run holds too
+  if [[ ${OUT_PIPE:-0} == 1 ]]; then
+    (close_fds; exec "$CR_RUN" --dir "$WORK/ck" --log "$LOG" "$@" -- "${JOB[@]}") \
+      > >(cat >"$WORK/out") 2>"$WORK/err" </dev/null &
+  else
+    (close_fds; exec "$CR_RUN" --dir "$WORK/ck" --log "$LOG" "$@" -- "${JOB[@]}") \
+      >"$WORK/out" 2>"$WORK/err" </dev/null &
+  fi
   CR=$!
   OWN_PIDS+=("$CR")
   if [[ " $* " == *" --json "* ]]; then
@@ -211,6 +221,29 @@ resume-alive | resume-dead)
   else
     wait_lines "resume: the job is gone" 1 "$CR" 30
   fi
+  finish 0
+  ;;
+stop)
+  OUT_PIPE=1 start_cr_run --interval 0 --incrementals 2
+  kill -USR1 "$CR"
+  wait_lines "checkpoint (SIGUSR1): chain" 1 "$CR" 30
+  members=$(cat /proc/"$ROOT"/task/*/children)
+  kill -USR2 "$CR"
+  wait_exit "$CR" 60 || die "cr_run did not end after SIGUSR2"
+  [[ $EXIT_STATUS == 75 ]] || die "cr_run exited $EXIT_STATUS after a stop, expected 75"
+  grep -q "incremental checkpoint (SIGUSR2): chain 1 generation 2" "$LOG" ||
+    die "no checkpoint before the stop"
+  grep -q "stopped the job after its checkpoint" "$LOG" || die "no stop line"
+  for p in $ROOT $members; do
+    [[ $(proc_state "$p") == - ]] || die "member $p still runs after the stop"
+  done
+  grep -q '"stopped": true' "$WORK/ck/cr_run.json" || die "the stop is not recorded"
+  (close_fds; exec "$CR_RUN" --resume "$WORK/ck" --log "$LOG") \
+    2>"$WORK/resume.err" </dev/null | cat >>"$WORK/out" &
+  sleep 0.2
+  CR=$(pgrep -f -n "cr_run --resume $WORK/ck") || die "cr_run --resume did not start"
+  OWN_PIDS+=("$CR")
+  wait_lines "restored chain 1 generation 2 (resume after a stop)" 1 "$CR" 30
   finish 0
   ;;
 auto)

@@ -13,7 +13,7 @@ void Log::event(const std::string& name, const std::string& text, nlohmann::json
     fields["time"] = double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
     std::fprintf(out_, "%s\n", fields.dump().c_str());
   } else {
-    std::fprintf(out_, "cr_run: %s\n", text.c_str());
+    std::fprintf(out_, "%s: %s\n", tool_.c_str(), text.c_str());
   }
   std::fflush(out_);
 }

@@ -18,8 +18,9 @@ int main(int argc, char** argv) {
       "Run COMMAND (and everything it starts) as a checkpointed job: a full checkpoint,\n"
       "then N incrementals, then a new chain, every S seconds and on SIGUSR1; older\n"
       "chains pruned to K. When the job dies by a signal it is restarted from the\n"
-      "newest committed checkpoint, up to R times. --resume DIR continues the job of\n"
-      "a cr_run that died (or a node that rebooted). Exits with the job's status."};
+      "newest committed checkpoint, up to R times. SIGUSR2 stops the job after a\n"
+      "checkpoint (exit status 75). --resume DIR continues the job of a cr_run that\n"
+      "died, of a node that rebooted, or of a stop. Exits with the job's status."};
   std::string dir, resume, log_path, interval = "60", mtbf;
   cr_run::Schedule sched;
   bool json = false;

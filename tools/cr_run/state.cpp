@@ -27,6 +27,7 @@ ckpt::Status save(const std::string& dir, const State& s) {
                       {"chain", s.chain},
                       {"root_pid", s.root},
                       {"root_start", s.root_start},
+                      {"stopped", s.stopped},
                       {"finished", s.finished},
                       {"exit_code", s.exit_code}};
   const std::string text = j.dump(1) + "\n";
@@ -60,6 +61,7 @@ ckpt::Result<State> load(const std::string& dir) {
     s.chain = j.at("chain").get<uint64_t>();
     s.root = j.at("root_pid").get<pid_t>();
     s.root_start = j.at("root_start").get<uint64_t>();
+    s.stopped = j.value("stopped", false);  // absent before the stop request
     s.finished = j.at("finished").get<bool>();
     s.exit_code = j.at("exit_code").get<int>();
   } catch (const std::exception& e) {

@@ -23,10 +23,14 @@ namespace {
 
 sigset_t g_taken, g_original;
 
-double now() {
+double clock_seconds(clockid_t clock) {
   timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  ::clock_gettime(clock, &ts);
   return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
+}
+
+double now() {
+  return clock_seconds(CLOCK_MONOTONIC);
 }
 
 std::string mib(uint64_t bytes) {
@@ -41,16 +45,30 @@ std::string fixed(double v, int digits) {
   return b;
 }
 
-// Children of every thread of this process.
-std::vector<pid_t> my_children() {
+// Children of every thread of process `proc` ("self" or a PID).
+std::vector<pid_t> children_of(const std::string& proc) {
   std::vector<pid_t> out;
   std::error_code ec;
-  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+  for (const auto& t : std::filesystem::directory_iterator("/proc/" + proc + "/task", ec)) {
     std::ifstream in(t.path() / "children");
     pid_t p;
     while (in >> p) out.push_back(p);
   }
   return out;
+}
+
+std::vector<pid_t> my_children() {
+  return children_of("self");
+}
+
+// SIGKILL to `root` and every process below it, parents first (a member
+// that forks meanwhile is caught on the next walk of its parent's children).
+void kill_tree(pid_t root) {
+  std::vector<pid_t> todo{root};
+  for (size_t i = 0; i < todo.size() && i < 100000; ++i) {
+    for (pid_t c : children_of(std::to_string(todo[i]))) todo.push_back(c);
+    ::kill(todo[i], SIGKILL);
+  }
 }
 
 std::string describe_status(int st) {
@@ -78,9 +96,10 @@ ckpt::CheckpointOptions job_checkpoint(const std::string& dir, uint64_t chain, c
 
 }  // namespace
 
-void block_signals() {
+void block_signals(const Triggers& triggers) {
   sigemptyset(&g_taken);
-  for (int s : {SIGCHLD, SIGUSR1, SIGTERM, SIGINT, SIGHUP}) sigaddset(&g_taken, s);
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, triggers.checkpoint_signal, triggers.stop_signal})
+    sigaddset(&g_taken, s);
   ::sigprocmask(SIG_BLOCK, &g_taken, &g_original);
 }
 
@@ -239,6 +258,7 @@ bool Supervisor::restore_newest(const std::string& why) {
   // Tracking of the old chain is not continued: the next checkpoint starts
   // a new chain with a full.
   state_.chain = 0;
+  state_.stopped = false;
   adopted_.reset();  // the restored root is our child
   record_root(r->pid);
   nlohmann::json fields = {{"reason", why},
@@ -273,6 +293,41 @@ int Supervisor::finish(int st) {
       "job " + describe_status(st) + "; restarts used: " + std::to_string(state_.restarts_used),
       {{"exit_code", state_.exit_code}, {"restarts_used", state_.restarts_used}});
   return state_.exit_code;
+}
+
+// A checkpoint, then the whole job is ended and recorded as stopped, so that
+// `--resume` restores it. If the checkpoint fails the job runs on: a stop
+// never loses the job.
+bool Supervisor::stop(const std::string& why) {
+  if (!checkpoint(why)) {
+    log_.event("stop_failed", "not stopping (" + why + "): the checkpoint failed; the job runs on",
+               {{"reason", why}});
+    return false;
+  }
+  if (adopted_) (void)adopted_->let_go();
+  kill_tree(state_.root);
+  kill_leftovers();
+  adopted_.reset();
+  state_.stopped = true;
+  state_.root = 0;
+  state_.root_start = 0;
+  save();
+  log_.event("stop",
+             "stopped the job after its checkpoint (" + why + "); cr_run --resume " + dir_ +
+                 " restores it",
+             {{"reason", why}, {"chain", state_.chain}});
+  return true;
+}
+
+// Seconds until the next scheduled checkpoint or the stop time, whichever
+// comes first; negative: none.
+double Supervisor::wait_seconds(double next) const {
+  double left = period() > 0 ? std::max(0.0, next - now()) : -1;
+  if (triggers_.stop_at > 0) {
+    const double to_stop = std::max(0.0, triggers_.stop_at - clock_seconds(CLOCK_REALTIME));
+    left = left < 0 ? to_stop : std::min(left, to_stop);
+  }
+  return left;
 }
 
 int Supervisor::loop() {
@@ -313,6 +368,11 @@ int Supervisor::loop() {
       adopted_.reset();
       return finish(1 << 8);
     }
+    if (triggers_.stop_at > 0 && clock_seconds(CLOCK_REALTIME) >= triggers_.stop_at) {
+      triggers_.stop_at = 0;  // one attempt: a failed stop leaves the job running
+      if (stop("the stop time came")) return kStoppedExit;
+      continue;
+    }
     if (period() > 0 && now() >= next) {
       checkpoint("scheduled");
       next = now() + period();
@@ -320,17 +380,18 @@ int Supervisor::loop() {
     }
     timespec timeout{};
     timespec* tp = nullptr;
-    if (period() > 0) {
-      double left = std::max(0.0, next - now());
+    if (double left = wait_seconds(next); left >= 0) {
       timeout.tv_sec = time_t(left);
       timeout.tv_nsec = long((left - std::floor(left)) * 1e9);
       tp = &timeout;
     }
     siginfo_t info{};
     int sig = ::sigtimedwait(&g_taken, &info, tp);
-    if (sig == SIGUSR1) {
-      checkpoint("SIGUSR1");
+    if (sig == triggers_.checkpoint_signal) {
+      checkpoint(std::string("SIG") + ::sigabbrev_np(sig));
       if (period() > 0) next = now() + period();
+    } else if (sig == triggers_.stop_signal) {
+      if (stop(std::string("SIG") + ::sigabbrev_np(sig))) return kStoppedExit;
     } else if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
       terminating_ = true;
       log_.event("signal", std::string("forwarding SIG") + ::sigabbrev_np(sig) + " to the job",
@@ -426,7 +487,7 @@ int Supervisor::resume() {
     ok = adopt();
     if (!ok) return 1;  // the job keeps running as it was
   } else if (newest_committed(dir_).chain) {
-    ok = restore_newest("resume: the job is gone");
+    ok = restore_newest(state_.stopped ? "resume after a stop" : "resume: the job is gone");
     if (!ok) return 1;
   } else {
     log_.event("resume", "the job is gone and no checkpoint was committed: starting it again");

@@ -4,6 +4,7 @@
 // root dies by a signal.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <ckpt/result.hpp>
@@ -17,10 +18,21 @@
 
 namespace cr_run {
 
+// cr_run's exit status after a stop: the job was checkpointed and ended on
+// request, and `cr_run --resume` continues it (sysexits' EX_TEMPFAIL).
+inline constexpr int kStoppedExit = 75;
+
+// What makes the loop checkpoint outside its schedule.
+struct Triggers {
+  int checkpoint_signal = SIGUSR1;  // a checkpoint, and the job runs on
+  int stop_signal = SIGUSR2;        // a checkpoint, then the job is ended (a stop)
+  double stop_at = 0;               // CLOCK_REALTIME seconds of a stop (0: none)
+};
+
 class Supervisor {
  public:
-  Supervisor(std::string dir, State state, Log& log)
-      : dir_(std::move(dir)), state_(std::move(state)), log_(log) {}
+  Supervisor(std::string dir, State state, Log& log, Triggers triggers = {})
+      : dir_(std::move(dir)), state_(std::move(state)), log_(log), triggers_(triggers) {}
   // A new job: starts the command. Returns cr_run's exit status.
   int run();
   // After cr_run died: adopts the job if it still runs (a full checkpoint,
@@ -35,6 +47,8 @@ class Supervisor {
   bool restore_newest(const std::string& why);
   bool adopt();
   int finish(int status);
+  bool stop(const std::string& why);
+  double wait_seconds(double next) const;
   bool adopted_root_gone() const;
   void kill_leftovers();
   void save();
@@ -46,12 +60,13 @@ class Supervisor {
   std::string dir_;
   State state_;
   Log& log_;
+  Triggers triggers_;
   bool terminating_ = false;          // a termination signal was forwarded: no restart
   std::optional<AutoInterval> auto_;  // --interval auto
   std::optional<Adopted> adopted_;    // --resume found the job running: watched, not our child
 };
 
 // Blocks the signals the loop takes synchronously (call before any fork).
-void block_signals();
+void block_signals(const Triggers& triggers = {});
 
 }  // namespace cr_run

@@ -75,6 +75,7 @@ class FdCollector {
   std::string link_of(const RawFd& r) const { return fd_dir_ + "/" + std::to_string(r.fd); }
   // A path that no process outside the job may hold too.
   void must_not_be_shared(const std::string& path);
+  bool held_outside_job(const std::string& link);
 
   const pid_t pid_;
   const std::vector<pid_t>& job_;
@@ -87,6 +88,7 @@ class FdCollector {
   std::optional<std::set<uint64_t>> job_sockets_;
   std::optional<std::set<int>> pty_masters_;
   std::optional<std::map<std::string, std::set<pid_t>>> member_links_;
+  std::map<std::string, bool> outside_;  // link -> held by a process outside the job
   uint64_t saved_bytes_ = 0;
   std::vector<std::string> shared_links_;                       // pipes, FIFOs, pty slaves
   std::map<std::pair<uint64_t, uint64_t>, int> first_of_file_;  // (dev, ino) -> its first fd
@@ -180,7 +182,18 @@ bool FdCollector::inherited_stdio(const RawFd& r, const FileRecord& f) {
     if (pts >= 0 && !pty_masters_) pty_masters_ = tty::job_pty_masters(members_);
     return !(pts >= 0 && pty_masters_->count(pts));
   }
-  return is_pipe && !held_by_other_member(f.path);
+  // A pipe several members hold on their fds 0-2 is still the launcher's
+  // (`cr_run -- make | tee log`: make and its compilers share the write end)
+  // when a process outside the job holds it too.
+  return is_pipe && (!held_by_other_member(f.path) || held_outside_job(f.path));
+}
+
+bool FdCollector::held_outside_job(const std::string& link) {
+  auto known = outside_.find(link);
+  if (known != outside_.end()) return known->second;
+  const bool outside = other_holders(pid_, {link}, job_).count(link) > 0;
+  outside_[link] = outside;
+  return outside;
 }
 
 int FdCollector::dup_of(size_t i) const {
