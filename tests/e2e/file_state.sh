@@ -23,6 +23,13 @@
 #                    the other changed by its owner, cr_restart: the
 #                    program's file comes back with its content, the other
 #                    is left as it is now
+#   append-log       a job whose output file in /tmp it only appends to (>>)
+#                    while others append to it too (as a batch system's
+#                    output file): cr_full, more lines from outside, kill,
+#                    cr_restart: nothing written after the checkpoint is
+#                    lost, and the restored job's lines follow them; once
+#                    the file is removed, a restore makes it again from the
+#                    checkpoint
 #   sqlite, sqlite-wal
 #                    sqlite3 (Debian's sqlite3) in a transaction (rollback
 #                    journal, or WAL), checkpointed, killed, restored; another
@@ -37,7 +44,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-TESTS=(tmp-vanish missing-unsaved too-large unheld-temp sqlite sqlite-wal)
+TESTS=(tmp-vanish missing-unsaved too-large unheld-temp append-log sqlite sqlite-wal)
 (($# == 2)) && [[ " ${TESTS[*]} " == *" $2 "* ]] || {
   echo "usage: $0 BIN_DIR ${TESTS[*]// /|}" >&2
   exit 2
@@ -154,6 +161,41 @@ case $TEST in
     [[ $(<"$WORK/prog.out") == "the program's own"$'\n'"someone else's, now" ]] ||
       fail "the restored program read '$(tr '\n' '|' <"$WORK/prog.out")'"
     pass "the file the program made came back, the one changed meanwhile was left"
+    ;;
+  append-log)
+    ondisk_dir
+    TD=$ONDISK/tmpdir  # the job's TMPDIR, on disk
+    mkdir "$TD"
+    LOGF=$TD/job.out
+    echo "launcher: started" >"$LOGF"
+    (close_fds && TMPDIR=$TD exec bash -c 'echo "job: before"
+      echo ready >"$0/ready"
+      while [[ ! -e $0/gate ]]; do sleep 0.05; done
+      echo "job: after"' "$WORK" </dev/null >>"$LOGF" 2>&1) &
+    TPID=$!
+    OWN_PIDS+=("$TPID")
+    wait_file "$WORK/ready" "$TPID" 30 || fail "the program did not start"
+    tool "$BIN_DIR/cr_full" --tree --dir "$WORK/ck" "$TPID"
+    ((TOOL_RC == 0)) || fail "cr_full: $(first_line "$WORK/tool.err")"
+    echo "launcher: checkpointed" >>"$LOGF"
+    kill -9 $(cat /proc/"$TPID"/task/*/children 2>/dev/null) 2>/dev/null || true
+    kill_target
+    cp "$LOGF" "$WORK/saved.out"
+    tool "$BIN_DIR/cr_restart" --dir "$WORK/ck" --detach
+    ((TOOL_RC == 0)) || fail "cr_restart: $(first_line "$WORK/tool.err")"
+    touch "$WORK/gate"
+    for _ in $(seq 100); do grep -q "job: after" "$LOGF" && break; sleep 0.1; done
+    want=$'launcher: started\njob: before\nlauncher: checkpointed\njob: after'
+    [[ $(<"$LOGF") == "$want" ]] || fail "the log holds '$(tr '\n' '|' <"$LOGF")'"
+    # Gone (a reboot, another node): made again from the checkpoint.
+    rm "$LOGF" "$WORK/gate"
+    tool "$BIN_DIR/cr_restart" --dir "$WORK/ck" --detach
+    ((TOOL_RC == 0)) || fail "cr_restart without the log: $(first_line "$WORK/tool.err")"
+    touch "$WORK/gate"
+    for _ in $(seq 100); do grep -q "job: after" "$LOGF" 2>/dev/null && break; sleep 0.1; done
+    want=$'launcher: started\njob: before\njob: after'
+    [[ $(<"$LOGF") == "$want" ]] || fail "the remade log holds '$(tr '\n' '|' <"$LOGF")'"
+    pass "what others appended after the checkpoint stays; a removed log comes back"
     ;;
   sqlite | sqlite-wal)
     command -v sqlite3 >/dev/null || skip "no sqlite3 (Debian's sqlite3)"

@@ -75,6 +75,7 @@ struct Candidate {
   std::string path;
   bool held;
   bool unheld = false;
+  bool append_only = false;  // held only through O_APPEND descriptors, never mapped shared
 };
 
 // When the process started, in seconds since the epoch (0 if unknown).
@@ -182,9 +183,16 @@ class ScratchCollector {
 
 std::vector<Candidate> ScratchCollector::candidates() const {
   std::vector<Candidate> held, other;
+  std::set<std::string> shared_maps, not_appended;
+  for (const image::VmaRecord& v : meta_->vmas)
+    if (v.is_file() && (v.flags & image::kVmaShared)) shared_maps.insert(v.name);
+  for (const image::FileRecord& f : meta_->files)
+    if (!(f.flags & O_APPEND)) not_appended.insert(f.path);
   for (const image::FileRecord& f : meta_->files)
     if ((f.kind == image::FileKind::kRegular || f.kind == image::FileKind::kFifo) && f.dup_of == -1)
-      held.push_back({f.path, true});
+      held.push_back({f.path, true, false,
+                      f.kind == image::FileKind::kRegular && !not_appended.count(f.path) &&
+                          !shared_maps.count(f.path)});
   for (const image::VmaRecord& v : meta_->vmas) {
     if (!v.is_file() || (v.flags & (image::kVmaSysv | image::kVmaDelShared))) continue;
     if (v.name.ends_with(" (deleted)")) continue;
@@ -221,7 +229,10 @@ Status ScratchCollector::take(const Candidate& c) {
   if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISDIR(st.st_mode)) return {};
   if (!any_owner_ && st.st_uid != fsuid_) return {};
   image::ScratchFile f = entry(path, st);
-  if (c.unheld) f.flags |= image::kScratchIfMissing;
+  // A log the job only appends to (its output file in /tmp, which its
+  // launcher and others append to as well) is made again where it is gone
+  // but never rolled back: what was appended since the checkpoint stays.
+  if (c.unheld || c.append_only) f.flags |= image::kScratchIfMissing;
   CKPT_ASSIGN(const bool with_directories, take_content(c, tmpfs, st, &f));
   if (!with_directories) return {};
   CKPT_TRY(take_directories(path, st, tmpfs, base));

@@ -461,8 +461,10 @@ enum ScratchFlag : uint32_t {
   kScratchNotSaved = 1u << 2,
   // S_IFREG in a temporary directory on disk that no member holds, owned by
   // the process's user and changed since it started (a compiler's temporary
-  // file between two of its steps: its name is in the driver's memory only):
-  // made again at restore only where it is missing, never overwritten.
+  // file between two of its steps: its name is in the driver's memory only),
+  // or one the process holds only through O_APPEND descriptors and does not
+  // map shared (a log others append to too): made again at restore only
+  // where it is missing, never overwritten.
   kScratchIfMissing = 1u << 3,
 };
 
