@@ -28,7 +28,9 @@ TEST_PACKAGES=(gfortran
   # tests/e2e/terminals.sh and tcp_local.sh: real programs on ptys and loopback TCP
   tmux screen redis-server redis-tools
   # tests/e2e/bad_input.sh debugged: a target a debugger holds
-  gdb)
+  gdb
+  # tools/cr_slurm (the SPANK plugin) and tests/slurm: a real Slurm
+  libslurm-dev slurmctld slurmd slurm-client munge)
 if [[ ${1:-all} != demo ]]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
   # tests/corpus: the real programs its cases run, one line per case there.

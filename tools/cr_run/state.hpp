@@ -29,7 +29,7 @@ struct State {
   uint64_t chain = 0;       // the chain new incrementals go to (0: none yet)
   pid_t root = 0;           // the job's root while it runs
   uint64_t root_start = 0;  // its start time (clock ticks after boot, /proc/PID/stat field 22)
-  bool stopped = false;  // checkpointed and ended on request: --resume restores it
+  bool stopped = false;     // checkpointed and ended on request: --resume restores it
   bool finished = false;
   int exit_code = 0;  // when finished: as cr_run exits (128 + N for signal N)
 };

@@ -319,6 +319,24 @@ bool Supervisor::stop(const std::string& why) {
   return true;
 }
 
+// The job ended after a forwarded termination signal that does not end it
+// for good: recorded as stopped, so that --resume restores the newest
+// committed checkpoint (or starts it again if there is none).
+int Supervisor::interrupted(int st) {
+  kill_leftovers();
+  state_.stopped = true;
+  state_.root = 0;
+  state_.root_start = 0;
+  save();
+  const int code = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+  log_.event("interrupted",
+             "job " + describe_status(st) +
+                 " after the termination signal; not finished: --resume restores its newest "
+                 "checkpoint",
+             {{"exit_code", code}});
+  return code;
+}
+
 // Seconds until the next scheduled checkpoint or the stop time, whichever
 // comes first; negative: none.
 double Supervisor::wait_seconds(double next) const {
@@ -342,6 +360,7 @@ int Supervisor::loop() {
                  {{"pid", w},
                   {"signal", WIFSIGNALED(st) ? WTERMSIG(st) : 0},
                   {"exit_code", WIFEXITED(st) ? WEXITSTATUS(st) : -1}});
+      if (terminating_ && !triggers_.termination_ends_job) return interrupted(st);
       if (!WIFSIGNALED(st) || terminating_) return finish(st);
       if (state_.restarts_used >= state_.schedule.restarts) {
         log_.event("restart_failed", "no restarts left (--restarts " +

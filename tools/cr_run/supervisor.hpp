@@ -27,6 +27,11 @@ struct Triggers {
   int checkpoint_signal = SIGUSR1;  // a checkpoint, and the job runs on
   int stop_signal = SIGUSR2;        // a checkpoint, then the job is ended (a stop)
   double stop_at = 0;               // CLOCK_REALTIME seconds of a stop (0: none)
+  // A job that ends after a forwarded SIGTERM/SIGINT/SIGHUP has finished
+  // (cr_run). Under a batch system that signal means the job is being
+  // taken off the node (a cancel, a requeue, a preemption): false records
+  // it as stopped instead, so that --resume restores its newest checkpoint.
+  bool termination_ends_job = true;
 };
 
 class Supervisor {
@@ -48,6 +53,7 @@ class Supervisor {
   bool adopt();
   int finish(int status);
   bool stop(const std::string& why);
+  int interrupted(int status);
   double wait_seconds(double next) const;
   bool adopted_root_gone() const;
   void kill_leftovers();

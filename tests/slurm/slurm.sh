@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# slurm.sh BUILD CASE: the SPANK plugin and cr_slurm under a real Slurm
+# (Debian's slurmctld, slurmd and munged, started here: cluster.sh). Every
+# case that runs the workload ends with its exact result (work.sh, compared
+# with an uninterrupted run).
+#   periodic     srun --ckpt-interval=1: several checkpoints committed per
+#                task, a chain cr_info verifies; the task's program SIGKILLed
+#                is restored in place by cr_slurm
+#   before-end   sbatch --requeue -t 1 --ckpt-before-end=52 around an srun
+#                step: 8 s after each start the step is checkpointed, stopped,
+#                the job requeued, and restored from its checkpoint when it runs
+#                again, until it finishes (Restarts >= 1)
+#   signal       sbatch --ckpt-batch (the batch script is the checkpointed job)
+#                and scancel --batch --signal=USR1: checkpoint, stop, requeue,
+#                restore
+#   tasks        srun -n 2 inside sbatch --ckpt-before-end: both tasks stopped,
+#                task 0 requeues once both are, both restored with their own
+#                results
+#   requeue      scontrol requeue by hand while the step runs with periodic
+#                checkpoints (Slurm ends the step with SIGTERM): the step is
+#                not taken as finished; when the job runs again it is
+#                restored from its newest checkpoint, not started afresh
+#   bad-options  a malformed or incomplete --ckpt-* option: srun fails at once,
+#                naming it; nothing runs
+#   unwritable   --ckpt-dir that cannot be created: the task runs to its exact
+#                result without checkpoints, the user told once
+set -euo pipefail
+BUILD=$1
+CASE=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [[ $(id -u) != 0 ]]; then
+  echo "slurm.$CASE: skipped: needs root (slurmd starts the jobs' processes as their users)"
+  exit 77
+fi
+source "$HERE/cluster.sh"
+WORK=$(mktemp -d /tmp/slurm.XXXXXX)
+cleanup() {
+  slurm_cluster_stop "$WORK/cluster"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+die() {
+  echo "slurm.$CASE: $*" >&2
+  for f in "$WORK"/out.* "$WORK/cluster/log/slurmctld.log"; do
+    [[ -f $f ]] || continue
+    echo "---- $f" >&2
+    tail -n 30 "$f" >&2
+  done
+  exit 1
+}
+slurm_cluster_start "$WORK/cluster" "$BUILD/lib/spank_libckpt.so" || die "no Slurm cluster"
+CK=$WORK/ck
+cp "$HERE/work.sh" "$WORK/work.sh"
+
+expected() {  # expected N TASK: the uninterrupted result of task TASK
+  SLURM_PROCID=$2 WORK_STEP=0 bash "$WORK/work.sh" "$1"
+}
+job_field() {  # job_field JOB FIELD
+  scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
+}
+wait_done() {  # wait_done JOB SECONDS: until the job has ended
+  local deadline=$((SECONDS + $2)) st
+  while :; do
+    st=$(job_field "$1" JobState)
+    case $st in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) return 0 ;; esac
+    ((SECONDS < deadline)) || die "job $1 still $st after $2 s"
+    sleep 0.5
+  done
+}
+wait_line() {  # wait_line FILE PATTERN SECONDS
+  local deadline=$((SECONDS + $3))
+  until grep -q -- "$2" "$1" 2>/dev/null; do
+    ((SECONDS < deadline)) || die "no '$2' in $1 within $3 s"
+    sleep 0.2
+  done
+}
+submit() {  # submit ARGS...: sbatch, prints the job ID
+  sbatch --parsable --requeue --open-mode=append -o "$WORK/out.%j" "$@"
+}
+task_dirs() { find "$CK" -mindepth 3 -maxdepth 3 -type d -name 'task-*' | sort; }
+
+case $CASE in
+periodic)
+  srun --ckpt-dir="$CK" --ckpt-interval=1 --ckpt-incrementals=2 \
+    bash "$WORK/work.sh" 60 >"$WORK/out.srun" 2>&1 &
+  SRUN=$!
+  wait_line "$WORK/out.srun" "checkpoint (scheduled): chain 1 generation 2" 30
+  dir=$(task_dirs)
+  [[ -n $dir ]] || die "no task directory under $CK"
+  root=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["root_pid"])' "$dir/cr_run.json")
+  kill -9 "$root"
+  wait_line "$WORK/out.srun" "restored chain" 30
+  wait "$SRUN" || die "srun exited $?"
+  grep -qx "$(expected 60 0)" "$WORK/out.srun" || die "result differs from $(expected 60 0)"
+  "$BUILD/bin/cr_info" --dir "$dir" --verify >/dev/null || die "cr_info --verify $dir failed"
+  ;;
+before-end | tasks)
+  ntasks=1
+  [[ $CASE == tasks ]] && ntasks=2
+  cat >"$WORK/job.sh" <<JOB
+#!/bin/bash
+echo "start \${SLURM_RESTART_COUNT:-0}"
+srun -n $ntasks bash $WORK/work.sh 130
+JOB
+  job=$(submit -n "$ntasks" -t 1 --ckpt-dir="$CK" --ckpt-interval=0 --ckpt-before-end=52 \
+    "$WORK/job.sh")
+  wait_done "$job" 150
+  [[ $(job_field "$job" JobState) == COMPLETED ]] || die "job $job ended $(job_field "$job" JobState)"
+  restarts=$(job_field "$job" Restarts)
+  ((restarts >= 1)) || die "job $job was never requeued"
+  grep -q "requeued job $job" "$WORK/out.$job" || die "no requeue line"
+  for t in $(seq 0 $((ntasks - 1))); do
+    grep -qx "$(expected 130 "$t")" "$WORK/out.$job" || die "task $t: result differs from $(expected 130 "$t")"
+    grep -q "restored chain .* (resume after a stop)" "$WORK/out.$job" || die "no restore after a stop"
+  done
+  echo "slurm.$CASE: job $job finished after $restarts requeues"
+  ;;
+signal)
+  cat >"$WORK/job.sh" <<JOB
+#!/bin/bash
+WORK_STEP=0.1 bash $WORK/work.sh 100
+JOB
+  job=$(submit --ckpt-dir="$CK" --ckpt-batch --ckpt-interval=0 "$WORK/job.sh")
+  wait_line "$WORK/out.$job" "started job" 30
+  sleep 3
+  scancel --batch --signal=USR1 "$job"
+  wait_line "$WORK/out.$job" "requeued job $job" 30
+  wait_done "$job" 90
+  [[ $(job_field "$job" JobState) == COMPLETED ]] || die "job $job ended $(job_field "$job" JobState)"
+  grep -q "checkpoint (SIGUSR1)" "$WORK/out.$job" || die "no checkpoint on the signal"
+  grep -q "restored chain .* (resume after a stop)" "$WORK/out.$job" || die "no restore"
+  grep -qx "$(expected 100 0)" "$WORK/out.$job" || die "result differs from $(expected 100 0)"
+  [[ -d $CK/job-$job/step-batch/task-0 ]] || die "no checkpoint of the batch script"
+  ;;
+requeue)
+  cat >"$WORK/job.sh" <<JOB
+#!/bin/bash
+srun bash $WORK/work.sh 120
+JOB
+  job=$(submit --ckpt-dir="$CK" --ckpt-interval=1 "$WORK/job.sh")
+  wait_line "$WORK/out.$job" "checkpoint (scheduled): chain 1 generation 3" 30
+  scontrol requeue "$job"
+  wait_done "$job" 90
+  [[ $(job_field "$job" JobState) == COMPLETED ]] || die "job $job ended $(job_field "$job" JobState)"
+  grep -q "after the termination signal; not finished" "$WORK/out.$job" || die "no interrupted line"
+  grep -q "restored chain .* (resume after a stop)" "$WORK/out.$job" || die "not restored"
+  [[ $(grep -c "started job" "$WORK/out.$job") == 1 ]] || die "the program was started afresh"
+  grep -qx "$(expected 120 0)" "$WORK/out.$job" || die "result differs from $(expected 120 0)"
+  ;;
+bad-options)
+  for bad in --ckpt-interval=soon --ckpt-keep=0 --ckpt-signal=KILL --ckpt-incrementals=-1 \
+    --ckpt-dir=relative "--ckpt-interval=5" "--ckpt-before-end=30"; do
+    dir=(--ckpt-dir="$CK")
+    [[ $bad == --ckpt-dir=* || $bad == --ckpt-interval=5 || $bad == --ckpt-before-end=30 ]] && dir=()
+    rc=0
+    srun "${dir[@]}" "$bad" touch "$WORK/ran" >"$WORK/out.bad" 2>&1 || rc=$?
+    ((rc != 0)) || die "srun $bad exited 0"
+    [[ ! -e $WORK/ran ]] || die "srun $bad ran the task"
+    name=${bad%%=*}
+    grep -q "libckpt: $name" "$WORK/out.bad" || die "srun $bad: no line naming $name: $(cat "$WORK/out.bad")"
+  done
+  ;;
+unwritable)
+  touch "$WORK/file"
+  srun --ckpt-dir="$WORK/file/ck" bash "$WORK/work.sh" 20 >"$WORK/out.srun" 2>&1 ||
+    die "srun exited $?"
+  grep -qx "$(expected 20 0)" "$WORK/out.srun" || die "result differs"
+  [[ $(grep -c "runs without checkpoints" "$WORK/out.srun") == 1 ]] ||
+    die "not told once: $(cat "$WORK/out.srun")"
+  ;;
+*)
+  die "unknown case"
+  ;;
+esac
+echo "slurm.$CASE: passed"
