@@ -20,6 +20,16 @@
 #                checkpoints (Slurm ends the step with SIGTERM): the step is
 #                not taken as finished; when the job runs again it is
 #                restored from its newest checkpoint, not started afresh
+#   nodes        three nodes (network namespaces on a bridge, a slurmd each):
+#                a step of two tasks on two nodes stopped before its time
+#                limit and requeued; the first node is drained meanwhile, so
+#                the job runs again on the other pair of nodes, where both
+#                tasks are restored
+#   node-failure the same step with periodic checkpoints; one of its nodes
+#                dies (its slurmd and every process on it killed): Slurm
+#                requeues the job and it runs again on the surviving node and
+#                the spare, both tasks restored from their newest checkpoints;
+#                prints the time from the failure to both running again
 #   bad-options  a malformed or incomplete --ckpt-* option: srun fails at once,
 #                naming it; nothing runs
 #   unwritable   --ckpt-dir that cannot be created: the task runs to its exact
@@ -36,7 +46,7 @@ source "$HERE/cluster.sh"
 WORK=$(mktemp -d /tmp/slurm.XXXXXX)
 cleanup() {
   slurm_cluster_stop "$WORK/cluster"
-  rm -rf "$WORK"
+  rm -rf "$WORK" 2>/dev/null || { sleep 1 && rm -rf "$WORK"; } || true
 }
 trap cleanup EXIT
 die() {
@@ -48,7 +58,16 @@ die() {
   done
   exit 1
 }
-slurm_cluster_start "$WORK/cluster" "$BUILD/lib/spank_libckpt.so" || die "no Slurm cluster"
+case $CASE in
+nodes | node-failure)
+  # After a node failure the old batch script's srun waits KillWait + 2 s
+  # for its step, then cancels it by ID: the same ID as the requeued job's
+  # new step, which must not start before (Slurm's default is 120 s).
+  [[ $CASE == node-failure ]] && export SLURM_CRED_EXPIRE=12
+  slurm_cluster_start_nodes "$WORK/cluster" "$BUILD/lib/spank_libckpt.so" 3 || die "no Slurm cluster"
+  ;;
+*) slurm_cluster_start "$WORK/cluster" "$BUILD/lib/spank_libckpt.so" || die "no Slurm cluster" ;;
+esac
 CK=$WORK/ck
 cp "$HERE/work.sh" "$WORK/work.sh"
 
@@ -56,7 +75,7 @@ expected() {  # expected N TASK: the uninterrupted result of task TASK
   SLURM_PROCID=$2 WORK_STEP=0 bash "$WORK/work.sh" "$1"
 }
 job_field() {  # job_field JOB FIELD
-  scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
+  slurm_client scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
 }
 wait_done() {  # wait_done JOB SECONDS: until the job has ended
   local deadline=$((SECONDS + $2)) st
@@ -75,7 +94,7 @@ wait_line() {  # wait_line FILE PATTERN SECONDS
   done
 }
 submit() {  # submit ARGS...: sbatch, prints the job ID
-  sbatch --parsable --requeue --open-mode=append -o "$WORK/out.%j" "$@"
+  slurm_client sbatch --parsable --requeue --open-mode=append -o "$WORK/out.%j" "$@"
 }
 task_dirs() { find "$CK" -mindepth 3 -maxdepth 3 -type d -name 'task-*' | sort; }
 
@@ -146,6 +165,50 @@ JOB
   grep -q "restored chain .* (resume after a stop)" "$WORK/out.$job" || die "not restored"
   [[ $(grep -c "started job" "$WORK/out.$job") == 1 ]] || die "the program was started afresh"
   grep -qx "$(expected 120 0)" "$WORK/out.$job" || die "result differs from $(expected 120 0)"
+  ;;
+nodes | node-failure)
+  # Long enough for Slurm to notice a dead node (SlurmdTimeout=6) before
+  # the surviving task finishes.
+  STEPS=140
+  [[ $CASE == node-failure ]] && STEPS=400
+  cat >"$WORK/job.sh" <<JOB
+#!/bin/bash
+srun -N 2 -n 2 bash $WORK/work.sh $STEPS
+JOB
+  if [[ $CASE == nodes ]]; then
+    job=$(submit -N 2 -n 2 -t 1 --ckpt-dir="$CK" --ckpt-interval=0 --ckpt-before-end=52 "$WORK/job.sh")
+    wait_line "$WORK/out.$job" "requeued job $job" 60
+    slurm_client scontrol update nodename=node1 state=drain reason=maintenance
+  else
+    job=$(submit -N 2 -n 2 --ckpt-dir="$CK" --ckpt-interval=1 "$WORK/job.sh")
+    for t in 0 1; do wait_line "$WORK/out.$job" "checkpoint (scheduled): chain 1 generation 2" 30; done
+    [[ $(job_field "$job" NodeList) == "node[1-2]" ]] || die "job $job runs on $(job_field "$job" NodeList)"
+    sleep 2
+    failed_at=$EPOCHREALTIME
+    slurm_kill_node 2
+    deadline=$((SECONDS + 120))
+    until (($(grep -c "restored chain" "$WORK/out.$job") >= 2)); do
+      ((SECONDS < deadline)) || die "the tasks were not restored within 120 s of the failure"
+      sleep 0.1
+    done
+    RESTORED_AFTER=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" \
+      "$failed_at" "$EPOCHREALTIME")
+  fi
+  wait_done "$job" 150
+  [[ $(job_field "$job" JobState) == COMPLETED ]] || die "job $job ended $(job_field "$job" JobState)"
+  [[ $(job_field "$job" NodeList) == "node[1,3]" || $(job_field "$job" NodeList) == "node[2-3]" ]] ||
+    die "job $job ran again on $(job_field "$job" NodeList)"
+  [[ $CASE == node-failure ]] || [[ $(job_field "$job" NodeList) == "node[2-3]" ]] ||
+    die "job $job ran on the drained node"
+  [[ $(grep -c "restored chain" "$WORK/out.$job") -ge 2 ]] || die "not both tasks restored"
+  for t in 0 1; do
+    grep -qx "$(expected "$STEPS" "$t")" "$WORK/out.$job" ||
+      die "task $t: result differs from $(expected "$STEPS" "$t")"
+  done
+  if [[ $CASE == node-failure ]]; then
+    echo "slurm.$CASE: job $job ran again on $(job_field "$job" NodeList), both tasks restored" \
+      "$RESTORED_AFTER s after node2 died"
+  fi
   ;;
 bad-options)
   for bad in --ckpt-interval=soon --ckpt-keep=0 --ckpt-signal=KILL --ckpt-incrementals=-1 \
