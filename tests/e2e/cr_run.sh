@@ -23,6 +23,16 @@
 #                it; the job's three processes write to a pipe that cr_run
 #                holds too (stdout), at the checkpoint and after the restore:
 #                it stays the launcher's
+#   levels       --local L1 (two levels; --dir the shared one): every
+#                checkpoint flushed to --dir; the root killed: restored from
+#                the local level; the newest local generation damaged:
+#                restored from the shared level's copy of it; the local
+#                level gone (a node that lost its disk): restored from the
+#                shared level; bad --local/--flush-rate refused
+#   levels-full  --local with a shared level that is full (a 2 MiB tmpfs):
+#                every flush fails in one line and is tried again, the job
+#                runs on, the local copies stay, nothing half-copied is
+#                left there, and a kill restores from the local level
 #   auto         --interval auto --mtbf 6: every checkpoint's planned period
 #                equals cr_plan interval's exact period for the C (mean of the
 #                measured total_seconds), R (the newest full's, then the
@@ -244,6 +254,55 @@ stop)
   CR=$(pgrep -f -n "cr_run --resume $WORK/ck") || die "cr_run --resume did not start"
   OWN_PIDS+=("$CR")
   wait_lines "restored chain 1 generation 2 (resume after a stop)" 1 "$CR" 30
+  finish 0
+  ;;
+levels)
+  for bad in "--local relative/dir" "--flush-rate 5" "--local $WORK/l1 --flush-rate -1"; do
+    rc=0
+    # shellcheck disable=SC2086
+    "$CR_RUN" --dir "$WORK/bad" $bad -- /bin/true >/dev/null 2>"$WORK/err" </dev/null || rc=$?
+    ((rc != 0)) || die "cr_run $bad exited 0"
+    [[ $(wc -l <"$WORK/err") == 1 ]] || die "cr_run $bad: not one line: $(cat "$WORK/err")"
+  done
+  L1=$WORK/local
+  start_cr_run --interval 0.3 --incrementals 3 --restarts 3 --local "$L1"
+  wait_lines "flushed chain 1 generation 2 to the shared level" 1 "$CR" 30
+  kill -9 "$ROOT"
+  wait_lines "from the local level (restart 1 of 3)" 1 "$CR" 30
+  # Damage the newest local generation once the shared level has it too.
+  n=$(grep -c "flushed chain" "$LOG")
+  wait_lines "flushed chain" $((n + 1)) "$CR" 30
+  root=$(sed -n 's/.*"root_pid": \([0-9]*\).*/\1/p' "$WORK/ck/cr_run.json")
+  kill -STOP "$CR"
+  newest=$(find "$L1" -name pages.img -path '*gen-*' | sort | tail -1)
+  [[ -n $newest ]] || die "no local page file"
+  dd if=/dev/urandom of="$newest" bs=4096 seek=4 count=8 conv=notrunc status=none
+  kill -CONT "$CR"
+  kill -9 "$root"
+  wait_lines "from the shared level (restart 2 of 3)" 1 "$CR" 30
+  grep -q "from the local level failed" "$LOG" || die "the damaged local copy was not tried and refused"
+  # The node's local level is gone.
+  n=$(grep -c "flushed chain" "$LOG")
+  wait_lines "flushed chain" $((n + 1)) "$CR" 30
+  root=$(sed -n 's/.*"root_pid": \([0-9]*\).*/\1/p' "$WORK/ck/cr_run.json")
+  kill -STOP "$CR"
+  rm -rf "$L1"
+  kill -CONT "$CR"
+  kill -9 "$root"
+  wait_lines "from the shared level (restart 3 of 3)" 1 "$CR" 30
+  finish 0
+  ;;
+levels-full)
+  mkdir -p "$WORK/ck"
+  mount -t tmpfs -o size=2m tmpfs "$WORK/ck" || die "cannot mount a tmpfs"
+  MOUNTS+=("$WORK/ck")
+  start_cr_run --interval 0.3 --local "$WORK/local"
+  wait_lines "to the shared level failed: .*No space left on device (tried again)" 2 "$CR" 60
+  ! grep -q "flushed chain" "$LOG" || die "a flush into a full file system succeeded"
+  [[ -z $(find "$WORK/ck" -name '.flushing-*' -o -name 'gen-*' | head -1) ]] ||
+    die "a partial copy is visible on the shared level: $(find "$WORK/ck" | tr '\n' ' ')"
+  kill -9 "$ROOT"
+  wait_lines "from the local level" 1 "$CR" 30
   finish 0
   ;;
 auto)

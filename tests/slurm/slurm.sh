@@ -25,11 +25,13 @@
 #                limit and requeued; the first node is drained meanwhile, so
 #                the job runs again on the other pair of nodes, where both
 #                tasks are restored
-#   node-failure the same step with periodic checkpoints; one of its nodes
-#                dies (its slurmd and every process on it killed): Slurm
-#                requeues the job and it runs again on the surviving node and
-#                the spare, both tasks restored from their newest checkpoints;
-#                prints the time from the failure to both running again
+#   node-failure the same step with periodic checkpoints on two levels
+#                (--ckpt-local per node, flushed to --ckpt-dir); one of its
+#                nodes dies (its slurmd and every process on it killed):
+#                Slurm requeues the job and it runs again on the surviving
+#                node and the spare, the survivor's task restored from its
+#                node's copy, the dead node's from the shared one; prints
+#                the time from the failure to both running again
 #   bad-options  a malformed or incomplete --ckpt-* option: srun fails at once,
 #                naming it; nothing runs
 #   unwritable   --ckpt-dir that cannot be created: the task runs to its exact
@@ -180,8 +182,9 @@ JOB
     wait_line "$WORK/out.$job" "requeued job $job" 60
     slurm_client scontrol update nodename=node1 state=drain reason=maintenance
   else
-    job=$(submit -N 2 -n 2 --ckpt-dir="$CK" --ckpt-interval=1 "$WORK/job.sh")
-    for t in 0 1; do wait_line "$WORK/out.$job" "checkpoint (scheduled): chain 1 generation 2" 30; done
+    job=$(submit -N 2 -n 2 --ckpt-dir="$CK" --ckpt-local="$WORK/local/%n" --ckpt-interval=1 \
+      "$WORK/job.sh")
+    wait_line "$WORK/out.$job" "flushed chain 1 generation 2 to the shared level" 30
     [[ $(job_field "$job" NodeList) == "node[1-2]" ]] || die "job $job runs on $(job_field "$job" NodeList)"
     sleep 2
     failed_at=$EPOCHREALTIME
@@ -206,13 +209,18 @@ JOB
       die "task $t: result differs from $(expected "$STEPS" "$t")"
   done
   if [[ $CASE == node-failure ]]; then
+    # Two levels: the survivor's task from its node's own copy, the dead
+    # node's task from the shared one.
+    grep -q "from the local level (resume" "$WORK/out.$job" || die "no task restored from its node"
+    grep -q "from the shared level (resume" "$WORK/out.$job" || die "no task restored from the shared level"
+    [[ -d $WORK/local/node2/job-$job ]] || die "no local level on node2"
     echo "slurm.$CASE: job $job ran again on $(job_field "$job" NodeList), both tasks restored" \
       "$RESTORED_AFTER s after node2 died"
   fi
   ;;
 bad-options)
   for bad in --ckpt-interval=soon --ckpt-keep=0 --ckpt-signal=KILL --ckpt-incrementals=-1 \
-    --ckpt-dir=relative "--ckpt-interval=5" "--ckpt-before-end=30"; do
+    --ckpt-dir=relative --ckpt-local=relative "--ckpt-interval=5" "--ckpt-before-end=30"; do
     dir=(--ckpt-dir="$CK")
     [[ $bad == --ckpt-dir=* || $bad == --ckpt-interval=5 || $bad == --ckpt-before-end=30 ]] && dir=()
     rc=0

@@ -49,6 +49,13 @@ Point newest_committed(const std::string& dir) {
   return {};
 }
 
+uint64_t next_chain(const std::string& dir, const std::string& other) {
+  uint64_t top = 0;
+  for (const std::string& d : {dir, other})
+    for (uint64_t c : list_chains(d)) top = std::max(top, c);
+  return top + 1;
+}
+
 void prune(const std::string& dir, uint64_t keep) {
   auto chains = list_chains(dir);
   uint64_t kept = 0;

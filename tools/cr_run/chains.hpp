@@ -22,6 +22,10 @@ struct Point {
 // The newest committed generation of the newest chain that has one.
 Point newest_committed(const std::string& dir);
 
+// The number of a new chain: above every chain of both directories (the
+// levels of a two-level run; the same directory twice otherwise).
+uint64_t next_chain(const std::string& dir, const std::string& other);
+
 // Deletes all chains but the newest `keep` that hold a committed generation
 // (and any empty chain older than those). A chain is first renamed away, so
 // a half-deleted one never looks like a chain.

@@ -46,6 +46,17 @@ int main(int argc, char** argv) {
       "write page content through the page cache (default: O_DIRECT, where the filesystem "
       "allows it, so that a scheduled checkpoint neither competes with the job for memory "
       "bandwidth nor fills the node's page cache)");
+  std::string local;
+  double flush_mib = 0;
+  auto* lo = app.add_option(
+      "--local", local,
+      "two levels: write each checkpoint to this node-local directory (the job is released once "
+      "it is committed there) and copy it to --dir in the background; a restart takes the "
+      "nearest level that holds the newest checkpoint");
+  auto* fr = app.add_option("--flush-rate", flush_mib,
+                            "with --local: MiB per second of the copy to --dir (default: "
+                            "unlimited)")
+                 ->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "log one JSON object per line");
   app.add_option("--log", log_path, "append the log to FILE instead of stderr");
   app.add_option("command", command, "the job's command and arguments (after --)");
@@ -73,9 +84,19 @@ int main(int argc, char** argv) {
                                     "--interval: not seconds in [0, 1e9] or auto: " + interval);
     if (!mtbf.empty()) return ckpt::cli::usage_error("cr_run", "--mtbf needs --interval auto");
   }
-  if (!resume.empty() && (iv->count() || mt->count() || buf->count()))
-    return ckpt::cli::usage_error(
-        "cr_run", "--resume keeps the recorded schedule: no --interval, --mtbf or --buffered");
+  if (!resume.empty() && (iv->count() || mt->count() || buf->count() || lo->count() || fr->count()))
+    return ckpt::cli::usage_error("cr_run",
+                                  "--resume keeps the recorded schedule: no --interval, --mtbf, "
+                                  "--buffered, --local or --flush-rate");
+  if (fr->count() && local.empty())
+    return ckpt::cli::usage_error("cr_run", "--flush-rate needs --local");
+  if (!local.empty()) {
+    if (local[0] != '/') return ckpt::cli::usage_error("cr_run", "--local: not absolute: " + local);
+    if (::mkdir(local.c_str(), 0700) != 0 && errno != EEXIST)
+      return ckpt::cli::fail("cr_run", ckpt::sys_error("creating " + local));
+    sched.local_dir = local;
+    sched.flush_rate = flush_mib * double(1 << 20);
+  }
   if (!resume.empty() && !command.empty())
     return ckpt::cli::usage_error("cr_run", "--resume takes no command: it runs the recorded one");
   if (!dir.empty() && command.empty())

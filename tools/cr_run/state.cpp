@@ -23,6 +23,8 @@ ckpt::Status save(const std::string& dir, const State& s) {
                       {"interval_auto", s.schedule.auto_interval},
                       {"mtbf_seconds", s.schedule.mtbf_s},
                       {"buffered", s.schedule.buffered},
+                      {"local_dir", s.schedule.local_dir},
+                      {"flush_rate", s.schedule.flush_rate},
                       {"restarts_used", s.restarts_used},
                       {"chain", s.chain},
                       {"root_pid", s.root},
@@ -56,7 +58,9 @@ ckpt::Result<State> load(const std::string& dir) {
     s.schedule.restarts = j.at("restarts").get<uint64_t>();
     s.schedule.auto_interval = j.value("interval_auto", false);  // absent before --interval auto
     s.schedule.mtbf_s = j.value("mtbf_seconds", 0.0);
-    s.schedule.buffered = j.value("buffered", false);  // absent before --buffered
+    s.schedule.buffered = j.value("buffered", false);            // absent before --buffered
+    s.schedule.local_dir = j.value("local_dir", std::string());  // absent before --local
+    s.schedule.flush_rate = j.value("flush_rate", 0.0);
     s.restarts_used = j.at("restarts_used").get<uint64_t>();
     s.chain = j.at("chain").get<uint64_t>();
     s.root = j.at("root_pid").get<pid_t>();

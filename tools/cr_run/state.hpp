@@ -20,6 +20,8 @@ struct Schedule {
   bool auto_interval = false;  // --interval auto: planned from measured costs (interval_s unused)
   double mtbf_s = 0;           // the MTBF that plan assumes
   bool buffered = false;       // --buffered: page content through the page cache, not O_DIRECT
+  std::string local_dir;       // --local: checkpoints written here first, then copied to DIR
+  double flush_rate = 0;       // --flush-rate: bytes per second of that copy (0: unlimited)
 };
 
 struct State {

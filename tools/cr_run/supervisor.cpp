@@ -117,6 +117,16 @@ void Supervisor::start_planning() {
     log_.event("warning", "--interval auto: " + err, {{"message", err}});
 }
 
+const std::string& Supervisor::write_dir() const {
+  return state_.schedule.local_dir.empty() ? dir_ : state_.schedule.local_dir;
+}
+
+void Supervisor::start_levels() {
+  if (state_.schedule.local_dir.empty() || flusher_) return;
+  flusher_.emplace(state_.schedule.local_dir, dir_, state_.schedule.flush_rate,
+                   state_.schedule.keep, log_);
+}
+
 double Supervisor::period() const {
   return auto_ ? auto_->interval_s() : state_.schedule.interval_s;
 }
@@ -170,14 +180,11 @@ bool Supervisor::checkpoint(const std::string& why) {
   // A full into a new chain when there is no current chain or it is long
   // enough; else an incremental on the current chain.
   std::vector<uint64_t> gens;
-  if (state_.chain) gens = generations(chain_dir(dir_, state_.chain));
+  if (state_.chain) gens = generations(chain_dir(write_dir(), state_.chain));
   const bool full = gens.empty() || gens.size() >= 1 + state_.schedule.incrementals;
   uint64_t chain = state_.chain;
-  if (full) {
-    auto chains = list_chains(dir_);
-    chain = chains.empty() ? 1 : chains.back() + 1;
-  }
-  ckpt::CheckpointOptions o = job_checkpoint(dir_, chain, state_);
+  if (full) chain = next_chain(dir_, write_dir());
+  ckpt::CheckpointOptions o = job_checkpoint(write_dir(), chain, state_);
   // An adopted job's root is let go of while the checkpoint traces the job.
   if (adopted_) (void)adopted_->let_go();
   auto r = checkpoint_isolated(o, full);
@@ -217,7 +224,8 @@ bool Supervisor::checkpoint(const std::string& why) {
                  mib(s.bytes_written) + ", frozen " + fixed(s.frozen_seconds, 3) + " s, " +
                  std::to_string(s.processes) + " process" + (s.processes == 1 ? "" : "es") + next,
              fields);
-  if (full) prune(dir_, state_.schedule.keep);
+  if (full) prune(write_dir(), state_.schedule.keep);
+  if (flusher_) flusher_->committed({chain, s.generation});
   return true;
 }
 
@@ -235,23 +243,48 @@ void Supervisor::kill_leftovers() {
 }
 
 bool Supervisor::restore_newest(const std::string& why) {
-  Point p = newest_committed(dir_);
-  if (!p.chain) {
-    log_.event("restart_failed", "no committed checkpoint to restart from", {{"reason", why}});
-    return false;
+  // The nearest level that holds the newest committed generation: the
+  // local one unless it is behind (or gone with the node); the other if
+  // that restore fails (a damaged or lost local copy).
+  std::vector<std::pair<std::string, std::string>> levels = {{dir_, "shared"}};
+  if (!state_.schedule.local_dir.empty()) {
+    Point local = newest_committed(state_.schedule.local_dir), shared = newest_committed(dir_);
+    const bool local_first =
+        std::tie(local.chain, local.generation) >= std::tie(shared.chain, shared.generation);
+    levels.insert(local_first ? levels.begin() : levels.end(),
+                  {state_.schedule.local_dir, "local"});
   }
+  bool tried = false;
+  for (const auto& [level_dir, level] : levels) {
+    if (!newest_committed(level_dir).chain) continue;
+    // What a failed attempt made (our children: killed, not yet reaped)
+    // holds the job's PIDs.
+    if (tried) kill_leftovers();
+    tried = true;
+    if (restore_from(level_dir, state_.schedule.local_dir.empty() ? "" : level, why)) return true;
+  }
+  if (!tried)
+    log_.event("restart_failed", "no committed checkpoint to restart from", {{"reason", why}});
+  return false;
+}
+
+bool Supervisor::restore_from(const std::string& level_dir, const std::string& level,
+                              const std::string& why) {
+  Point p = newest_committed(level_dir);
+  const std::string from = level.empty() ? "" : " from the " + level + " level";
   ckpt::RestoreOptions o;
-  o.dir = chain_dir(dir_, p.chain);
+  o.dir = chain_dir(level_dir, p.chain);
   o.generation = p.generation;
   o.log = ckpt::cli::stderr_log("cr_run", false);
   auto r = ckpt::restore_process(o);
   if (!r.ok()) {
     log_.event("restart_failed",
                "restoring chain " + std::to_string(p.chain) + " generation " +
-                   std::to_string(p.generation) + " failed: " + r.error().message,
+                   std::to_string(p.generation) + from + " failed: " + r.error().message,
                {{"reason", why},
                 {"chain", p.chain},
                 {"generation", p.generation},
+                {"level", level},
                 {"message", r.error().message}});
     return false;
   }
@@ -264,6 +297,7 @@ bool Supervisor::restore_newest(const std::string& why) {
   nlohmann::json fields = {{"reason", why},
                            {"chain", p.chain},
                            {"generation", p.generation},
+                           {"level", level},
                            {"pid", r->pid},
                            {"processes", r->processes},
                            {"restore_seconds", r->seconds},
@@ -275,8 +309,8 @@ bool Supervisor::restore_newest(const std::string& why) {
   }
   log_.event("restart",
              "restored chain " + std::to_string(p.chain) + " generation " +
-                 std::to_string(p.generation) + " (" + why + ") as PID " + std::to_string(r->pid) +
-                 ", " + std::to_string(r->processes) + " process" +
+                 std::to_string(p.generation) + from + " (" + why + ") as PID " +
+                 std::to_string(r->pid) + ", " + std::to_string(r->processes) + " process" +
                  (r->processes == 1 ? "" : "es") + ", restore " + fixed(r->seconds, 3) + " s",
              fields);
   return true;
@@ -308,6 +342,9 @@ bool Supervisor::stop(const std::string& why) {
   kill_tree(state_.root);
   kill_leftovers();
   adopted_.reset();
+  // The job may run again on another node: its checkpoint must be on the
+  // shared level first.
+  if (flusher_) flusher_->drain();
   state_.stopped = true;
   state_.root = 0;
   state_.root_start = 0;
@@ -324,6 +361,7 @@ bool Supervisor::stop(const std::string& why) {
 // committed checkpoint (or starts it again if there is none).
 int Supervisor::interrupted(int st) {
   kill_leftovers();
+  if (flusher_) flusher_->drain();
   state_.stopped = true;
   state_.root = 0;
   state_.root_start = 0;
@@ -345,6 +383,8 @@ double Supervisor::wait_seconds(double next) const {
     const double to_stop = std::max(0.0, triggers_.stop_at - clock_seconds(CLOCK_REALTIME));
     left = left < 0 ? to_stop : std::min(left, to_stop);
   }
+  if (const double retry = flusher_ ? flusher_->retry_in() : -1; retry >= 0)
+    left = left < 0 ? retry : std::min(left, retry);
   return left;
 }
 
@@ -354,6 +394,7 @@ int Supervisor::loop() {
     int st = 0;
     pid_t w;
     while ((w = ::waitpid(-1, &st, WNOHANG | __WALL)) > 0) {
+      if (flusher_ && flusher_->reaped(w, st)) continue;
       if (w == state_.root && adopted_ && adopted_->resume_from(st)) continue;
       if (w != state_.root) continue;  // an orphaned member, reaped
       log_.event("died", "job " + std::to_string(w) + " " + describe_status(st),
@@ -387,6 +428,7 @@ int Supervisor::loop() {
       adopted_.reset();
       return finish(1 << 8);
     }
+    if (flusher_) flusher_->pump();
     if (triggers_.stop_at > 0 && clock_seconds(CLOCK_REALTIME) >= triggers_.stop_at) {
       triggers_.stop_at = 0;  // one attempt: a failed stop leaves the job running
       if (stop("the stop time came")) return kStoppedExit;
@@ -423,6 +465,7 @@ int Supervisor::loop() {
 int Supervisor::run() {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   start_planning();
+  start_levels();
   if (!start_command()) return 1;
   return loop();
 }
@@ -432,9 +475,8 @@ bool Supervisor::adopt() {
   // full checkpoint of it (a new chain the schedule goes on with), then it
   // runs on, watched (cr_run/adopted.hpp). It is not killed to be restored
   // as our child: a job that could not be restored would be lost.
-  auto chains = list_chains(dir_);
-  const uint64_t chain = chains.empty() ? 1 : chains.back() + 1;
-  ckpt::CheckpointOptions o = job_checkpoint(dir_, chain, state_);
+  const uint64_t chain = next_chain(dir_, write_dir());
+  ckpt::CheckpointOptions o = job_checkpoint(write_dir(), chain, state_);
   // The dead launcher's checkpointing child may still be letting go of the
   // job (it dies with its parent): EPERM while it is the tracer.
   auto r = checkpoint_isolated(o, true);
@@ -464,7 +506,8 @@ bool Supervisor::adopt() {
               {"processes", r->processes}});
   state_.chain = chain;
   save();
-  prune(dir_, state_.schedule.keep);
+  prune(write_dir(), state_.schedule.keep);
+  if (flusher_) flusher_->committed({chain, r->generation});
   adopted_.emplace(state_.root);
   if (auto s = adopted_->watch(); !s.ok()) {
     adopted_.reset();
@@ -493,6 +536,7 @@ bool Supervisor::adopted_root_gone() const {
 int Supervisor::resume() {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   start_planning();
+  start_levels();
   if (state_.finished) {
     log_.event("exit",
                "the job already finished (exit code " + std::to_string(state_.exit_code) + ")",
@@ -505,7 +549,8 @@ int Supervisor::resume() {
   if (alive) {
     ok = adopt();
     if (!ok) return 1;  // the job keeps running as it was
-  } else if (newest_committed(dir_).chain) {
+  } else if (newest_committed(dir_).chain || (!state_.schedule.local_dir.empty() &&
+                                              newest_committed(state_.schedule.local_dir).chain)) {
     ok = restore_newest(state_.stopped ? "resume after a stop" : "resume: the job is gone");
     if (!ok) return 1;
   } else {

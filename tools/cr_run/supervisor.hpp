@@ -13,6 +13,7 @@
 
 #include "cr_run/adopted.hpp"
 #include "cr_run/auto_interval.hpp"
+#include "cr_run/flusher.hpp"
 #include "cr_run/log.hpp"
 #include "cr_run/state.hpp"
 
@@ -62,6 +63,10 @@ class Supervisor {
   void start_planning();
   void replan(nlohmann::json& fields);
   double period() const;
+  // Where checkpoints are written: the local level with --local, else DIR.
+  const std::string& write_dir() const;
+  void start_levels();
+  bool restore_from(const std::string& level_dir, const std::string& level, const std::string& why);
 
   std::string dir_;
   State state_;
@@ -70,6 +75,7 @@ class Supervisor {
   bool terminating_ = false;          // a termination signal was forwarded: no restart
   std::optional<AutoInterval> auto_;  // --interval auto
   std::optional<Adopted> adopted_;    // --resume found the job running: watched, not our child
+  std::optional<Flusher> flusher_;    // --local: copies to DIR, the shared level
 };
 
 // Blocks the signals the loop takes synchronously (call before any fork).

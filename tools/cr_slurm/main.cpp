@@ -95,6 +95,10 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(t.dir, ec);
   if (ec) run_unprotected(t, "cannot create " + t.dir + ": " + ec.message());
   if (::access(t.dir.c_str(), W_OK) != 0) run_unprotected(t, t.dir + ": " + std::strerror(errno));
+  if (!t.schedule.local_dir.empty()) {
+    std::filesystem::create_directories(t.schedule.local_dir, ec);
+    if (ec) run_unprotected(t, "cannot create " + t.schedule.local_dir + ": " + ec.message());
+  }
   // Steps the task starts (srun inside a checkpointed batch script) are not
   // checkpointed a second time.
   ::setenv("CR_SLURM_INSIDE", (t.job + "." + t.step + "." + t.task).c_str(), 1);
@@ -110,11 +114,11 @@ int main(int argc, char** argv) {
   cr_run::block_signals(triggers);
 
   int rc;
-  if (auto old = cr_run::load(t.dir); old.ok() && (!old->finished || old->stopped)) {
-    cr_run::Supervisor sup(t.dir, std::move(*old), log, triggers);
-    rc = sup.resume();
-  } else if (old.ok()) {
-    // The step finished before the job was requeued: it is not run again.
+  if (auto old = cr_run::load(t.dir); old.ok()) {
+    // The job runs again: the task is restored (or, if its step had
+    // finished, not run again). Its local level is this node's now: the
+    // one recorded was on the node it ran on before.
+    old->schedule.local_dir = t.schedule.local_dir;
     cr_run::Supervisor sup(t.dir, std::move(*old), log, triggers);
     rc = sup.resume();
   } else {

@@ -22,7 +22,7 @@ SPANK_PLUGIN(libckpt, 1)
 #define CR_SLURM_DEFAULT_PATH "/usr/local/bin/cr_slurm"
 #endif
 
-enum opt { kDir, kInterval, kIncrementals, kKeep, kBeforeEnd, kSignal, kBatch, kCount };
+enum opt { kDir, kInterval, kIncrementals, kKeep, kBeforeEnd, kSignal, kBatch, kLocal, kCount };
 
 // Values as given (validated by the callbacks), in every context.
 static const char* g_value[kCount];
@@ -73,6 +73,8 @@ static bool valid(int opt, const char* v) {
       return signal_number(v) > 0;
     case kBatch:
       return true;
+    case kLocal:
+      return v && v[0] == '/';
   }
   return false;
 }
@@ -84,11 +86,12 @@ static const char* const kExpect[kCount] = {
     "a whole number of at least 1",
     "seconds",
     "a signal name or number other than TERM, INT, HUP, CHLD, CONT, KILL, STOP",
-    ""};
+    "",
+    "an absolute directory"};
 
-static const char* const kName[kCount] = {"ckpt-dir",  "ckpt-interval",   "ckpt-incrementals",
-                                          "ckpt-keep", "ckpt-before-end", "ckpt-signal",
-                                          "ckpt-batch"};
+static const char* const kName[kCount] = {"ckpt-dir",   "ckpt-interval",   "ckpt-incrementals",
+                                          "ckpt-keep",  "ckpt-before-end", "ckpt-signal",
+                                          "ckpt-batch", "ckpt-local"};
 
 static int take(int opt, const char* optarg, int remote) {
   (void)remote;
@@ -122,11 +125,15 @@ static struct spank_option g_options[] = {
      (char*)"checkpoint the batch script and all it starts on its node (e.g. mpirun on one node) "
             "instead of the steps srun starts",
      0, kBatch, take},
+    {(char*)"ckpt-local", (char*)"DIR",
+     (char*)"write each checkpoint to DIR on the node first (%n: the node's name) and copy it to "
+            "--ckpt-dir in the background",
+     1, kLocal, take},
     SPANK_OPTIONS_TABLE_END};
 
 static const char* const kEnv[kCount] = {
     "CR_SLURM_DIR",        "CR_SLURM_INTERVAL", "CR_SLURM_INCREMENTALS", "CR_SLURM_KEEP",
-    "CR_SLURM_BEFORE_END", "CR_SLURM_SIGNAL",   "CR_SLURM_BATCH"};
+    "CR_SLURM_BEFORE_END", "CR_SLURM_SIGNAL",   "CR_SLURM_BATCH",        "CR_SLURM_LOCAL"};
 
 static bool setenv_or_log(spank_t sp, const char* name, const char* value) {
   if (spank_setenv(sp, name, value, 1) == ESPANK_SUCCESS) return true;

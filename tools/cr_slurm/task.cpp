@@ -74,6 +74,7 @@ ckpt::Result<Task> take_task(int argc, char** argv) {
   const std::string before_end = take_env("CR_SLURM_BEFORE_END");
   const std::string sig = take_env("CR_SLURM_SIGNAL");
   (void)take_env("CR_SLURM_BATCH");
+  std::string local = take_env("CR_SLURM_LOCAL");
   if (command0.empty() || base.empty() || t.job.empty() || t.step.empty() || t.task.empty())
     return ckpt::make_error(EINVAL,
                             "not started by the libckpt SPANK plugin (no CR_SLURM_COMMAND0, "
@@ -105,6 +106,13 @@ ckpt::Result<Task> take_task(int argc, char** argv) {
   if (!before_end.empty()) {
     if (!whole(before_end, v)) return ckpt::make_error(EINVAL, "--ckpt-before-end");
     t.before_end_s = long(v);
+  }
+  if (!local.empty()) {
+    // %n: the node's name, for a local directory on storage the nodes share.
+    const char* node = std::getenv("SLURMD_NODENAME");
+    for (size_t at; (at = local.find("%n")) != std::string::npos;)
+      local.replace(at, 2, node ? node : "node");
+    t.schedule.local_dir = local + "/job-" + t.job + "/step-" + t.step + "/task-" + t.task;
   }
   t.stop_signal = sig.empty() ? SIGUSR1 : signal_named(sig);
   if (t.stop_signal <= 0 || t.stop_signal >= NSIG)
