@@ -11,6 +11,7 @@
 #include "ckpt/plan.hpp"
 #include "common/cli.hpp"
 #include "common/units.hpp"
+#include "cr_plan_levels.hpp"
 
 namespace {
 
@@ -544,7 +545,8 @@ int run_spares(const Common& c, const SpareArgs& a) {
 int main(int argc, char** argv) {
   CLI::App app{
       "Checkpoint policy: how often to checkpoint, how many incrementals per full, live or\n"
-      "frozen migration or pause, spare nodes. Times in seconds or with a unit (90s, 2min,\n"
+      "frozen migration or pause, spare nodes, multi-level checkpoints. Times in seconds or with a "
+      "unit (90s, 2min,\n"
       "1.25h, 1d, 100y); sizes in bytes or with a unit (125M, 4Gi). Formulas: docs/policy.md."};
   app.require_subcommand(1);
   Common c;
@@ -620,7 +622,13 @@ int main(int argc, char** argv) {
   sp->add_flag("--torus", sa.torus, "the network is a torus (collision bound)");
   common(sp);
 
+  cr_plan::LevelsArgs la;
+  auto* lv = app.add_subcommand("levels",
+                                "multi-level checkpoints: period and local/partner/shared ratios");
+  cr_plan::add_levels_options(lv, la);
+
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (*lv) return cr_plan::run_levels(la);
   if (*interval) return run_interval(c, in);
   if (*incr) return run_incrementals(c, in, n);
   if (*mig) return run_migrate(c, in);

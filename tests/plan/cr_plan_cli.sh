@@ -204,6 +204,26 @@ jq_ok stats.job-Rfi '.inputs.Rf.value == 3 and .inputs.Rfi.value == 4' \
   incrementals --stats "$JOBSTATS" --Oi 1 --mtbf 1d
 rm -f "$JOBSTATS"
 
+# levels: policy.md's worked example (C = R = 2, 8, 60 s, MTBF 6 h, the
+# production mix), the waste recomputed here from the plan's own schedule
+# with the formula written out by hand.
+jq_ok levels.example '.levels.local_per_partner == 1 and .levels.partner_per_shared == 9 and
+  (.levels.period_s[0] | . > 605.3 and . < 605.5) and (.levels.waste | . > 0.04603 and . < 0.04604) and
+  (.single.waste | . > 0.07731 and . < 0.07732) and
+  ([.levels.period_s[0], .levels.local_per_partner, .levels.partner_per_shared] as [$t, $a, $b] |
+    (((($a * $b - $b) * 2 + ($b - 1) * 8 + 60) / ($a * $b)) / $t +
+     (0.138 + 0.784 * $a + 0.078 * $a * $b) / 43200 * $t +
+     (0.138 * 2 + 0.784 * 8 + 0.078 * 60) / 21600) - .levels.waste | fabs < 1e-9)' \
+  levels --C 2,8,1min --mtbf 6h
+ok levels.text '^three levels: a checkpoint every 605.4 s' levels --C 2,8,60 --mtbf 6h
+# Only process crashes: the local level alone, never the shared one (the
+# largest ratio searched).
+jq_ok levels.local-only '.levels.local_per_partner == 1000' \
+  levels --C 1,10,100 --mtbf 1d --mix 1,0,0
+bad levels.two-C 'C0,C1,C2' levels --C 2,8 --mtbf 6h
+bad levels.mix 'add up to 1' levels --C 2,8,60 --mtbf 6h --mix 0.5,0.5,0.5
+bad levels.zero-C 'must be a positive number' levels --C 0,8,60 --mtbf 6h
+
 if ((failures)); then
   echo "$failures check(s) failed"
   exit 1

@@ -187,6 +187,42 @@ struct StorageCosts {
 // Checkpoint cost C per storage level (policy.md, "Storage levels").
 Result<StorageCosts> storage_costs(const StorageInput& in);
 
+// ---- Multi-level checkpoints ----------------------------------------------
+
+// Levels: 0 node-local, 1 a partner node's copy, 2 shared storage. A
+// failure of class i (share[i] of all failures) is recovered from the
+// newest checkpoint of level i or above: a node's own memory survives a
+// process crash (class 0), a partner's copy a node loss (class 1), only
+// the shared storage the loss of a node and its partner (class 2).
+struct LevelsInput {
+  double checkpoint_s[3] = {0, 0,
+                            0};     // a checkpoint that reaches level i (the lower ones included)
+  double restart_s[3] = {0, 0, 0};  // a restart from level i
+  double mtbf_s = 0;                // of the whole job, all classes
+  // Default: the production severity mix of policy.md ("Storage levels").
+  double share[3] = {0.138, 0.784, 0.078};
+  uint64_t max_ratio = 1000;  // the largest n1, n2 searched
+};
+
+struct LevelsPlan {
+  double period_s[3] = {0, 0, 0};  // between checkpoints that reach level i: T, n1 T, n1 n2 T
+  uint64_t per_next[2] = {0,
+                          0};  // level-0 checkpoints per level-1 one (n1), level-1 per level-2 (n2)
+  double waste = 0;            // expected fraction of time lost: checkpoints, rework, restarts
+  double single_period_s = 0;  // Young's period with every checkpoint on level 2
+  double single_waste = 0;     // its waste
+};
+
+// The first-order optimum of the three-level schedule (docs/policy.md,
+// "Levels"): waste(T, n1, n2) = A/T + B*T + sum(lambda_i R_i) with
+// A = ((n1 n2 - n2) C0 + (n2 - 1) C1 + C2) / (n1 n2),
+// B = lambda/2 (p0 + p1 n1 + p2 n1 n2), minimised at T = sqrt(A/B) for
+// each n1, n2 in [1, max_ratio]. A level no failure needs and that costs no
+// less than the next one is never worth it: the search finds n = 1 there.
+Result<LevelsPlan> plan_levels(const LevelsInput& in);
+// The model's waste of a given schedule.
+double levels_waste(const LevelsInput& in, double period_s, uint64_t n1, uint64_t n2);
+
 // ---- Spare nodes on a Cartesian mesh -------------------------------------------
 
 // policy.md's fraction for N = n^q nodes, r dimensions keeping a slab of
