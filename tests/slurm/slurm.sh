@@ -203,6 +203,16 @@ JOB
     die "job $job ran again on $(job_field "$job" NodeList)"
   [[ $CASE == node-failure ]] || [[ $(job_field "$job" NodeList) == "node[2-3]" ]] ||
     die "job $job ran on the drained node"
+  # The manifest says where each task ran, run by run: first on node1 and
+  # node2; last, after the drain, on node2 and node3, or after node2's
+  # death on node1 (the survivor) and node3.
+  want0="node1 node2" want1="node2 node3"
+  [[ $CASE == node-failure ]] && want0="node1 node1"
+  for t in 0 1; do
+    want=want$t
+    runs=$(jq -r '[.runs[0].node, .runs[-1].node] | join(" ")' "$CK/job-$job/step-0/task-$t/slurm.json")
+    [[ $runs == "${!want}" ]] || die "task $t's manifest says it ran on '$runs', not '${!want}'"
+  done
   [[ $(grep -c "restored chain" "$WORK/out.$job") -ge 2 ]] || die "not both tasks restored"
   for t in 0 1; do
     grep -qx "$(expected "$STEPS" "$t")" "$WORK/out.$job" ||

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cr_run/supervisor.hpp"
+#include "cr_slurm/manifest.hpp"
 #include "cr_slurm/slurm_commands.hpp"
 #include "cr_slurm/task.hpp"
 
@@ -99,6 +100,8 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(t.schedule.local_dir, ec);
     if (ec) run_unprotected(t, "cannot create " + t.schedule.local_dir + ": " + ec.message());
   }
+  if (auto s = cr_slurm::record_run(t); !s.ok())
+    std::fprintf(stderr, "cr_slurm: warning: %s\n", s.error().message.c_str());
   // Steps the task starts (srun inside a checkpointed batch script) are not
   // checkpointed a second time.
   ::setenv("CR_SLURM_INSIDE", (t.job + "." + t.step + "." + t.task).c_str(), 1);
