@@ -2,7 +2,9 @@
 # slurmctld and one slurmd, all in a temporary directory with their own
 # socket, ports and state, so that several test cases can run at once.
 # Sourced by the Slurm test cases:
-#   slurm_cluster_start DIR PLUGIN_SO   one node (this host); exports SLURM_CONF
+#   slurm_cluster_start DIR PLUGIN_SO   one node (this host); exports SLURM_CONF;
+#                                       SLURM_PARTITIONS, SLURM_EXTRA_CONF: the
+#                                       caller's partitions and settings
 #   slurm_cluster_start_nodes DIR PLUGIN_SO N
 #                                       N nodes node1..nodeN, each a network
 #                                       namespace of its own (address NET.i) on
@@ -73,6 +75,7 @@ KillWait=5
 SlurmdTimeout=6
 InactiveLimit=0
 PlugStackConfig=$dir/plugstack.conf
+${SLURM_EXTRA_CONF:-}
 CONF
   export SLURM_CONF=$dir/slurm.conf
 }
@@ -106,10 +109,13 @@ slurm_cluster_start() {
   SLURM_DIR=$dir
   slurm_conf "$dir" "$plugin" "$node" 127.0.0.1 || return 1
   mkdir -p "$dir/spool/$node"
-  cat >>"$dir/slurm.conf" <<CONF
-NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
-PartitionName=test Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
-CONF
+  echo "NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN" >>"$dir/slurm.conf"
+  if [[ -n ${SLURM_PARTITIONS:-} ]]; then  # the caller's, @NODE@ for the node
+    echo "${SLURM_PARTITIONS//@NODE@/$node}" >>"$dir/slurm.conf"
+  else
+    echo "PartitionName=test Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4" \
+      >>"$dir/slurm.conf"
+  fi
   slurmctld -f "$SLURM_CONF" -i || return 1
   slurmd -f "$SLURM_CONF" || return 1
   slurm_wait_idle 1

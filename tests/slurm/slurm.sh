@@ -32,6 +32,11 @@
 #                node and the spare, the survivor's task restored from its
 #                node's copy, the dead node's from the shared one; prints
 #                the time from the failure to both running again
+#   preempt      a job in a low-priority partition preempted by one in a
+#                high-priority partition (PreemptMode=REQUEUE, GraceTime 20 s,
+#                preempt_send_user_signal): its --signal=B:USR1 reaches the
+#                checkpointed batch script, which checkpoints, stops and
+#                requeues; the other job runs, then this one is restored
 #   bad-options  a malformed or incomplete --ckpt-* option: srun fails at once,
 #                naming it; nothing runs
 #   unwritable   --ckpt-dir that cannot be created: the task runs to its exact
@@ -61,6 +66,11 @@ die() {
   exit 1
 }
 case $CASE in
+preempt)
+  export SLURM_EXTRA_CONF=$'PreemptType=preempt/partition_prio\nPreemptMode=REQUEUE\nSlurmctldParameters=preempt_send_user_signal'
+  export SLURM_PARTITIONS=$'PartitionName=low Nodes=@NODE@ Default=YES PriorityTier=1 GraceTime=20 State=UP\nPartitionName=high Nodes=@NODE@ PriorityTier=10 State=UP'
+  slurm_cluster_start "$WORK/cluster" "$BUILD/lib/spank_libckpt.so" || die "no Slurm cluster"
+  ;;
 nodes | node-failure)
   # After a node failure the old batch script's srun waits KillWait + 2 s
   # for its step, then cancels it by ID: the same ID as the requeued job's
@@ -227,6 +237,25 @@ JOB
     echo "slurm.$CASE: job $job ran again on $(job_field "$job" NodeList), both tasks restored" \
       "$RESTORED_AFTER s after node2 died"
   fi
+  ;;
+preempt)
+  cat >"$WORK/job.sh" <<JOB
+#!/bin/bash
+WORK_STEP=0.1 bash $WORK/work.sh 150
+JOB
+  job=$(submit -p low -n "$(nproc)" --signal=B:USR1@5 --ckpt-dir="$CK" --ckpt-batch \
+    --ckpt-interval=0 "$WORK/job.sh")
+  wait_line "$WORK/out.$job" "started job" 30
+  sleep 2
+  high=$(slurm_client sbatch --parsable -p high -n "$(nproc)" -o "$WORK/high.out" \
+    --wrap "echo high ran")
+  wait_done "$high" 60
+  wait_done "$job" 90
+  [[ $(job_field "$job" JobState) == COMPLETED ]] || die "job $job ended $(job_field "$job" JobState)"
+  grep -q "high ran" "$WORK/high.out" || die "the preempting job did not run"
+  grep -q "checkpoint (SIGUSR1)" "$WORK/out.$job" || die "no checkpoint at the preemption"
+  grep -q "restored chain .* (resume after a stop)" "$WORK/out.$job" || die "not restored"
+  grep -qx "$(expected 150 0)" "$WORK/out.$job" || die "result differs from $(expected 150 0)"
   ;;
 bad-options)
   for bad in --ckpt-interval=soon --ckpt-keep=0 --ckpt-signal=KILL --ckpt-incrementals=-1 \
