@@ -10,6 +10,9 @@
 #                step: 8 s after each start the step is checkpointed, stopped,
 #                the job requeued, and restored from its checkpoint when it runs
 #                again, until it finishes (Restarts >= 1)
+#   extended     the same, but the job's time limit is extended while it
+#                runs (scontrol update TimeLimit): no stop when the old limit
+#                comes near, the job finishes in one run
 #   signal       sbatch --ckpt-batch (the batch script is the checkpointed job)
 #                and scancel --batch --signal=USR1: checkpoint, stop, requeue,
 #                restore
@@ -145,6 +148,21 @@ JOB
     grep -q "restored chain .* (resume after a stop)" "$WORK/out.$job" || die "no restore after a stop"
   done
   echo "slurm.$CASE: job $job finished after $restarts requeues"
+  ;;
+extended)
+  cat >"$WORK/job.sh" <<JOB
+#!/bin/bash
+srun bash $WORK/work.sh 200
+JOB
+  job=$(submit -t 1 --ckpt-dir="$CK" --ckpt-interval=0 --ckpt-before-end=50 "$WORK/job.sh")
+  wait_line "$WORK/out.$job" "started job" 30
+  slurm_client scontrol update jobid="$job" TimeLimit=3
+  wait_done "$job" 90
+  [[ $(job_field "$job" JobState) == COMPLETED ]] || die "job $job ended $(job_field "$job" JobState)"
+  [[ $(job_field "$job" Restarts) == 0 ]] || die "job $job was requeued"
+  grep -q "the stop time moved" "$WORK/out.$job" || die "no line about the moved stop"
+  ! grep -q "stopped the job" "$WORK/out.$job" || die "stopped at the old time limit"
+  grep -qx "$(expected 200 0)" "$WORK/out.$job" || die "result differs from $(expected 200 0)"
   ;;
 signal)
   cat >"$WORK/job.sh" <<JOB

@@ -430,6 +430,12 @@ int Supervisor::loop() {
     }
     if (flusher_) flusher_->pump();
     if (triggers_.stop_at > 0 && clock_seconds(CLOCK_REALTIME) >= triggers_.stop_at) {
+      if (const double later = triggers_.stop_moved ? triggers_.stop_moved() : 0; later > 0) {
+        log_.event("stop_moved", "the stop time moved: in " +
+                                     fixed(later - clock_seconds(CLOCK_REALTIME), 0) + " s");
+        triggers_.stop_at = later;
+        continue;
+      }
       triggers_.stop_at = 0;  // one attempt: a failed stop leaves the job running
       if (stop("the stop time came")) return kStoppedExit;
       continue;

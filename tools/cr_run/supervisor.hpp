@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <ckpt/result.hpp>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -28,6 +29,9 @@ struct Triggers {
   int checkpoint_signal = SIGUSR1;  // a checkpoint, and the job runs on
   int stop_signal = SIGUSR2;        // a checkpoint, then the job is ended (a stop)
   double stop_at = 0;               // CLOCK_REALTIME seconds of a stop (0: none)
+  // Asked when the stop time comes: a later stop time if it moved (a batch
+  // system's time limit was extended), else 0 to stop now.
+  std::function<double()> stop_moved;
   // A job that ends after a forwarded SIGTERM/SIGINT/SIGHUP has finished
   // (cr_run). Under a batch system that signal means the job is being
   // taken off the node (a cancel, a requeue, a preemption): false records

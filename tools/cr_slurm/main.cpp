@@ -42,8 +42,8 @@ double realtime() {
 }
 
 // The stop time before the time limit, or 0 (none asked, no limit, or too
-// late already: said once).
-double stop_time(const cr_slurm::Task& t, cr_run::Log& log) {
+// late already: said once, unless `quiet`).
+double stop_time(const cr_slurm::Task& t, cr_run::Log& log, bool quiet = false) {
   if (t.before_end_s < 0) return 0;
   auto left = cr_slurm::time_left(t.job);
   if (!left.ok()) {
@@ -54,6 +54,7 @@ double stop_time(const cr_slurm::Task& t, cr_run::Log& log) {
   }
   if (*left < 0) return 0;  // no time limit
   if (*left <= t.before_end_s) {
+    if (quiet) return 0;
     log.event("warning", "--ckpt-before-end=" + std::to_string(t.before_end_s) + ": only " +
                              std::to_string(*left) + " s are left: no stop before the time limit");
     return 0;
@@ -111,6 +112,11 @@ int main(int argc, char** argv) {
   triggers.stop_signal = t.stop_signal;
   triggers.checkpoint_signal = t.stop_signal == SIGUSR2 ? SIGUSR1 : SIGUSR2;
   triggers.stop_at = stop_time(t, log);
+  // The time limit may have been extended meanwhile (scontrol update).
+  triggers.stop_moved = [&t, &log]() {
+    const double later = stop_time(t, log, true);
+    return later > realtime() + 1 ? later : 0.0;
+  };
   // Slurm's SIGTERM takes the task off the node (scancel, requeue,
   // preemption, the time limit): if the job runs again, it is restored.
   triggers.termination_ends_job = false;
