@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/cli.hpp"
+#include "cr_run/state.hpp"
 #include "image/chain_link.hpp"
 #include "image/chain_verify.hpp"
 #include "image/generation_dir.hpp"
@@ -115,6 +116,15 @@ int main(int argc, char** argv) {
       return ckpt::cli::fail("cr_info", v.error());
   // A directory of chains (cr_run): its chains, then the one described.
   nlohmann::json chains = list_chains(given, dir, json);
+  // With cr_run --local, those are the shared level; the local one too.
+  nlohmann::json local_level;
+  if (auto st = cr_run::load(given); st.ok() && !st->schedule.local_dir.empty()) {
+    const std::string& local = st->schedule.local_dir;
+    if (!json)
+      std::printf("the chains above are the shared level; the local level, %s:\n", local.c_str());
+    local_level = {{"dir", local}, {"chains", list_chains(local, "", json)}};
+    if (!json && local_level["chains"].empty()) std::printf("no chain\n");
+  }
   nlohmann::json out = nlohmann::json::array();
   for (uint64_t g : *gens) {
     if (generation && g != generation) continue;
@@ -206,6 +216,7 @@ int main(int argc, char** argv) {
       j["run_dir"] = given;
       j["chains"] = chains;
     }
+    if (!local_level.is_null()) j["local_level"] = local_level;
     ckpt::cli::print_json(j);
   }
   return 0;

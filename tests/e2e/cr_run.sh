@@ -28,7 +28,8 @@
 #                the local level; the newest local generation damaged:
 #                restored from the shared level's copy of it; the local
 #                level gone (a node that lost its disk): restored from the
-#                shared level; bad --local/--flush-rate refused
+#                shared level; cr_info shows both levels; bad
+#                --local/--flush-rate refused
 #   levels-full  --local with a shared level that is full (a 2 MiB tmpfs):
 #                every flush fails in one line and is tried again, the job
 #                runs on, the local copies stay, nothing half-copied is
@@ -269,6 +270,10 @@ levels)
   wait_lines "flushed chain 1 generation 2 to the shared level" 1 "$CR" 30
   kill -9 "$ROOT"
   wait_lines "from the local level (restart 1 of 3)" 1 "$CR" 30
+  # cr_info shows both levels: the shared chains, and the local ones.
+  "$BIN/cr_info" --dir "$WORK/ck" --json >"$WORK/info.json" || die "cr_info --dir $WORK/ck failed"
+  jq -e --arg l "$L1" '.local_level.dir == $l and (.local_level.chains | length) >= 1 and
+    (.chains | length) >= 1' "$WORK/info.json" >/dev/null || die "cr_info shows no local level"
   # Damage the newest local generation once the shared level has it too.
   n=$(grep -c "flushed chain" "$LOG")
   wait_lines "flushed chain" $((n + 1)) "$CR" 30
