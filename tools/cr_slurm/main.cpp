@@ -47,9 +47,8 @@ double stop_time(const cr_slurm::Task& t, cr_run::Log& log, bool quiet = false) 
   if (t.before_end_s < 0) return 0;
   auto left = cr_slurm::time_left(t.job);
   if (!left.ok()) {
-    log.event("warning", "--ckpt-before-end: " + left.error().message +
-                             ": no stop before the "
-                             "time limit");
+    log.event("warning",
+              "--ckpt-before-end: " + left.error().message + ": no stop before the time limit");
     return 0;
   }
   if (*left < 0) return 0;  // no time limit
