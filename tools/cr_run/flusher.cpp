@@ -203,6 +203,12 @@ bool Flusher::reaped(pid_t pid, int status) {
   const std::string what = "chain " + std::to_string(copying_.chain) + " generation " +
                            std::to_string(copying_.generation);
   const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && text.rfind("ok ", 0) == 0;
+  const bool superseded = pending_.empty() || pending_.front().chain != copying_.chain ||
+                          pending_.front().generation != copying_.generation;
+  if (!ok && superseded) {  // a newer chain came meanwhile (and may have pruned this one)
+    pump();
+    return true;
+  }
   if (!ok) {
     // Tried again in 5 s (a later generation of the same chain cannot go
     // before it); a newer chain supersedes it.
@@ -213,9 +219,7 @@ bool Flusher::reaped(pid_t pid, int status) {
     pump();
     return true;
   }
-  if (!pending_.empty() && pending_.front().chain == copying_.chain &&
-      pending_.front().generation == copying_.generation)
-    pending_.pop_front();
+  if (!superseded) pending_.pop_front();
   const uint64_t bytes = std::strtoull(text.c_str() + 3, nullptr, 10);
   const double seconds = monotonic() - started_;
   char line[160];
