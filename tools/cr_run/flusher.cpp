@@ -13,28 +13,20 @@
 #include <filesystem>
 #include <vector>
 
+#include "image/store.hpp"
+#include "util/clock.hpp"
+#include "util/fd.hpp"
+
 namespace cr_run {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-double monotonic() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
-}
+using ckpt::now_seconds;
 
 std::string errno_text(const std::string& what) {
   return what + ": " + std::strerror(errno);
-}
-
-bool sync_path(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool ok = ::fsync(fd) == 0;
-  ::close(fd);
-  return ok;
 }
 
 // One file, at most `rate` bytes per second over the whole generation
@@ -63,19 +55,13 @@ std::string copy_file(const std::string& from, const std::string& to, double rat
       break;
     }
     if (n == 0) break;
-    for (ssize_t off = 0; off < n;) {
-      ssize_t w = ::write(out, buf.data() + off, size_t(n - off));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        err = errno_text("writing " + to);
-        break;
-      }
-      off += w;
+    if (auto w = ckpt::write_all(out, buf.data(), size_t(n), to); !w.ok()) {
+      err = w.error().message;
+      break;
     }
-    if (!err.empty()) break;
     *done += uint64_t(n);
     if (rate > 0) {  // ahead of the rate: wait until it catches up
-      const double due = t0 + double(*done) / rate - monotonic();
+      const double due = t0 + double(*done) / rate - now_seconds();
       if (due > 0) ::usleep(useconds_t(due * 1e6));
     }
   }
@@ -96,7 +82,7 @@ std::string copy_tree(const fs::path& from, const fs::path& to, double rate, dou
     if (!err.empty()) return err;
   }
   if (ec) return "listing " + from.string() + ": " + ec.message();
-  if (!sync_path(to)) return errno_text("syncing " + to.string());
+  if (auto st = ckpt::image::fsync_dir(to); !st.ok()) return st.error().message;
   return "";
 }
 
@@ -119,10 +105,11 @@ std::string copy_generation(const std::string& from, const std::string& chain_di
   if (ec) return "creating " + chain_dir + ": " + ec.message();
   if (fs::exists(final_path, ec)) return "";  // there already (a copy that was done before)
   fs::remove_all(hidden, ec);                 // a copy interrupted before
-  std::string err = copy_tree(from, hidden, rate, monotonic(), bytes);
+  std::string err = copy_tree(from, hidden, rate, now_seconds(), bytes);
   if (err.empty() && ::rename(hidden.c_str(), final_path.c_str()) != 0)
     err = errno_text("renaming " + hidden);
-  if (err.empty() && !sync_path(chain_dir)) err = errno_text("syncing " + chain_dir);
+  if (err.empty())
+    if (auto st = ckpt::image::fsync_dir(chain_dir); !st.ok()) err = st.error().message;
   if (!err.empty()) fs::remove_all(hidden, ec);
   return err;
 }
@@ -145,12 +132,12 @@ void Flusher::committed(Point p) {
 
 double Flusher::retry_in() const {
   if (child_ > 0 || pending_.empty() || retry_at_ == 0) return -1;
-  return std::max(0.0, retry_at_ - monotonic());
+  return std::max(0.0, retry_at_ - now_seconds());
 }
 
 void Flusher::pump() {
   if (child_ > 0 || pending_.empty()) return;
-  if (retry_at_ > 0 && monotonic() < retry_at_) return;
+  if (retry_at_ > 0 && now_seconds() < retry_at_) return;
   retry_at_ = 0;
   start(pending_.front());
 }
@@ -158,20 +145,16 @@ void Flusher::pump() {
 void Flusher::start(Point p) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
-    retry_at_ = monotonic() + 5;
+    retry_at_ = now_seconds() + 5;
     return;
   }
-  const std::string from = chain_dir(local_, p.chain) + "/" + [&] {
-    char b[32];
-    std::snprintf(b, sizeof b, "gen-%06llu", static_cast<unsigned long long>(p.generation));
-    return std::string(b);
-  }();
+  const std::string from = ckpt::image::generation_dir(chain_dir(local_, p.chain), p.generation);
   const std::string to = chain_dir(shared_, p.chain);
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
     ::close(fds[1]);
-    retry_at_ = monotonic() + 5;
+    retry_at_ = now_seconds() + 5;
     return;
   }
   if (pid == 0) {
@@ -189,7 +172,7 @@ void Flusher::start(Point p) {
   child_ = pid;
   report_fd_ = fds[0];
   copying_ = p;
-  started_ = monotonic();
+  started_ = now_seconds();
 }
 
 bool Flusher::reaped(pid_t pid, int status) {
@@ -212,7 +195,7 @@ bool Flusher::reaped(pid_t pid, int status) {
   if (!ok) {
     // Tried again in 5 s (a later generation of the same chain cannot go
     // before it); a newer chain supersedes it.
-    retry_at_ = monotonic() + 5;
+    retry_at_ = now_seconds() + 5;
     log_.event("flush_failed",
                "copying " + what + " to the shared level failed: " + text + " (tried again)",
                {{"chain", copying_.chain}, {"generation", copying_.generation}, {"message", text}});
@@ -221,7 +204,7 @@ bool Flusher::reaped(pid_t pid, int status) {
   }
   if (!superseded) pending_.pop_front();
   const uint64_t bytes = std::strtoull(text.c_str() + 3, nullptr, 10);
-  const double seconds = monotonic() - started_;
+  const double seconds = now_seconds() - started_;
   char line[160];
   std::snprintf(line, sizeof line, "flushed %s to the shared level: %.1f MiB in %.3f s",
                 what.c_str(), double(bytes) / (1 << 20), seconds);
