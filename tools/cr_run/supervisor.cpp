@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <ckpt/ckpt.hpp>
 #include <cmath>
@@ -16,6 +17,8 @@
 #include "common/cli.hpp"
 #include "cr_run/chains.hpp"
 #include "cr_run/isolated.hpp"
+#include "proc/tree.hpp"
+#include "util/clock.hpp"
 
 namespace cr_run {
 
@@ -23,14 +26,9 @@ namespace {
 
 sigset_t g_taken, g_original;
 
-double clock_seconds(clockid_t clock) {
-  timespec ts{};
-  ::clock_gettime(clock, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
-}
-
+using ckpt::unix_now_seconds;
 double now() {
-  return clock_seconds(CLOCK_MONOTONIC);
+  return ckpt::now_seconds();
 }
 
 std::string mib(uint64_t bytes) {
@@ -45,20 +43,8 @@ std::string fixed(double v, int digits) {
   return b;
 }
 
-// Children of every thread of process `proc` ("self" or a PID).
-std::vector<pid_t> children_of(const std::string& proc) {
-  std::vector<pid_t> out;
-  std::error_code ec;
-  for (const auto& t : std::filesystem::directory_iterator("/proc/" + proc + "/task", ec)) {
-    std::ifstream in(t.path() / "children");
-    pid_t p;
-    while (in >> p) out.push_back(p);
-  }
-  return out;
-}
-
 std::vector<pid_t> my_children() {
-  return children_of("self");
+  return ckpt::proc::children_of(::getpid());
 }
 
 // SIGKILL to `root` and every process below it, parents first (a member
@@ -66,9 +52,15 @@ std::vector<pid_t> my_children() {
 void kill_tree(pid_t root) {
   std::vector<pid_t> todo{root};
   for (size_t i = 0; i < todo.size() && i < 100000; ++i) {
-    for (pid_t c : children_of(std::to_string(todo[i]))) todo.push_back(c);
+    for (pid_t c : ckpt::proc::children_of(todo[i])) todo.push_back(c);
     ::kill(todo[i], SIGKILL);
   }
+}
+
+// As cr_run exits for a job that ended with wait status `st` (128 + N for
+// signal N).
+int exit_code_of(int st) {
+  return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
 }
 
 std::string describe_status(int st) {
@@ -242,38 +234,40 @@ void Supervisor::kill_leftovers() {
   }
 }
 
+std::vector<Supervisor::Level> Supervisor::levels() const {
+  // The nearest level that holds the newest committed generation first:
+  // the local one unless it is behind (or gone with the node).
+  std::vector<Level> out = {{dir_, "", newest_committed(dir_)}};
+  if (state_.schedule.local_dir.empty()) return out;
+  out[0].name = "shared";
+  Level local{state_.schedule.local_dir, "local", newest_committed(state_.schedule.local_dir)};
+  const bool local_first = std::tie(local.newest.chain, local.newest.generation) >=
+                           std::tie(out[0].newest.chain, out[0].newest.generation);
+  out.insert(local_first ? out.begin() : out.end(), local);
+  return out;
+}
+
 bool Supervisor::restore_newest(const std::string& why) {
-  // The nearest level that holds the newest committed generation: the
-  // local one unless it is behind (or gone with the node); the other if
-  // that restore fails (a damaged or lost local copy).
-  std::vector<std::pair<std::string, std::string>> levels = {{dir_, "shared"}};
-  if (!state_.schedule.local_dir.empty()) {
-    Point local = newest_committed(state_.schedule.local_dir), shared = newest_committed(dir_);
-    const bool local_first =
-        std::tie(local.chain, local.generation) >= std::tie(shared.chain, shared.generation);
-    levels.insert(local_first ? levels.begin() : levels.end(),
-                  {state_.schedule.local_dir, "local"});
-  }
+  // The other level if a restore fails (a damaged or lost local copy).
   bool tried = false;
-  for (const auto& [level_dir, level] : levels) {
-    if (!newest_committed(level_dir).chain) continue;
+  for (const Level& level : levels()) {
+    if (!level.newest.chain) continue;
     // What a failed attempt made (our children: killed, not yet reaped)
     // holds the job's PIDs.
     if (tried) kill_leftovers();
     tried = true;
-    if (restore_from(level_dir, state_.schedule.local_dir.empty() ? "" : level, why)) return true;
+    if (restore_from(level, why)) return true;
   }
   if (!tried)
     log_.event("restart_failed", "no committed checkpoint to restart from", {{"reason", why}});
   return false;
 }
 
-bool Supervisor::restore_from(const std::string& level_dir, const std::string& level,
-                              const std::string& why) {
-  Point p = newest_committed(level_dir);
-  const std::string from = level.empty() ? "" : " from the " + level + " level";
+bool Supervisor::restore_from(const Level& level, const std::string& why) {
+  const Point p = level.newest;
+  const std::string from = level.name.empty() ? "" : " from the " + level.name + " level";
   ckpt::RestoreOptions o;
-  o.dir = chain_dir(level_dir, p.chain);
+  o.dir = chain_dir(level.dir, p.chain);
   o.generation = p.generation;
   o.log = ckpt::cli::stderr_log("cr_run", false);
   auto r = ckpt::restore_process(o);
@@ -284,7 +278,7 @@ bool Supervisor::restore_from(const std::string& level_dir, const std::string& l
                {{"reason", why},
                 {"chain", p.chain},
                 {"generation", p.generation},
-                {"level", level},
+                {"level", level.name},
                 {"message", r.error().message}});
     return false;
   }
@@ -297,7 +291,7 @@ bool Supervisor::restore_from(const std::string& level_dir, const std::string& l
   nlohmann::json fields = {{"reason", why},
                            {"chain", p.chain},
                            {"generation", p.generation},
-                           {"level", level},
+                           {"level", level.name},
                            {"pid", r->pid},
                            {"processes", r->processes},
                            {"restore_seconds", r->seconds},
@@ -319,7 +313,7 @@ bool Supervisor::restore_from(const std::string& level_dir, const std::string& l
 int Supervisor::finish(int st) {
   kill_leftovers();
   state_.finished = true;
-  state_.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+  state_.exit_code = exit_code_of(st);
   state_.root = 0;
   save();
   log_.event(
@@ -327,6 +321,16 @@ int Supervisor::finish(int st) {
       "job " + describe_status(st) + "; restarts used: " + std::to_string(state_.restarts_used),
       {{"exit_code", state_.exit_code}, {"restarts_used", state_.restarts_used}});
   return state_.exit_code;
+}
+
+// The job is gone and is to be restored by --resume. It may run again on
+// another node: its newest checkpoint goes to the shared level first.
+void Supervisor::record_stopped() {
+  if (flusher_) flusher_->drain();
+  state_.stopped = true;
+  state_.root = 0;
+  state_.root_start = 0;
+  save();
 }
 
 // A checkpoint, then the whole job is ended and recorded as stopped, so that
@@ -342,13 +346,7 @@ bool Supervisor::stop(const std::string& why) {
   kill_tree(state_.root);
   kill_leftovers();
   adopted_.reset();
-  // The job may run again on another node: its checkpoint must be on the
-  // shared level first.
-  if (flusher_) flusher_->drain();
-  state_.stopped = true;
-  state_.root = 0;
-  state_.root_start = 0;
-  save();
+  record_stopped();
   log_.event("stop",
              "stopped the job after its checkpoint (" + why + "); cr_run --resume " + dir_ +
                  " restores it",
@@ -361,12 +359,8 @@ bool Supervisor::stop(const std::string& why) {
 // committed checkpoint (or starts it again if there is none).
 int Supervisor::interrupted(int st) {
   kill_leftovers();
-  if (flusher_) flusher_->drain();
-  state_.stopped = true;
-  state_.root = 0;
-  state_.root_start = 0;
-  save();
-  const int code = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+  record_stopped();
+  const int code = exit_code_of(st);
   log_.event("interrupted",
              "job " + describe_status(st) +
                  " after the termination signal; not finished: --resume restores its newest "
@@ -380,7 +374,7 @@ int Supervisor::interrupted(int st) {
 double Supervisor::wait_seconds(double next) const {
   double left = period() > 0 ? std::max(0.0, next - now()) : -1;
   if (triggers_.stop_at > 0) {
-    const double to_stop = std::max(0.0, triggers_.stop_at - clock_seconds(CLOCK_REALTIME));
+    const double to_stop = std::max(0.0, triggers_.stop_at - unix_now_seconds());
     left = left < 0 ? to_stop : std::min(left, to_stop);
   }
   if (const double retry = flusher_ ? flusher_->retry_in() : -1; retry >= 0)
@@ -429,10 +423,10 @@ int Supervisor::loop() {
       return finish(1 << 8);
     }
     if (flusher_) flusher_->pump();
-    if (triggers_.stop_at > 0 && clock_seconds(CLOCK_REALTIME) >= triggers_.stop_at) {
+    if (triggers_.stop_at > 0 && unix_now_seconds() >= triggers_.stop_at) {
       if (const double later = triggers_.stop_moved ? triggers_.stop_moved() : 0; later > 0) {
-        log_.event("stop_moved", "the stop time moved: in " +
-                                     fixed(later - clock_seconds(CLOCK_REALTIME), 0) + " s");
+        log_.event("stop_moved",
+                   "the stop time moved: in " + fixed(later - unix_now_seconds(), 0) + " s");
         triggers_.stop_at = later;
         continue;
       }
@@ -555,8 +549,8 @@ int Supervisor::resume() {
   if (alive) {
     ok = adopt();
     if (!ok) return 1;  // the job keeps running as it was
-  } else if (newest_committed(dir_).chain || (!state_.schedule.local_dir.empty() &&
-                                              newest_committed(state_.schedule.local_dir).chain)) {
+  } else if (const auto ls = levels(); std::any_of(
+                 ls.begin(), ls.end(), [](const Level& l) { return l.newest.chain != 0; })) {
     ok = restore_newest(state_.stopped ? "resume after a stop" : "resume: the job is gone");
     if (!ok) return 1;
   } else {

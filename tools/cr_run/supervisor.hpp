@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cr_run/adopted.hpp"
 #include "cr_run/auto_interval.hpp"
@@ -70,7 +71,16 @@ class Supervisor {
   // Where checkpoints are written: the local level with --local, else DIR.
   const std::string& write_dir() const;
   void start_levels();
-  bool restore_from(const std::string& level_dir, const std::string& level, const std::string& why);
+  // A directory the job's checkpoints are in: DIR (the shared level with
+  // --local, else the only one) or the local level.
+  struct Level {
+    std::string dir;
+    std::string name;  // "local", "shared", or "" with one level
+    Point newest;      // its newest committed generation (chain 0: none)
+  };
+  std::vector<Level> levels() const;
+  bool restore_from(const Level& level, const std::string& why);
+  void record_stopped();
 
   std::string dir_;
   State state_;

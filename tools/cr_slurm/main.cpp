@@ -19,6 +19,7 @@
 #include "cr_slurm/manifest.hpp"
 #include "cr_slurm/slurm_commands.hpp"
 #include "cr_slurm/task.hpp"
+#include "util/clock.hpp"
 
 namespace {
 
@@ -33,12 +34,6 @@ namespace {
   ::execvp(argv[0], argv.data());
   std::fprintf(stderr, "cr_slurm: cannot run %s: %s\n", argv[0], std::strerror(errno));
   ::_exit(127);
-}
-
-double realtime() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
 }
 
 // The stop time before the time limit, or 0 (none asked, no limit, or too
@@ -58,7 +53,7 @@ double stop_time(const cr_slurm::Task& t, cr_run::Log& log, bool quiet = false) 
                              std::to_string(*left) + " s are left: no stop before the time limit");
     return 0;
   }
-  return realtime() + double(*left - t.before_end_s);
+  return ckpt::unix_now_seconds() + double(*left - t.before_end_s);
 }
 
 // Task 0 requeues the job once every task of its step recorded its stop
@@ -66,13 +61,13 @@ double stop_time(const cr_slurm::Task& t, cr_run::Log& log, bool quiet = false) 
 // stopped by then restarts from its newest committed checkpoint.
 void wait_for_the_step(const cr_slurm::Task& t, const std::string& step_dir, double wait_s,
                        cr_run::Log& log) {
-  const double until = realtime() + wait_s;
+  const double until = ckpt::unix_now_seconds() + wait_s;
   for (unsigned k = 1; k < t.tasks_in_step; ++k) {
     const std::string dir = step_dir + "/task-" + std::to_string(k);
     for (;;) {
       auto st = cr_run::load(dir);
       if (st.ok() && (st->stopped || st->finished)) break;
-      if (realtime() >= until) {
+      if (ckpt::unix_now_seconds() >= until) {
         log.event("warning", "task " + std::to_string(k) + " did not stop in " +
                                  std::to_string(long(wait_s)) +
                                  " s: requeueing anyway (it restarts from its newest checkpoint)");
@@ -114,7 +109,7 @@ int main(int argc, char** argv) {
   // The time limit may have been extended meanwhile (scontrol update).
   triggers.stop_moved = [&t, &log]() {
     const double later = stop_time(t, log, true);
-    return later > realtime() + 1 ? later : 0.0;
+    return later > ckpt::unix_now_seconds() + 1 ? later : 0.0;
   };
   // Slurm's SIGTERM takes the task off the node (scancel, requeue,
   // preemption, the time limit): if the job runs again, it is restored.

@@ -17,4 +17,8 @@ inline int64_t unix_now_ns() {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+inline double unix_now_seconds() {
+  return double(unix_now_ns()) * 1e-9;
+}
+
 }  // namespace ckpt
