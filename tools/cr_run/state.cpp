@@ -32,16 +32,18 @@ ckpt::Status save(const std::string& dir, const State& s) {
                       {"stopped", s.stopped},
                       {"finished", s.finished},
                       {"exit_code", s.exit_code}};
-  const std::string text = j.dump(1) + "\n";
-  const std::string tmp = state_path(dir) + ".tmp";
+  return write_durably(state_path(dir), j.dump(1) + "\n");
+}
+
+ckpt::Status write_durably(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return ckpt::sys_error("creating " + tmp);
   bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
   int e = errno;
   ::close(fd);
   if (!ok) return ckpt::sys_error("writing " + tmp, e);
-  if (::rename(tmp.c_str(), state_path(dir).c_str()) != 0)
-    return ckpt::sys_error("renaming " + tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return ckpt::sys_error("renaming " + tmp);
   return {};
 }
 

@@ -38,6 +38,9 @@ struct State {
 
 std::string state_path(const std::string& dir);
 ckpt::Status save(const std::string& dir, const State& s);
+// `text` as the whole of `path`, durably: written under a temporary name,
+// fsync'd, renamed (a reader sees the old text or the new, never a part).
+ckpt::Status write_durably(const std::string& path, const std::string& text);
 ckpt::Result<State> load(const std::string& dir);
 
 // Field 22 of /proc/PID/stat; 0 when the process is gone.

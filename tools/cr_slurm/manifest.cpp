@@ -1,12 +1,11 @@
 #include "cr_slurm/manifest.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "cr_run/state.hpp"
 
 namespace cr_slurm {
 
@@ -21,14 +20,7 @@ ckpt::Status record_run(const Task& t) {
   m["runs"].push_back({{"node", node ? node : ""},
                        {"restart_count", restarts ? std::atoi(restarts) : 0},
                        {"started", double(std::time(nullptr))}});
-  const std::string text = m.dump(1) + "\n", tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return ckpt::sys_error("creating " + tmp);
-  const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok) return ckpt::sys_error("writing " + tmp);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return ckpt::sys_error("renaming " + tmp);
-  return {};
+  return cr_run::write_durably(path, m.dump(1) + "\n");
 }
 
 }  // namespace cr_slurm
