@@ -21,7 +21,12 @@ ckpt::Result<std::string> run(std::vector<std::string> argv) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return ckpt::sys_error("pipe");
   pid_t pid = ::fork();
-  if (pid < 0) return ckpt::sys_error("fork");
+  if (pid < 0) {
+    const int e = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return ckpt::sys_error("fork", e);
+  }
   if (pid == 0) {
     sigset_t none;
     sigemptyset(&none);
