@@ -79,6 +79,17 @@ kill_target() {
   { wait_exit "$TPID" 10; } 2>/dev/null || fail "target still there after kill -9"
 }
 
+# kill_shell_job: kill the shell $TPID and its children. The shell first:
+# killed after a child, it would report that death on its stderr, which is
+# the log under test.
+kill_shell_job() {
+  local kids
+  kids=$(cat /proc/"$TPID"/task/*/children 2>/dev/null || true)
+  # shellcheck disable=SC2086
+  kill -9 "$TPID" $kids 2>/dev/null || true
+  kill_target
+}
+
 # refused REGEX [ARGS]: cr_restart fails with one line matching REGEX, and
 # no process runs the program.
 refused() {
@@ -147,8 +158,7 @@ case $TEST in
     echo "someone else's, then" >"$TD/other.txt"
     tool "$BIN_DIR/cr_full" --tree --dir "$WORK/ck" "$TPID"
     ((TOOL_RC == 0)) || fail "cr_full: $(first_line "$WORK/tool.err")"
-    kill -9 $(cat /proc/"$TPID"/task/*/children 2>/dev/null) 2>/dev/null || true
-    kill_target
+    kill_shell_job
     # The program's file goes (its next step would have removed it); the
     # other is changed by its owner meanwhile: the restore must not undo that.
     rm "$TD/step.s"
@@ -178,8 +188,7 @@ case $TEST in
     tool "$BIN_DIR/cr_full" --tree --dir "$WORK/ck" "$TPID"
     ((TOOL_RC == 0)) || fail "cr_full: $(first_line "$WORK/tool.err")"
     echo "launcher: checkpointed" >>"$LOGF"
-    kill -9 $(cat /proc/"$TPID"/task/*/children 2>/dev/null) 2>/dev/null || true
-    kill_target
+    kill_shell_job
     cp "$LOGF" "$WORK/saved.out"
     tool "$BIN_DIR/cr_restart" --dir "$WORK/ck" --detach
     ((TOOL_RC == 0)) || fail "cr_restart: $(first_line "$WORK/tool.err")"
