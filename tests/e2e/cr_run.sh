@@ -34,6 +34,16 @@
 #                every flush fails in one line and is tried again, the job
 #                runs on, the local copies stay, nothing half-copied is
 #                left there, and a kill restores from the local level
+#   levels-partner
+#                --local L1 --partner (a cr_noded on this host standing for
+#                another node's agent): every checkpoint copied there too;
+#                the local level lost: restored from the partner's copy
+#                (fetched into the local level) rather than the older
+#                shared one; the partner gone: each copy fails in one line
+#                and is tried again, a kill restores from the local level;
+#                the partner back: its copy catches up; the partner's copy
+#                damaged with the local level lost: restored from the
+#                shared level; bad --partner options refused
 #   auto         --interval auto --mtbf 6: every checkpoint's planned period
 #                equals cr_plan interval's exact period for the C (mean of the
 #                measured total_seconds), R (the newest full's, then the
@@ -308,6 +318,77 @@ levels-full)
     die "a partial copy is visible on the shared level: $(find "$WORK/ck" | tr '\n' ' ')"
   kill -9 "$ROOT"
   wait_lines "from the local level" 1 "$CR" 30
+  finish 0
+  ;;
+levels-partner)
+  head -c 32 /dev/urandom >"$WORK/token"
+  chmod 600 "$WORK/token"
+  PORT=$((22000 + $$ % 20000))
+  P=(--partner "127.0.0.1:$PORT" --partner-token "$WORK/token")
+  for bad in "--partner 127.0.0.1:$PORT --partner-token $WORK/token" \
+    "--local $WORK/l1 --partner 127.0.0.1:$PORT" "--local $WORK/l1 --partner nowhere --partner-token $WORK/token" \
+    "--local $WORK/l1 ${P[*]} --partner-name ../x" "--local $WORK/l1 --partner-token $WORK/token" \
+    "--local $WORK/l1 --partner 127.0.0.1:$PORT --partner-token $WORK/missing"; do
+    rc=0
+    # shellcheck disable=SC2086
+    "$CR_RUN" --dir "$WORK/bad" $bad -- /bin/true >/dev/null 2>"$WORK/err" </dev/null || rc=$?
+    ((rc != 0)) || die "cr_run $bad exited 0"
+    [[ $(wc -l <"$WORK/err") == 1 ]] || die "cr_run $bad: not one line: $(cat "$WORK/err")"
+  done
+  start_partner() {
+    (close_fds; exec "$BIN/cr_noded" --listen "127.0.0.1:$PORT" --token "$WORK/token" \
+      --dir "$WORK/partner") >/dev/null 2>>"$WORK/noded.err" </dev/null &
+    NODED=$!
+    OWN_PIDS+=("$NODED")
+    local deadline=$((SECONDS + 30))
+    until grep -q listening "$WORK/noded.err" 2>/dev/null && ss -ltn | grep -q ":$PORT "; do
+      ((SECONDS < deadline)) || die "cr_noded did not listen: $(cat "$WORK/noded.err")"
+      sleep 0.05
+    done
+  }
+  LOGS+=("$WORK/noded.err")
+  start_partner
+  L1=$WORK/local
+  # The shared copies slow (--flush-rate), so that one is in progress at each kill.
+  start_cr_run --interval 0.3 --incrementals 3 --restarts 4 --local "$L1" --flush-rate 40 "${P[@]}" \
+    --partner-name job-7
+  wait_lines "flushed chain 1 generation 2 to the partner level" 1 "$CR" 30
+  [[ -d $WORK/partner/partners/job-7/chain-000001/gen-000002 ]] ||
+    die "no copy in the partner's store: $(find "$WORK/partner" | tr '\n' ' ')"
+  # The node and its disk are lost; the shared level is behind.
+  kill -STOP "$CR"
+  rm -rf "$L1" "$WORK/ck"/chain-*
+  kill -9 "$ROOT"
+  kill -CONT "$CR"
+  wait_lines "from the partner level (restart 1 of 4)" 1 "$CR" 30
+  [[ -n $(find "$L1" -path '*chain-*/gen-*' -name job.img | head -1) ]] ||
+    die "the partner's copy was not fetched into the local level"
+  # The partner goes away: the copies fail, the job runs on, the local level restores.
+  kill -9 "$NODED"
+  wait_exit "$NODED" 10 || true
+  wait_lines "to the partner level failed: .*(tried again)" 1 "$CR" 60
+  root=$(sed -n 's/.*"root_pid": \([0-9]*\).*/\1/p' "$WORK/ck/cr_run.json")
+  kill -9 "$root"
+  wait_lines "from the local level (restart 2 of 4)" 1 "$CR" 30
+  grep -q "the partner level cannot be asked" "$LOG" || die "the unreachable partner was not reported"
+  # Back: the copies catch up.
+  n=$(grep -c "to the partner level:" "$LOG" || true)
+  start_partner
+  wait_lines "to the partner level:" $((n + 2)) "$CR" 60
+  # The partner's newest copy damaged, the local level lost: the shared level.
+  wait_lines "flushed chain .* to the shared level" $(($(grep -c "to the shared level:" "$LOG") + 1)) "$CR" 30
+  kill -STOP "$CR"
+  root=$(sed -n 's/.*"root_pid": \([0-9]*\).*/\1/p' "$WORK/ck/cr_run.json")
+  newest=$(find "$WORK/partner/partners/job-7" -name pages.img -path '*gen-*' | sort | tail -1)
+  [[ -n $newest ]] || die "no page file in the partner's store"
+  dd if=/dev/urandom of="$newest" bs=4096 seek=4 count=8 conv=notrunc status=none
+  rm -rf "$L1"
+  kill -9 "$root"
+  kill -CONT "$CR"
+  wait_lines "level (restart 3 of 4)" 1 "$CR" 30
+  grep -q "from the shared level (restart 3 of 4)" "$LOG" ||
+    die "not restored from the shared level: $(grep "restart 3 of 4" "$LOG")"
+  grep -q "from the partner level failed" "$LOG" || die "the damaged partner copy was not tried"
   finish 0
   ;;
 auto)

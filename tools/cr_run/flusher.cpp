@@ -123,9 +123,12 @@ Flusher::~Flusher() {
 }
 
 void Flusher::committed(Point p) {
-  // A new chain supersedes the older chains' generations still waiting.
-  if (p.generation == 1)
+  // A new chain supersedes the older chains' generations still waiting,
+  // and a failure of theirs does not delay it.
+  if (p.generation == 1 && !pending_.empty() && pending_.front().chain < p.chain) {
     while (!pending_.empty() && pending_.front().chain < p.chain) pending_.pop_front();
+    retry_at_ = 0;
+  }
   pending_.push_back(p);
   pump();
 }
@@ -148,8 +151,7 @@ void Flusher::start(Point p) {
     retry_at_ = now_seconds() + 5;
     return;
   }
-  const std::string from = ckpt::image::generation_dir(chain_dir(local_, p.chain), p.generation);
-  const std::string to = chain_dir(shared_, p.chain);
+  const std::string from = chain_dir(local_, p.chain);
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -164,7 +166,7 @@ void Flusher::start(Point p) {
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     uint64_t bytes = 0;
-    std::string err = copy_generation(from, to, rate_, &bytes);
+    std::string err = target_.copy(from, p, &bytes);
     report(fds[1], err.empty() ? "ok " + std::to_string(bytes) : err);
     ::_exit(err.empty() ? 0 : 1);
   }
@@ -196,24 +198,29 @@ bool Flusher::reaped(pid_t pid, int status) {
     // Tried again in 5 s (a later generation of the same chain cannot go
     // before it); a newer chain supersedes it.
     retry_at_ = now_seconds() + 5;
-    log_.event("flush_failed",
-               "copying " + what + " to the shared level failed: " + text + " (tried again)",
-               {{"chain", copying_.chain}, {"generation", copying_.generation}, {"message", text}});
+    log_.event(
+        "flush_failed",
+        "copying " + what + " to the " + target_.name + " level failed: " + text + " (tried again)",
+        {{"level", target_.name},
+         {"chain", copying_.chain},
+         {"generation", copying_.generation},
+         {"message", text}});
     pump();
     return true;
   }
   if (!superseded) pending_.pop_front();
   const uint64_t bytes = std::strtoull(text.c_str() + 3, nullptr, 10);
   const double seconds = now_seconds() - started_;
-  char line[160];
-  std::snprintf(line, sizeof line, "flushed %s to the shared level: %.1f MiB in %.3f s",
-                what.c_str(), double(bytes) / (1 << 20), seconds);
+  char line[200];
+  std::snprintf(line, sizeof line, "flushed %s to the %s level: %.1f MiB in %.3f s", what.c_str(),
+                target_.name.c_str(), double(bytes) / (1 << 20), seconds);
   log_.event("flush", line,
-             {{"chain", copying_.chain},
+             {{"level", target_.name},
+              {"chain", copying_.chain},
               {"generation", copying_.generation},
               {"bytes", bytes},
               {"seconds", seconds}});
-  if (copying_.generation == 1) prune(shared_, keep_);
+  if (copying_.generation == 1 && target_.after_full) target_.after_full();
   pump();
   return true;
 }

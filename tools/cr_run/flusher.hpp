@@ -1,17 +1,18 @@
-// Two levels of checkpoints (--local): every checkpoint is written to the
+// Levels of checkpoints (--local): every checkpoint is written to the
 // local level (a node-local disk or tmpfs), and the job is released once
-// it is committed there; the flusher then copies each committed generation
-// to the shared level (the job's directory, which every node sees) in a
-// child process, one generation at a time and in order, so that a chain
-// there always holds a full and the incrementals on it without a gap. A
-// generation appears there only once all of it is on disk (copied under a
-// hidden name, synced, renamed). A new chain supersedes what of an older
-// one is still waiting.
+// it is committed there; a flusher per further level then copies each
+// committed generation there (the shared level: the job's directory, which
+// every node sees; the partner level: another node's agent) in a child
+// process, one generation at a time and in order, so that a chain there
+// always holds a full and the incrementals on it without a gap. A
+// generation appears there only once all of it is stored. A new chain
+// supersedes what of an older one is still waiting.
 #pragma once
 
 #include <sys/types.h>
 
 #include <deque>
+#include <functional>
 #include <string>
 
 #include "cr_run/chains.hpp"
@@ -19,15 +20,26 @@
 
 namespace cr_run {
 
+// A level a flusher copies to.
+struct FlushTarget {
+  std::string name;  // "shared", "partner": as the log names the level
+  // Run in the flusher's child: copies generation `p` of the local level's
+  // chain directory `local_chain` there. Returns an error message, or "".
+  std::function<std::string(const std::string& local_chain, Point p, uint64_t* bytes)> copy;
+  // After the first generation of a chain was copied: prunes there.
+  std::function<void()> after_full;
+};
+
 class Flusher {
  public:
-  // `rate` in bytes per second (0: as fast as the storage goes).
-  Flusher(std::string local, std::string shared, double rate, uint64_t keep, Log& log)
-      : local_(std::move(local)), shared_(std::move(shared)), rate_(rate), keep_(keep), log_(log) {}
+  Flusher(std::string local, FlushTarget target, Log& log)
+      : local_(std::move(local)), target_(std::move(target)), log_(log) {}
+  Flusher(const Flusher&) = delete;
+  Flusher& operator=(const Flusher&) = delete;
   ~Flusher();
   // A generation was committed on the local level.
   void committed(Point p);
-  // The loop reaped `pid`: true if it was the flusher's copy (then handled).
+  // The loop reaped `pid`: true if it was this flusher's copy (then handled).
   bool reaped(pid_t pid, int status);
   // Starts the next copy if none runs; call from the loop.
   void pump();
@@ -35,13 +47,14 @@ class Flusher {
   double retry_in() const;
   // Waits for the copies still pending (the job ended or stopped).
   void drain();
+  // The copy running (0: none): a child of the loop that is not the job's.
+  pid_t child() const { return child_; }
 
  private:
   void start(Point p);
 
-  std::string local_, shared_;
-  double rate_;
-  uint64_t keep_;
+  std::string local_;
+  FlushTarget target_;
   Log& log_;
   std::deque<Point> pending_;
   pid_t child_ = 0;

@@ -12,6 +12,8 @@
 #include "common/units.hpp"
 #include "cr_run/auto_interval.hpp"
 #include "cr_run/supervisor.hpp"
+#include "migrate/protocol.hpp"
+#include "nodes/partner.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -57,6 +59,16 @@ int main(int argc, char** argv) {
                             "with --local: MiB per second of the copy to --dir (default: "
                             "unlimited)")
                  ->check(CLI::PositiveNumber);
+  auto* pa = app.add_option(
+      "--partner", sched.partner,
+      "with --local: a third level, another node's agent (cr_noded, HOST:PORT) that keeps a copy "
+      "of every checkpoint, sent in the background; a restart on a node that lost the local "
+      "level fetches it from there when it is newer than the shared level's");
+  auto* pt = app.add_option("--partner-token", sched.partner_token,
+                            "the partner agent's token file (owner-only)");
+  auto* pn = app.add_option("--partner-name", sched.partner_name,
+                            "the name the partner keeps the copies under (default: one made "
+                            "for this job)");
   app.add_flag("--json", json, "log one JSON object per line");
   app.add_option("--log", log_path, "append the log to FILE instead of stderr");
   app.add_option("command", command, "the job's command and arguments (after --)");
@@ -84,12 +96,31 @@ int main(int argc, char** argv) {
                                     "--interval: not seconds in [0, 1e9] or auto: " + interval);
     if (!mtbf.empty()) return ckpt::cli::usage_error("cr_run", "--mtbf needs --interval auto");
   }
-  if (!resume.empty() && (iv->count() || mt->count() || buf->count() || lo->count() || fr->count()))
+  if (!resume.empty() && (iv->count() || mt->count() || buf->count() || lo->count() ||
+                          fr->count() || pa->count() || pt->count() || pn->count()))
     return ckpt::cli::usage_error("cr_run",
                                   "--resume keeps the recorded schedule: no --interval, --mtbf, "
-                                  "--buffered, --local or --flush-rate");
+                                  "--buffered, --local, --flush-rate or --partner*");
   if (fr->count() && local.empty())
     return ckpt::cli::usage_error("cr_run", "--flush-rate needs --local");
+  if ((pt->count() || pn->count()) && !pa->count())
+    return ckpt::cli::usage_error("cr_run", "--partner-token and --partner-name need --partner");
+  if (pa->count()) {
+    if (local.empty()) return ckpt::cli::usage_error("cr_run", "--partner needs --local");
+    std::string host, port;
+    if (!ckpt::migrate::split_host_port(sched.partner, &host, &port).ok())
+      return ckpt::cli::usage_error("cr_run", "--partner: not HOST:PORT: " + sched.partner);
+    if (sched.partner_token.empty())
+      return ckpt::cli::usage_error("cr_run", "--partner needs --partner-token FILE");
+    if (auto t = ckpt::migrate::load_token(sched.partner_token); !t.ok())
+      return ckpt::cli::usage_error("cr_run", "--partner-token: " + t.error().message);
+    if (sched.partner_name.empty()) sched.partner_name = cr_run::new_part_name();
+    if (!ckpt::nodes::valid_part_name(sched.partner_name))
+      return ckpt::cli::usage_error("cr_run",
+                                    "--partner-name: not 1-128 characters of "
+                                    "[A-Za-z0-9._-] without a leading dot: " +
+                                        sched.partner_name);
+  }
   if (!local.empty()) {
     if (local[0] != '/') return ckpt::cli::usage_error("cr_run", "--local: not absolute: " + local);
     if (::mkdir(local.c_str(), 0700) != 0 && errno != EEXIST)

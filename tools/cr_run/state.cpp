@@ -1,12 +1,16 @@
 #include "cr_run/state.hpp"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "util/clock.hpp"
 
 namespace cr_run {
 
@@ -25,6 +29,9 @@ ckpt::Status save(const std::string& dir, const State& s) {
                       {"buffered", s.schedule.buffered},
                       {"local_dir", s.schedule.local_dir},
                       {"flush_rate", s.schedule.flush_rate},
+                      {"partner", s.schedule.partner},
+                      {"partner_token", s.schedule.partner_token},
+                      {"partner_name", s.schedule.partner_name},
                       {"restarts_used", s.restarts_used},
                       {"chain", s.chain},
                       {"root_pid", s.root},
@@ -63,6 +70,9 @@ ckpt::Result<State> load(const std::string& dir) {
     s.schedule.buffered = j.value("buffered", false);            // absent before --buffered
     s.schedule.local_dir = j.value("local_dir", std::string());  // absent before --local
     s.schedule.flush_rate = j.value("flush_rate", 0.0);
+    s.schedule.partner = j.value("partner", std::string());  // absent before --partner
+    s.schedule.partner_token = j.value("partner_token", std::string());
+    s.schedule.partner_name = j.value("partner_name", std::string());
     s.restarts_used = j.at("restarts_used").get<uint64_t>();
     s.chain = j.at("chain").get<uint64_t>();
     s.root = j.at("root_pid").get<pid_t>();
@@ -89,6 +99,18 @@ uint64_t start_time(pid_t pid) {
   for (int i = 3; i <= 22; ++i)
     if (!(rest >> field)) return 0;
   return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+std::string new_part_name() {
+  uint8_t r[8] = {};
+  if (::getrandom(r, sizeof r, 0) != ssize_t(sizeof r)) {
+    const uint64_t t = uint64_t(ckpt::unix_now_seconds() * 1e6) ^ uint64_t(::getpid());
+    std::memcpy(r, &t, sizeof r);
+  }
+  char out[32];
+  std::snprintf(out, sizeof out, "run-%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3],
+                r[4], r[5], r[6], r[7]);
+  return out;
 }
 
 }  // namespace cr_run

@@ -22,6 +22,9 @@ struct Schedule {
   bool buffered = false;       // --buffered: page content through the page cache, not O_DIRECT
   std::string local_dir;       // --local: checkpoints written here first, then copied to DIR
   double flush_rate = 0;       // --flush-rate: bytes per second of that copy (0: unlimited)
+  std::string partner;         // --partner: the agent (HOST:PORT) that keeps a copy too
+  std::string partner_token;   // --partner-token: that agent's token file
+  std::string partner_name;    // the name the copies are kept under there
 };
 
 struct State {
@@ -42,6 +45,10 @@ ckpt::Status save(const std::string& dir, const State& s);
 // fsync'd, renamed (a reader sees the old text or the new, never a part).
 ckpt::Status write_durably(const std::string& path, const std::string& text);
 ckpt::Result<State> load(const std::string& dir);
+
+// A name for a job's copies on the partner level, unique enough not to
+// meet another job's there: "run-" and 16 random hex digits.
+std::string new_part_name();
 
 // Field 22 of /proc/PID/stat; 0 when the process is gone.
 uint64_t start_time(pid_t pid);

@@ -17,6 +17,7 @@
 #include "common/cli.hpp"
 #include "cr_run/chains.hpp"
 #include "cr_run/isolated.hpp"
+#include "image/store.hpp"
 #include "proc/tree.hpp"
 #include "util/clock.hpp"
 
@@ -114,9 +115,38 @@ const std::string& Supervisor::write_dir() const {
 }
 
 void Supervisor::start_levels() {
-  if (state_.schedule.local_dir.empty() || flusher_) return;
-  flusher_.emplace(state_.schedule.local_dir, dir_, state_.schedule.flush_rate,
-                   state_.schedule.keep, log_);
+  if (state_.schedule.local_dir.empty() || !flushers_.empty()) return;
+  const std::string& local = state_.schedule.local_dir;
+  if (!state_.schedule.partner.empty()) {
+    const ckpt::nodes::Partner to = partner();
+    FlushTarget t{"partner",
+                  [to](const std::string& chain, Point p, uint64_t* bytes) -> std::string {
+                    auto sent = ckpt::nodes::push_to_partner(to, chain, p.chain, p.generation);
+                    if (!sent.ok()) return sent.error().message;
+                    *bytes = *sent;
+                    return "";
+                  },
+                  {}};  // the partner's agent prunes its copies itself
+    flushers_.push_back(std::make_unique<Flusher>(local, std::move(t), log_));
+  }
+  const double rate = state_.schedule.flush_rate;
+  const uint64_t keep = state_.schedule.keep;
+  const std::string shared = dir_;
+  FlushTarget t{"shared",
+                [shared, rate](const std::string& chain, Point p, uint64_t* bytes) {
+                  return copy_generation(ckpt::image::generation_dir(chain, p.generation),
+                                         chain_dir(shared, p.chain), rate, bytes);
+                },
+                [shared, keep] { prune(shared, keep); }};
+  flushers_.push_back(std::make_unique<Flusher>(local, std::move(t), log_));
+}
+
+ckpt::nodes::Partner Supervisor::partner() const {
+  ckpt::nodes::Partner p;
+  p.addr = state_.schedule.partner;
+  p.token_file = state_.schedule.partner_token;
+  p.part = state_.schedule.partner_name;
+  return p;
 }
 
 double Supervisor::period() const {
@@ -217,19 +247,29 @@ bool Supervisor::checkpoint(const std::string& why) {
                  std::to_string(s.processes) + " process" + (s.processes == 1 ? "" : "es") + next,
              fields);
   if (full) prune(write_dir(), state_.schedule.keep);
-  if (flusher_) flusher_->committed({chain, s.generation});
+  for (auto& f : flushers_) f->committed({chain, s.generation});
   return true;
 }
 
 void Supervisor::kill_leftovers() {
   // Orphaned members were reparented to us (child subreaper): end them all
   // so their PIDs are free for the restore.
-  for (int round = 0; round < 1000; ++round) {
+  // The flushers' copies are children too, and not the job's.
+  auto job_children = [&] {
     auto kids = my_children();
+    kids.erase(std::remove_if(kids.begin(), kids.end(),
+                              [&](pid_t k) {
+                                return std::any_of(flushers_.begin(), flushers_.end(),
+                                                   [k](const auto& f) { return f->child() == k; });
+                              }),
+               kids.end());
+    return kids;
+  };
+  for (int round = 0; round < 1000; ++round) {
+    auto kids = job_children();
     if (kids.empty()) return;
     for (pid_t k : kids) ::kill(k, SIGKILL);
-    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-    }
+    for (pid_t k : kids) ::waitpid(k, nullptr, WNOHANG | __WALL);
     ::usleep(1000);
   }
 }
@@ -237,13 +277,21 @@ void Supervisor::kill_leftovers() {
 std::vector<Supervisor::Level> Supervisor::levels() const {
   // The nearest level that holds the newest committed generation first:
   // the local one unless it is behind (or gone with the node).
-  std::vector<Level> out = {{dir_, "", newest_committed(dir_)}};
-  if (state_.schedule.local_dir.empty()) return out;
-  out[0].name = "shared";
-  Level local{state_.schedule.local_dir, "local", newest_committed(state_.schedule.local_dir)};
-  const bool local_first = std::tie(local.newest.chain, local.newest.generation) >=
-                           std::tie(out[0].newest.chain, out[0].newest.generation);
-  out.insert(local_first ? out.begin() : out.end(), local);
+  if (state_.schedule.local_dir.empty()) return {{dir_, "", newest_committed(dir_)}};
+  const std::string& local = state_.schedule.local_dir;
+  std::vector<Level> out = {{local, "local", newest_committed(local)}};
+  if (!state_.schedule.partner.empty()) {
+    if (auto h = ckpt::nodes::partner_holds(partner()); h.ok())
+      out.push_back({local, "partner", {h->chain, h->generation}});
+    else
+      log_.event("warning", "the partner level cannot be asked: " + h.error().message,
+                 {{"level", "partner"}, {"message", h.error().message}});
+  }
+  out.push_back({dir_, "shared", newest_committed(dir_)});
+  std::stable_sort(out.begin(), out.end(), [](const Level& a, const Level& b) {
+    return std::tie(a.newest.chain, a.newest.generation) >
+           std::tie(b.newest.chain, b.newest.generation);
+  });
   return out;
 }
 
@@ -266,6 +314,19 @@ bool Supervisor::restore_newest(const std::string& why) {
 bool Supervisor::restore_from(const Level& level, const std::string& why) {
   const Point p = level.newest;
   const std::string from = level.name.empty() ? "" : " from the " + level.name + " level";
+  if (level.name == "partner") {
+    // Fetched into the local level, where it replaces what is there of that
+    // chain (nothing, after a node was lost; a damaged copy otherwise).
+    auto got = ckpt::nodes::fetch_from_partner(partner(), p.chain, chain_dir(level.dir, p.chain));
+    if (!got.ok() || got->generation < p.generation) {
+      const std::string msg = got.ok() ? "it holds fewer generations now" : got.error().message;
+      log_.event(
+          "restart_failed",
+          "fetching chain " + std::to_string(p.chain) + " from the partner level failed: " + msg,
+          {{"reason", why}, {"chain", p.chain}, {"level", level.name}, {"message", msg}});
+      return false;
+    }
+  }
   ckpt::RestoreOptions o;
   o.dir = chain_dir(level.dir, p.chain);
   o.generation = p.generation;
@@ -326,7 +387,7 @@ int Supervisor::finish(int st) {
 // The job is gone and is to be restored by --resume. It may run again on
 // another node: its newest checkpoint goes to the shared level first.
 void Supervisor::record_stopped() {
-  if (flusher_) flusher_->drain();
+  for (auto& f : flushers_) f->drain();
   state_.stopped = true;
   state_.root = 0;
   state_.root_start = 0;
@@ -377,8 +438,9 @@ double Supervisor::wait_seconds(double next) const {
     const double to_stop = std::max(0.0, triggers_.stop_at - unix_now_seconds());
     left = left < 0 ? to_stop : std::min(left, to_stop);
   }
-  if (const double retry = flusher_ ? flusher_->retry_in() : -1; retry >= 0)
-    left = left < 0 ? retry : std::min(left, retry);
+  for (const auto& f : flushers_)
+    if (const double retry = f->retry_in(); retry >= 0)
+      left = left < 0 ? retry : std::min(left, retry);
   return left;
 }
 
@@ -388,7 +450,9 @@ int Supervisor::loop() {
     int st = 0;
     pid_t w;
     while ((w = ::waitpid(-1, &st, WNOHANG | __WALL)) > 0) {
-      if (flusher_ && flusher_->reaped(w, st)) continue;
+      if (std::any_of(flushers_.begin(), flushers_.end(),
+                      [&](const auto& f) { return f->reaped(w, st); }))
+        continue;
       if (w == state_.root && adopted_ && adopted_->resume_from(st)) continue;
       if (w != state_.root) continue;  // an orphaned member, reaped
       log_.event("died", "job " + std::to_string(w) + " " + describe_status(st),
@@ -422,7 +486,7 @@ int Supervisor::loop() {
       adopted_.reset();
       return finish(1 << 8);
     }
-    if (flusher_) flusher_->pump();
+    for (auto& f : flushers_) f->pump();
     if (triggers_.stop_at > 0 && unix_now_seconds() >= triggers_.stop_at) {
       if (const double later = triggers_.stop_moved ? triggers_.stop_moved() : 0; later > 0) {
         log_.event("stop_moved",
@@ -507,7 +571,7 @@ bool Supervisor::adopt() {
   state_.chain = chain;
   save();
   prune(write_dir(), state_.schedule.keep);
-  if (flusher_) flusher_->committed({chain, r->generation});
+  for (auto& f : flushers_) f->committed({chain, r->generation});
   adopted_.emplace(state_.root);
   if (auto s = adopted_->watch(); !s.ok()) {
     adopted_.reset();

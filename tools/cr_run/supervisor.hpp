@@ -9,6 +9,7 @@
 
 #include <ckpt/result.hpp>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "cr_run/flusher.hpp"
 #include "cr_run/log.hpp"
 #include "cr_run/state.hpp"
+#include "nodes/partner.hpp"
 
 namespace cr_run {
 
@@ -71,15 +73,17 @@ class Supervisor {
   // Where checkpoints are written: the local level with --local, else DIR.
   const std::string& write_dir() const;
   void start_levels();
-  // A directory the job's checkpoints are in: DIR (the shared level with
-  // --local, else the only one) or the local level.
+  // A level the job's checkpoints are in: DIR (the shared level with
+  // --local, else the only one), the local level, or the partner's copy
+  // (fetched into the local level to be restored).
   struct Level {
     std::string dir;
-    std::string name;  // "local", "shared", or "" with one level
+    std::string name;  // "local", "partner", "shared", or "" with one level
     Point newest;      // its newest committed generation (chain 0: none)
   };
   std::vector<Level> levels() const;
   bool restore_from(const Level& level, const std::string& why);
+  ckpt::nodes::Partner partner() const;
   void record_stopped();
 
   std::string dir_;
@@ -89,7 +93,8 @@ class Supervisor {
   bool terminating_ = false;          // a termination signal was forwarded: no restart
   std::optional<AutoInterval> auto_;  // --interval auto
   std::optional<Adopted> adopted_;    // --resume found the job running: watched, not our child
-  std::optional<Flusher> flusher_;    // --local: copies to DIR, the shared level
+  // --local: copies to the further levels (DIR, the shared level; the partner).
+  std::vector<std::unique_ptr<Flusher>> flushers_;
 };
 
 // Blocks the signals the loop takes synchronously (call before any fork).

@@ -25,6 +25,12 @@ class JobIncoming {
       : staging_(staging), first_gen_(first_gen) {}
   ~JobIncoming();
   bool started() const { return started_; }
+  // The stream continues a chain whose generations up to `last` (of chain
+  // `chain_id`) are already in staging: the next one must be last + 1.
+  void continue_chain(uint64_t last, const std::array<uint8_t, 16>& chain_id) {
+    last_ = last;
+    chain_ = chain_id;
+  }
   bool in_generation() const { return !tmp_.empty(); }
   // A JOB_* frame; *completed is set to the generation a JOB_END committed
   // into staging (opened and checked), else 0.

@@ -7,6 +7,7 @@
 #include "job/round_hooks.hpp"
 #include "migrate/handshake.hpp"
 #include "nodes/move.hpp"
+#include "nodes/partner.hpp"
 #include "nodes/wire.hpp"
 #include "restore/restore_held.hpp"
 #include "util/clock.hpp"
@@ -69,6 +70,7 @@ Status serve_session(int fd, const AgentConfig& cfg) {
   CKPT_ASSIGN(migrate::Frame first, r.next());
   if (first.type == migrate::kJobBegin) return serve_incoming(w, r, cfg, first);  // another agent
   CKPT_ASSIGN(Message req, parse_step(first, "cr_job"));
+  if (is_partner_request(req.step)) return serve_partner(w, r, cfg, req);
   if (req.step == kMigrate) return serve_migrate(w, r, cfg, req);
   if (req.step == kWhere) return serve_where(w, cfg, req);
   if (req.step == kCheckpoint) return checkpoint(w, r, cfg, req);

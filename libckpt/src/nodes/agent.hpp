@@ -1,6 +1,7 @@
 // The per-node agent's side of one session (cr_noded): after the token
 // handshake, one CHECKPOINT round or one RESTORE, each step reported to the
-// coordinator and the next one waited for (docs/nodes.md).
+// coordinator and the next one waited for (docs/nodes.md); or another
+// node's partner copies, kept or sent back (nodes/partner.hpp).
 #pragma once
 
 #include <ckpt/ckpt.hpp>

@@ -35,6 +35,16 @@ const char* step_name(uint32_t s) {
       return "SENT";
     case kMoved:
       return "MOVED";
+    case kStore:
+      return "STORE";
+    case kFetch:
+      return "FETCH";
+    case kQuery:
+      return "QUERY";
+    case kHolding:
+      return "HOLDING";
+    case kStored:
+      return "STORED";
   }
   return "unknown";
 }

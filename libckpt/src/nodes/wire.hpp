@@ -19,6 +19,10 @@ enum Step : uint32_t {
   kRestore = 4,     // a = generation (0: newest)
   kMigrate = 5,     // a = root PID of the part, b = 1 live / 0 frozen, text = destination agent
   kWhere = 6,       // a = root PID: does a part moved here run? RUNNING or FAILED
+  // another node -> agent: the partner level (nodes/partner.hpp); text = the part's name
+  kStore = 7,  // a = chain, b = generation: HOLDING, then the generations it lacks, each STORED
+  kFetch = 8,  // a = chain (0: newest): HOLDING, then its generations from the first
+  kQuery = 9,  // HOLDING for the newest chain
   // agent -> coordinator
   kFrozen = 10,     // every process frozen, connections between nodes locked
   kCaptured = 11,   // state and memory copied; released at the next kGo
@@ -29,6 +33,8 @@ enum Step : uint32_t {
   kFailed = 16,     // text: the one-line cause; the round is aborted on this node
   kSent = 17,       // migrate: final generation delivered, part frozen: move the address
   kMoved = 18,      // migrate: a = PID there, b = downtime microseconds; text: stats
+  kHolding = 19,    // partner: a = chain, b = its newest generation held (0: none)
+  kStored = 20,     // partner: a = chain, b = generation now held
 };
 const char* step_name(uint32_t s);
 
