@@ -12,6 +12,7 @@
 #include "image/job_image.hpp"
 #include "image/reader.hpp"
 #include "image/store.hpp"
+#include "nodes/partner.hpp"
 #include "util/text.hpp"
 
 namespace {
@@ -85,6 +86,62 @@ nlohmann::json list_chains(const std::string& given, const std::string& shown, b
   return out;
 }
 
+// What cr_run's partner level holds, asked from the partner's agent; an
+// agent that cannot be asked is shown as such (the level has a gap).
+nlohmann::json describe_partner(const cr_run::Schedule& s, bool json) {
+  ckpt::nodes::Partner p;
+  p.addr = s.partner;
+  p.token_file = s.partner_token;
+  p.part = s.partner_name;
+  p.timeout = 5;
+  nlohmann::json out = {{"addr", p.addr}, {"name", p.part}};
+  auto h = ckpt::nodes::partner_holds(p);
+  if (!h.ok()) {
+    out["error"] = h.error().message;
+    if (!json)
+      std::printf("the partner level, %s: cannot be asked: %s\n", p.addr.c_str(),
+                  h.error().message.c_str());
+    return out;
+  }
+  out["chain"] = h->chain;
+  out["generation"] = h->generation;
+  if (json) return out;
+  if (h->chain == 0)
+    std::printf("the partner level, %s: holds nothing of %s\n", p.addr.c_str(), p.part.c_str());
+  else
+    std::printf("the partner level, %s: chain %llu, generations 1 to %llu\n", p.addr.c_str(),
+                (unsigned long long)h->chain, (unsigned long long)h->generation);
+  return out;
+}
+
+// With cr_run --local, the chains listed first are the shared level; the
+// local level's, and what the partner holds, follow.
+void describe_other_levels(const cr_run::State& st, bool json, nlohmann::json* local_level,
+                           nlohmann::json* partner_level) {
+  const std::string& local = st.schedule.local_dir;
+  if (!json)
+    std::printf("the chains above are the shared level; the local level, %s:\n", local.c_str());
+  *local_level = {{"dir", local}, {"chains", list_chains(local, "", json)}};
+  if (!json && (*local_level)["chains"].empty()) std::printf("no chain\n");
+  if (!st.schedule.partner.empty()) *partner_level = describe_partner(st.schedule, json);
+}
+
+// cr_run's directory with levels whose shared level holds no generation.
+int describe_levels_only(const std::string& given, const cr_run::State& st, bool json) {
+  nlohmann::json chains = list_chains(given, "", json);
+  if (!json && chains.empty()) std::printf("no chain on the shared level yet\n");
+  nlohmann::json local_level, partner_level;
+  describe_other_levels(st, json, &local_level, &partner_level);
+  if (!json) return 0;
+  nlohmann::json j = {{"run_dir", given},
+                      {"chains", chains},
+                      {"generations", nlohmann::json::array()},
+                      {"local_level", local_level}};
+  if (!partner_level.is_null()) j["partner_level"] = partner_level;
+  ckpt::cli::print_json(j);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,9 +159,15 @@ int main(int argc, char** argv) {
   if (int rc = ckpt::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   auto resolved = ckpt::resolve_checkpoint_dir(given, chain);
+  auto gens = resolved.ok() ? ckpt::image::list_generations(*resolved)
+                            : ckpt::Result<std::vector<uint64_t>>(resolved.error());
+  // cr_run's levels whose shared level has nothing yet: the other levels
+  // are still worth showing (a copy on its way, or one that keeps failing).
+  if ((!gens.ok() || gens->empty()) && chain == 0)
+    if (auto st = cr_run::load(given); st.ok() && !st->schedule.local_dir.empty())
+      return describe_levels_only(given, *st, json);
   if (!resolved.ok()) return ckpt::cli::fail("cr_info", resolved.error());
   const std::string dir = *resolved;
-  auto gens = ckpt::image::list_generations(dir);
   if (!gens.ok()) return ckpt::cli::fail("cr_info", gens.error());
   if (gens->empty()) return ckpt::cli::fail("cr_info", "no checkpoint in " + dir);
   if (generation && std::find(gens->begin(), gens->end(), generation) == gens->end())
@@ -117,14 +180,9 @@ int main(int argc, char** argv) {
   // A directory of chains (cr_run): its chains, then the one described.
   nlohmann::json chains = list_chains(given, dir, json);
   // With cr_run --local, those are the shared level; the local one too.
-  nlohmann::json local_level;
-  if (auto st = cr_run::load(given); st.ok() && !st->schedule.local_dir.empty()) {
-    const std::string& local = st->schedule.local_dir;
-    if (!json)
-      std::printf("the chains above are the shared level; the local level, %s:\n", local.c_str());
-    local_level = {{"dir", local}, {"chains", list_chains(local, "", json)}};
-    if (!json && local_level["chains"].empty()) std::printf("no chain\n");
-  }
+  nlohmann::json local_level, partner_level;
+  if (auto st = cr_run::load(given); st.ok() && !st->schedule.local_dir.empty())
+    describe_other_levels(*st, json, &local_level, &partner_level);
   nlohmann::json out = nlohmann::json::array();
   for (uint64_t g : *gens) {
     if (generation && g != generation) continue;
@@ -217,6 +275,7 @@ int main(int argc, char** argv) {
       j["chains"] = chains;
     }
     if (!local_level.is_null()) j["local_level"] = local_level;
+    if (!partner_level.is_null()) j["partner_level"] = partner_level;
     ckpt::cli::print_json(j);
   }
   return 0;

@@ -43,7 +43,8 @@
 #                and is tried again, a kill restores from the local level;
 #                the partner back: its copy catches up; the partner's copy
 #                damaged with the local level lost: restored from the
-#                shared level; bad --partner options refused
+#                shared level; cr_info shows what the partner holds, or
+#                that it cannot be asked; bad --partner options refused
 #   auto         --interval auto --mtbf 6: every checkpoint's planned period
 #                equals cr_plan interval's exact period for the C (mean of the
 #                measured total_seconds), R (the newest full's, then the
@@ -355,6 +356,10 @@ levels-partner)
   wait_lines "flushed chain 1 generation 2 to the partner level" 1 "$CR" 30
   [[ -d $WORK/partner/partners/job-7/chain-000001/gen-000002 ]] ||
     die "no copy in the partner's store: $(find "$WORK/partner" | tr '\n' ' ')"
+  "$BIN/cr_info" --dir "$WORK/ck" --json >"$WORK/info.json" || die "cr_info --dir $WORK/ck failed"
+  jq -e '.partner_level.name == "job-7" and .partner_level.chain == 1 and
+    .partner_level.generation >= 2' "$WORK/info.json" >/dev/null ||
+    die "cr_info does not show the partner's copy: $(jq -c .partner_level "$WORK/info.json")"
   # The node and its disk are lost; the shared level is behind.
   kill -STOP "$CR"
   rm -rf "$L1" "$WORK/ck"/chain-*
@@ -371,6 +376,9 @@ levels-partner)
   kill -9 "$root"
   wait_lines "from the local level (restart 2 of 4)" 1 "$CR" 30
   grep -q "the partner level cannot be asked" "$LOG" || die "the unreachable partner was not reported"
+  "$BIN/cr_info" --dir "$WORK/ck" >"$WORK/info.txt" || die "cr_info with the partner gone failed"
+  grep -q "the partner level, 127.0.0.1:$PORT: cannot be asked: .*refused" "$WORK/info.txt" ||
+    die "cr_info does not show the partner's gap: $(cat "$WORK/info.txt")"
   # Back: the copies catch up.
   n=$(grep -c "to the partner level:" "$LOG" || true)
   start_partner
