@@ -8,6 +8,7 @@
 
 #include "common/cli.hpp"
 #include "common/units.hpp"
+#include "cr_run/state.hpp"
 
 namespace cr_plan {
 
@@ -55,11 +56,37 @@ std::string every(uint64_t n) {
   return std::to_string(n) + suffix;
 }
 
+// C and R per level from the costs a cr_run job recorded in DIR; R of a
+// level it was never restored from is that level's C. "" or an error.
+std::string measured(const std::string& dir, ckpt::plan::LevelsInput& in, nlohmann::json& from) {
+  auto st = cr_run::load(dir);
+  if (!st.ok()) return st.error().message;
+  const char* names[3] = {"local", "partner", "shared"};
+  from = {{"dir", dir}};
+  for (int i = 0; i < 3; ++i) {
+    auto c = st->checkpoint_costs.find(names[i]);
+    if (c == st->checkpoint_costs.end() || c->second.n == 0)
+      return dir + ": the job measured no checkpoint to the " + names[i] +
+             " level (cr_run --local and --partner record them): give --C";
+    in.checkpoint_s[i] = c->second.mean() + (i > 0 ? in.checkpoint_s[0] : 0);
+    from["checkpoints"][names[i]] = {{"n", c->second.n}, {"mean_s", c->second.mean()}};
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto r = st->restore_costs.find(names[i]);
+    const bool have = r != st->restore_costs.end() && r->second.n > 0;
+    in.restart_s[i] = have ? r->second.mean() : in.checkpoint_s[i];
+    if (have) from["restores"][names[i]] = {{"n", r->second.n}, {"mean_s", r->second.mean()}};
+  }
+  return "";
+}
+
 }  // namespace
 
 void add_levels_options(CLI::App* sub, LevelsArgs& a) {
-  sub->add_option("--C", a.C, "checkpoint times to the local, partner and shared level: C0,C1,C2")
-      ->required();
+  sub->add_option("--C", a.C, "checkpoint times to the local, partner and shared level: C0,C1,C2");
+  sub->add_option("--from", a.from,
+                  "a cr_run directory with --local and --partner: C and R as that job measured "
+                  "them (C1, C2: the local checkpoint plus the copy's time to that level)");
   sub->add_option("--R", a.R, "restart times from each level: R0,R1,R2 (default: the C)");
   sub->add_option("--mtbf", a.mtbf, "the job's MTBF, all failures")->required();
   sub->add_option("--mix", a.mix,
@@ -70,9 +97,17 @@ void add_levels_options(CLI::App* sub, LevelsArgs& a) {
 
 int run_levels(const LevelsArgs& a) {
   ckpt::plan::LevelsInput in;
-  if (!three(a.C, ckpt::cli::parse_duration, in.checkpoint_s))
+  nlohmann::json from;
+  if (!a.from.empty()) {
+    std::string err = measured(a.from, in, from);
+    if (!err.empty()) return ckpt::cli::fail(kTool, err);
+  } else if (a.C.empty()) {
+    return ckpt::cli::usage_error(kTool, "need --C C0,C1,C2 or --from DIR");
+  }
+  if (!a.C.empty() && !three(a.C, ckpt::cli::parse_duration, in.checkpoint_s))
     return ckpt::cli::usage_error(kTool, "--C: not three times C0,C1,C2: " + a.C);
-  for (int i = 0; i < 3; ++i) in.restart_s[i] = in.checkpoint_s[i];
+  if (a.from.empty())
+    for (int i = 0; i < 3; ++i) in.restart_s[i] = in.checkpoint_s[i];
   if (!a.R.empty() && !three(a.R, ckpt::cli::parse_duration, in.restart_s))
     return ckpt::cli::usage_error(kTool, "--R: not three times R0,R1,R2: " + a.R);
   auto m = ckpt::cli::parse_duration(a.mtbf);
@@ -90,7 +125,8 @@ int run_levels(const LevelsArgs& a) {
          {{"C", {in.checkpoint_s[0], in.checkpoint_s[1], in.checkpoint_s[2]}},
           {"R", {in.restart_s[0], in.restart_s[1], in.restart_s[2]}},
           {"mtbf_s", in.mtbf_s},
-          {"mix", {in.share[0], in.share[1], in.share[2]}}}},
+          {"mix", {in.share[0], in.share[1], in.share[2]}},
+          {"from", from}}},
         {"levels",
          {{"period_s", {p->period_s[0], p->period_s[1], p->period_s[2]}},
           {"local_per_partner", n1},
@@ -100,6 +136,11 @@ int run_levels(const LevelsArgs& a) {
     std::printf("%s\n", out.dump(1).c_str());
     return 0;
   }
+  if (!from.is_null())
+    std::printf("measured by the job in %s: C %s, %s, %s s; R %s, %s, %s s\n", a.from.c_str(),
+                fmt(in.checkpoint_s[0]).c_str(), fmt(in.checkpoint_s[1]).c_str(),
+                fmt(in.checkpoint_s[2]).c_str(), fmt(in.restart_s[0]).c_str(),
+                fmt(in.restart_s[1]).c_str(), fmt(in.restart_s[2]).c_str());
   std::printf("three levels: a checkpoint every %s s; every %s reaches the partner (every %s s),\n",
               fmt(p->period_s[0]).c_str(), every(n1).c_str(), fmt(p->period_s[1]).c_str());
   std::printf("  every %s of those the shared storage (every %s s)\n", every(n2).c_str(),

@@ -9,7 +9,7 @@
 namespace cr_plan {
 
 struct LevelsArgs {
-  std::string C, R, mtbf, mix;
+  std::string C, R, mtbf, mix, from;
   bool json = false;
 };
 

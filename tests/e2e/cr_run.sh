@@ -44,7 +44,8 @@
 #                the partner back: its copy catches up; the partner's copy
 #                damaged with the local level lost: restored from the
 #                shared level; cr_info shows what the partner holds, or
-#                that it cannot be asked; bad --partner options refused
+#                that it cannot be asked; cr_plan levels --from plans with
+#                the costs the job recorded; bad --partner options refused
 #   auto         --interval auto --mtbf 6: every checkpoint's planned period
 #                equals cr_plan interval's exact period for the C (mean of the
 #                measured total_seconds), R (the newest full's, then the
@@ -398,6 +399,23 @@ levels-partner)
     die "not restored from the shared level: $(grep "restart 3 of 4" "$LOG")"
   grep -q "from the partner level failed" "$LOG" || die "the damaged partner copy was not tried"
   finish 0
+  # cr_plan levels plans with what the job measured: C per level (the local
+  # checkpoint, plus the copy's time for the others), R where it restored.
+  "$BIN/cr_plan" levels --from "$WORK/ck" --mtbf 6h --json >"$WORK/plan.json" 2>"$WORK/err" ||
+    die "cr_plan levels --from: $(cat "$WORK/err")"
+  python3 - "$WORK/ck/cr_run.json" "$WORK/plan.json" <<'PY' || die "cr_plan levels --from does not plan with the measured costs"
+import json, sys
+m = json.load(open(sys.argv[1]))["measured"]
+p = json.load(open(sys.argv[2]))["inputs"]
+mean = lambda c: c["seconds"] / c["n"]
+ck = m["checkpoint"]
+C = [mean(ck["local"]), mean(ck["local"]) + mean(ck["partner"]), mean(ck["local"]) + mean(ck["shared"])]
+R = [mean(m["restore"][l]) if l in m["restore"] else C[i] for i, l in enumerate(["local", "partner", "shared"])]
+assert m["restore"]["partner"]["n"] == 1 and m["restore"]["local"]["n"] == 1, m["restore"]
+assert all(abs(a - b) <= 1e-9 * max(1, b) for a, b in zip(p["C"], C)), (p["C"], C)
+assert all(abs(a - b) <= 1e-9 * max(1, b) for a, b in zip(p["R"], R)), (p["R"], R)
+assert ck["local"]["n"] >= 5 and ck["partner"]["n"] >= 3 and ck["shared"]["n"] >= 1, ck
+PY
   ;;
 auto)
   # Bad input: one line, non-zero, no job started.

@@ -220,6 +220,7 @@ bool Flusher::reaped(pid_t pid, int status) {
               {"generation", copying_.generation},
               {"bytes", bytes},
               {"seconds", seconds}});
+  if (target_.copied) target_.copied(seconds);
   if (copying_.generation == 1 && target_.after_full) target_.after_full();
   pump();
   return true;

@@ -28,6 +28,8 @@ struct FlushTarget {
   std::function<std::string(const std::string& local_chain, Point p, uint64_t* bytes)> copy;
   // After the first generation of a chain was copied: prunes there.
   std::function<void()> after_full;
+  // After a generation was copied, with the copy's time.
+  std::function<void(double seconds)> copied;
 };
 
 class Flusher {

@@ -39,6 +39,14 @@ ckpt::Status save(const std::string& dir, const State& s) {
                       {"stopped", s.stopped},
                       {"finished", s.finished},
                       {"exit_code", s.exit_code}};
+  auto costs = [](const std::map<std::string, Cost>& m) {
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& [level, c] : m) o[level] = {{"n", c.n}, {"seconds", c.seconds}};
+    return o;
+  };
+  if (!s.checkpoint_costs.empty() || !s.restore_costs.empty())
+    j["measured"] = {{"checkpoint", costs(s.checkpoint_costs)},
+                     {"restore", costs(s.restore_costs)}};
   return write_durably(state_path(dir), j.dump(1) + "\n");
 }
 
@@ -78,6 +86,14 @@ ckpt::Result<State> load(const std::string& dir) {
     s.root = j.at("root_pid").get<pid_t>();
     s.root_start = j.at("root_start").get<uint64_t>();
     s.stopped = j.value("stopped", false);  // absent before the stop request
+    if (j.contains("measured")) {           // absent before the levels' costs were recorded
+      auto costs = [](const nlohmann::json& o, std::map<std::string, Cost>& m) {
+        for (const auto& [level, c] : o.items())
+          m[level] = {c.at("n").get<uint64_t>(), c.at("seconds").get<double>()};
+      };
+      costs(j["measured"].value("checkpoint", nlohmann::json::object()), s.checkpoint_costs);
+      costs(j["measured"].value("restore", nlohmann::json::object()), s.restore_costs);
+    }
     s.finished = j.at("finished").get<bool>();
     s.exit_code = j.at("exit_code").get<int>();
   } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 
 #include <ckpt/result.hpp>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,17 @@ struct Schedule {
   std::string partner_name;    // the name the copies are kept under there
 };
 
+// A measured cost: `seconds` summed over `n` events.
+struct Cost {
+  uint64_t n = 0;
+  double seconds = 0;
+  void add(double s) {
+    ++n;
+    seconds += s;
+  }
+  double mean() const { return n ? seconds / double(n) : 0; }
+};
+
 struct State {
   std::vector<std::string> command;
   Schedule schedule;
@@ -37,6 +49,10 @@ struct State {
   bool stopped = false;     // checkpointed and ended on request: --resume restores it
   bool finished = false;
   int exit_code = 0;  // when finished: as cr_run exits (128 + N for signal N)
+  // With levels (--local): what a checkpoint cost to reach each level
+  // ("local": committed there; "partner", "shared": the copy's own time),
+  // and a restore from each; what `cr_plan levels --from DIR` plans with.
+  std::map<std::string, Cost> checkpoint_costs, restore_costs;
 };
 
 std::string state_path(const std::string& dir);

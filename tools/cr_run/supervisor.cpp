@@ -126,7 +126,8 @@ void Supervisor::start_levels() {
                     *bytes = *sent;
                     return "";
                   },
-                  {}};  // the partner's agent prunes its copies itself
+                  {},  // the partner's agent prunes its copies itself
+                  [this](double s) { record_cost("partner", s); }};
     flushers_.push_back(std::make_unique<Flusher>(local, std::move(t), log_));
   }
   const double rate = state_.schedule.flush_rate;
@@ -137,8 +138,14 @@ void Supervisor::start_levels() {
                   return copy_generation(ckpt::image::generation_dir(chain, p.generation),
                                          chain_dir(shared, p.chain), rate, bytes);
                 },
-                [shared, keep] { prune(shared, keep); }};
+                [shared, keep] { prune(shared, keep); },
+                [this](double s) { record_cost("shared", s); }};
   flushers_.push_back(std::make_unique<Flusher>(local, std::move(t), log_));
+}
+
+void Supervisor::record_cost(const std::string& level, double seconds) {
+  state_.checkpoint_costs[level].add(seconds);
+  save();
 }
 
 ckpt::nodes::Partner Supervisor::partner() const {
@@ -221,6 +228,7 @@ bool Supervisor::checkpoint(const std::string& why) {
     return false;
   }
   state_.chain = chain;
+  if (!state_.schedule.local_dir.empty()) state_.checkpoint_costs["local"].add(r->total_seconds);
   save();
   const ckpt::CheckpointStats& s = *r;
   nlohmann::json fields = {{"reason", why},
@@ -314,6 +322,7 @@ bool Supervisor::restore_newest(const std::string& why) {
 bool Supervisor::restore_from(const Level& level, const std::string& why) {
   const Point p = level.newest;
   const std::string from = level.name.empty() ? "" : " from the " + level.name + " level";
+  const double started = now();
   if (level.name == "partner") {
     // Fetched into the local level, where it replaces what is there of that
     // chain (nothing, after a node was lost; a damaged copy otherwise).
@@ -327,6 +336,7 @@ bool Supervisor::restore_from(const Level& level, const std::string& why) {
       return false;
     }
   }
+  const double fetch_s = now() - started;
   ckpt::RestoreOptions o;
   o.dir = chain_dir(level.dir, p.chain);
   o.generation = p.generation;
@@ -348,6 +358,7 @@ bool Supervisor::restore_from(const Level& level, const std::string& why) {
   state_.chain = 0;
   state_.stopped = false;
   adopted_.reset();  // the restored root is our child
+  if (!level.name.empty()) state_.restore_costs[level.name].add(r->seconds + fetch_s);
   record_root(r->pid);
   nlohmann::json fields = {{"reason", why},
                            {"chain", p.chain},
