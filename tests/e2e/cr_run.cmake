@@ -7,7 +7,7 @@ set_target_properties(e2e_cr_work e2e_subreaper PROPERTIES
 set_target_properties(e2e_cr_work PROPERTIES OUTPUT_NAME cr_work)
 set_target_properties(e2e_subreaper PROPERTIES OUTPUT_NAME subreaper)
 add_dependencies(e2e_programs e2e_cr_work e2e_subreaper)
-foreach(mode restart usr1 no-restarts resume-alive resume-dead stop levels levels-full levels-partner auto)
+foreach(mode restart usr1 no-restarts resume-alive resume-dead stop levels levels-full levels-partner levels-partner-full auto)
   add_test(NAME e2e.cr_run.${mode}
            COMMAND ${CMAKE_BINARY_DIR}/bin/e2e/subreaper
                    bash ${CMAKE_CURRENT_SOURCE_DIR}/cr_run.sh ${CMAKE_BINARY_DIR}/bin ${mode})

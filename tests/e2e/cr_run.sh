@@ -46,6 +46,11 @@
 #                shared level; cr_info shows what the partner holds, or
 #                that it cannot be asked; cr_plan levels --from plans with
 #                the costs the job recorded; bad --partner options refused
+#   levels-partner-full
+#                --partner whose store is full (a 2 MiB tmpfs): every copy
+#                there fails in one line and is tried again, nothing
+#                half-stored is visible there, the shared copies go on and
+#                a kill restores from the local level
 #   auto         --interval auto --mtbf 6: every checkpoint's planned period
 #                equals cr_plan interval's exact period for the C (mean of the
 #                measured total_seconds), R (the newest full's, then the
@@ -416,6 +421,36 @@ assert all(abs(a - b) <= 1e-9 * max(1, b) for a, b in zip(p["C"], C)), (p["C"], 
 assert all(abs(a - b) <= 1e-9 * max(1, b) for a, b in zip(p["R"], R)), (p["R"], R)
 assert ck["local"]["n"] >= 5 and ck["partner"]["n"] >= 3 and ck["shared"]["n"] >= 1, ck
 PY
+  ;;
+levels-partner-full)
+  # The partner's store is a full file system (a 2 MiB tmpfs): every copy
+  # fails in one line and is tried again, nothing half-stored is visible
+  # there, and the job's other levels go on.
+  head -c 32 /dev/urandom >"$WORK/token"
+  chmod 600 "$WORK/token"
+  PORT=$((22000 + $$ % 20000))
+  mkdir -p "$WORK/partner"
+  mount -t tmpfs -o size=2m,mode=0700 tmpfs "$WORK/partner" || die "cannot mount a tmpfs"
+  MOUNTS+=("$WORK/partner")
+  (close_fds; exec "$BIN/cr_noded" --listen "127.0.0.1:$PORT" --token "$WORK/token" \
+    --dir "$WORK/partner") >/dev/null 2>"$WORK/noded.err" </dev/null &
+  OWN_PIDS+=("$!")
+  LOGS+=("$WORK/noded.err")
+  deadline=$((SECONDS + 30))
+  until ss -ltn | grep -q ":$PORT "; do
+    ((SECONDS < deadline)) || die "cr_noded did not listen: $(cat "$WORK/noded.err")"
+    sleep 0.05
+  done
+  start_cr_run --interval 0.3 --local "$WORK/local" --partner "127.0.0.1:$PORT" \
+    --partner-token "$WORK/token"
+  wait_lines "to the partner level failed: .*No space left on device (tried again)" 2 "$CR" 60
+  wait_lines "to the shared level:" 2 "$CR" 30
+  ! grep -q "to the partner level:" "$LOG" || die "a copy into a full partner store succeeded"
+  [[ -z $(find "$WORK/partner" -name 'gen-*' | head -1) ]] ||
+    die "a partial copy is visible on the partner: $(find "$WORK/partner" | tr '\n' ' ')"
+  kill -9 "$ROOT"
+  wait_lines "from the local level" 1 "$CR" 30
+  finish 0
   ;;
 auto)
   # Bad input: one line, non-zero, no job started.

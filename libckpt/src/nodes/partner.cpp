@@ -15,6 +15,7 @@
 #include "image/store.hpp"
 #include "migrate/job_stream.hpp"
 #include "migrate/sender_link.hpp"
+#include "util/clock.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::nodes {
@@ -93,6 +94,19 @@ Result<Connection> connect_partner(const Partner& p, uint32_t step, uint64_t a, 
 }
 
 // ---- the agent's side ----
+
+// FAILED while the sender may still be sending a generation: what it sends
+// is read and dropped until it ends its stream (a few seconds at most), so
+// that the connection is not reset under it before it reads the cause.
+Status fail_mid_stream(FrameWriter& w, FrameReader& r, const Error& e) {
+  (void)fail(w, e);
+  const double until = now_seconds() + 5;
+  while (now_seconds() < until) {
+    auto f = r.next();
+    if (!f.ok() || f->type == migrate::kJobEnd) break;
+  }
+  return e;
+}
 
 std::string part_dir(const AgentConfig& cfg, const std::string& part) {
   return cfg.dir + "/partners/" + part;
@@ -176,10 +190,10 @@ Status serve_store(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const
       if (Status s = in.on_frame(f, &done); !s.ok()) {
         // A generation that arrived but does not check out is not kept.
         if (complete_up_to(cdir) >= g) remove_hidden(image::generation_dir(cdir, g));
-        return fail(w, s.error());
+        return fail_mid_stream(w, r, s.error());
       }
     }
-    if (Status s = image::fsync_dir(cdir); !s.ok()) return fail(w, s.error());
+    if (Status s = image::fsync_dir(cdir); !s.ok()) return fail_mid_stream(w, r, s.error());
     if (g == 1) prune_part(dir, chain);
     if (cfg.log)
       cfg.log(LogKind::note, "partner copy of " + part + ": chain " + std::to_string(chain) +
@@ -232,7 +246,13 @@ Result<uint64_t> push_to_partner(const Partner& p, const std::string& chain_dir,
   CKPT_ASSIGN(Message h, expect_step(c.link->r, c.peer, kHolding));
   const uint64_t before = c.link->w.bytes();
   for (uint64_t g = h.b + 1; g <= generation; ++g) {
-    CKPT_TRY(migrate::send_job_generation(c.link->w, image::generation_dir(chain_dir, g), g));
+    if (Status s = migrate::send_job_generation(c.link->w, image::generation_dir(chain_dir, g), g);
+        !s.ok()) {
+      // The partner's own cause (its store is full...) when it sent one.
+      auto m = read_step(c.link->r, c.peer);
+      if (m.ok() && m->step == kFailed) return make_error(EIO, c.peer + ": " + m->text);
+      return s.error().context(c.peer);
+    }
     CKPT_ASSIGN(Message s, expect_step(c.link->r, c.peer, kStored));
     if (s.a != chain || s.b != g)
       return make_error(EPROTO, c.peer + ": stored chain " + std::to_string(s.a) + " generation " +
