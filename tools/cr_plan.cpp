@@ -143,9 +143,7 @@ std::string missing(const std::string& flag, const std::string& what, bool from_
 }
 
 std::string fmt(double v, const char* f = "%.4g") {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
+  return ckpt::cli::format_figure(v, f);
 }
 
 struct Common {

@@ -39,9 +39,7 @@ std::optional<double> number(const std::string& s) {
 }
 
 std::string fmt(double v, const char* f = "%.4g") {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
+  return ckpt::cli::format_figure(v, f);
 }
 
 // "one", "2nd", "3rd", "9th", "11th", "21st".

@@ -1,6 +1,7 @@
 #include "common/units.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 
@@ -39,6 +40,12 @@ std::optional<double> parse_bytes(const std::string& text) {
                                                       {"Gi", 1 << 30},
                                                       {"Ti", 1099511627776.0}};
   return scaled(text, units);
+}
+
+std::string format_figure(double v, const char* format) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
 }
 
 }  // namespace ckpt::cli
