@@ -104,6 +104,23 @@ TEST(JobStream, UnfinishedGenerationIsRemoved) {
   EXPECT_FALSE(exists(d.path + "/.tmp-job-1"));
 }
 
+// A generation whose files do not open as a job is refused at JOB_END and
+// never appears under its name (a partner's store serves what is there).
+TEST(JobStream, GenerationThatDoesNotCheckOutNeverAppears) {
+  TempDir d;
+  {
+    JobIncoming in(d.path, 1);
+    uint64_t done = 0;
+    ASSERT_TRUE(feed(in, kJobBegin, u64(1), &done).ok());
+    ASSERT_TRUE(feed(in, kJobFile, file_payload("job.img", 0, "not a job image"), &done).ok());
+    EXPECT_FALSE(feed(in, kJobEnd, u64(1), &done).ok());
+    EXPECT_EQ(done, 0u);
+    EXPECT_FALSE(exists(d.path + "/gen-000001"));
+  }
+  EXPECT_FALSE(exists(d.path + "/gen-000001"));
+  EXPECT_FALSE(exists(d.path + "/.tmp-job-1"));
+}
+
 TEST(JobStream, FramesOfAJobAreKnownToTheReader) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);

@@ -172,12 +172,11 @@ Result<uint64_t> JobIncoming::end(const Frame& f) {
   if (!in_generation() || f.len != 8 || get_u64(f.data) != gen_)
     return make_error(EBADMSG, "protocol error: misplaced JOB_END");
   files_.clear();
-  const std::string dir = image::generation_dir(staging_, gen_);
-  if (::rename(tmp_.c_str(), dir.c_str()) != 0) return sys_error("committing " + dir);
-  tmp_.clear();
   // The generation opens as a job: job.img and every member's files, all
   // of this generation and chain, each member continuing the previous one
-  // (or new in it).
+  // (or new in it). Checked before it is renamed into place, so that no
+  // reader of staging ever sees one that does not.
+  const std::string dir = tmp_;
   auto bad = [&](const std::string& why) {
     return make_error(EBADMSG, "job generation " + std::to_string(gen_) + ": " + why);
   };
@@ -194,6 +193,9 @@ Result<uint64_t> JobIncoming::end(const Frame& f) {
         (last_ == 0 && mm.parent_generation != 0))
       return bad("the files of member " + std::to_string(m.pid) + " do not match its job.img");
   }
+  const std::string final_dir = image::generation_dir(staging_, gen_);
+  if (::rename(tmp_.c_str(), final_dir.c_str()) != 0) return sys_error("committing " + final_dir);
+  tmp_.clear();
   chain_ = jm.chain_id;
   last_ = gen_;
   return gen_;

@@ -187,11 +187,8 @@ Status serve_store(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const
     uint64_t done = 0;
     while (done == 0) {
       CKPT_ASSIGN(Frame f, r.next());
-      if (Status s = in.on_frame(f, &done); !s.ok()) {
-        // A generation that arrived but does not check out is not kept.
-        if (complete_up_to(cdir) >= g) remove_hidden(image::generation_dir(cdir, g));
-        return fail_mid_stream(w, r, s.error());
-      }
+      // A generation that does not check out is removed unseen.
+      if (Status s = in.on_frame(f, &done); !s.ok()) return fail_mid_stream(w, r, s.error());
     }
     if (Status s = image::fsync_dir(cdir); !s.ok()) return fail_mid_stream(w, r, s.error());
     if (g == 1) prune_part(dir, chain);
