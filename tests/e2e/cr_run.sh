@@ -45,7 +45,8 @@
 #                damaged with the local level lost: restored from the
 #                shared level; cr_info shows what the partner holds, or
 #                that it cannot be asked; cr_plan levels --from plans with
-#                the costs the job recorded; bad --partner options refused
+#                the costs the job recorded; the finished job's copies are
+#                dropped from the partner; bad --partner options refused
 #   levels-partner-full
 #                --partner whose store is full (a 2 MiB tmpfs): every copy
 #                there fails in one line and is tried again, nothing
@@ -404,6 +405,9 @@ levels-partner)
     die "not restored from the shared level: $(grep "restart 3 of 4" "$LOG")"
   grep -q "from the partner level failed" "$LOG" || die "the damaged partner copy was not tried"
   finish 0
+  # The job finished: its copies on the partner are gone.
+  [[ -d $WORK/partner/partners && ! -e $WORK/partner/partners/job-7 ]] ||
+    die "the finished job's copies stay on the partner: $(ls "$WORK/partner/partners")"
   # cr_plan levels plans with what the job measured: C per level (the local
   # checkpoint, plus the copy's time for the others), R where it restored.
   "$BIN/cr_plan" levels --from "$WORK/ck" --mtbf 6h --json >"$WORK/plan.json" 2>"$WORK/err" ||

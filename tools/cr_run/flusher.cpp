@@ -115,11 +115,18 @@ std::string copy_generation(const std::string& from, const std::string& chain_di
 }
 
 Flusher::~Flusher() {
+  cancel();
+}
+
+void Flusher::cancel() {
   if (child_ > 0) {
     ::kill(child_, SIGKILL);
     ::waitpid(child_, nullptr, 0);
+    child_ = 0;
   }
   if (report_fd_ >= 0) ::close(report_fd_);
+  report_fd_ = -1;
+  pending_.clear();
 }
 
 void Flusher::committed(Point p) {

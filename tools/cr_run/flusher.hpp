@@ -49,6 +49,8 @@ class Flusher {
   double retry_in() const;
   // Waits for the copies still pending (the job ended or stopped).
   void drain();
+  // Ends the copy running and forgets those waiting (the job finished).
+  void cancel();
   // The copy running (0: none): a child of the loop that is not the job's.
   pid_t child() const { return child_; }
 

@@ -148,6 +148,20 @@ void Supervisor::record_cost(const std::string& level, double seconds) {
   save();
 }
 
+// A finished job is not restored again: its copies on the partner go
+// (the partner's store is another node's memory or disk). Best effort: a
+// partner that cannot be reached keeps them until they are removed there.
+void Supervisor::drop_partner_copies() {
+  if (state_.schedule.partner.empty()) return;
+  for (auto& f : flushers_) f->cancel();  // or a copy in flight would store again
+  ckpt::nodes::Partner p = partner();
+  p.timeout = 5;
+  if (auto s = ckpt::nodes::drop_at_partner(p); !s.ok())
+    log_.event("warning",
+               "the partner's copies stay (remove " + p.part + " there): " + s.error().message,
+               {{"level", "partner"}, {"message", s.error().message}});
+}
+
 ckpt::nodes::Partner Supervisor::partner() const {
   ckpt::nodes::Partner p;
   p.addr = state_.schedule.partner;
@@ -384,6 +398,7 @@ bool Supervisor::restore_from(const Level& level, const std::string& why) {
 
 int Supervisor::finish(int st) {
   kill_leftovers();
+  drop_partner_copies();
   state_.finished = true;
   state_.exit_code = exit_code_of(st);
   state_.root = 0;

@@ -84,6 +84,7 @@ class Supervisor {
   std::vector<Level> levels() const;
   bool restore_from(const Level& level, const std::string& why);
   ckpt::nodes::Partner partner() const;
+  void drop_partner_copies();
   // A copy of a checkpoint reached `level` in `seconds` (recorded in the state).
   void record_cost(const std::string& level, double seconds);
   void record_stopped();

@@ -301,8 +301,15 @@ Result<Held> fetch_from_partner(const Partner& p, uint64_t chain, const std::str
   return Held{h.a, h.b};
 }
 
+Status drop_at_partner(const Partner& p) {
+  CKPT_ASSIGN(Connection c, connect_partner(p, kDrop, 0, 0));
+  CKPT_ASSIGN(Message m, expect_step(c.link->r, c.peer, kHolding));
+  (void)m;
+  return {};
+}
+
 bool is_partner_request(uint32_t step) {
-  return step == kStore || step == kFetch || step == kQuery;
+  return step == kStore || step == kFetch || step == kQuery || step == kDrop;
 }
 
 Status serve_partner(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const Message& req) {
@@ -310,6 +317,15 @@ Status serve_partner(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, con
   if (!valid_part_name(req.text))
     return fail(w, make_error(EINVAL, "not a part name: " + req.text));
   if (req.step == kFetch) return serve_fetch(w, cfg, req);
+  if (req.step == kDrop) {
+    const std::string dir = part_dir(cfg, req.text);
+    {
+      CKPT_ASSIGN(UniqueFd lock, lock_part(dir));
+      remove_hidden(dir);
+    }
+    if (cfg.log) cfg.log(LogKind::note, "partner copies of " + req.text + " dropped");
+    return send_step(w, {kHolding, 0, 0, {}});
+  }
   const Held h = newest_held(part_dir(cfg, req.text));
   return send_step(w, {kHolding, h.chain, h.generation, {}});
 }

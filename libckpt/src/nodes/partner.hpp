@@ -49,7 +49,10 @@ Result<uint64_t> push_to_partner(const Partner& p, const std::string& chain_dir,
 // generation checked, then renamed into place. Returns what was fetched.
 Result<Held> fetch_from_partner(const Partner& p, uint64_t chain, const std::string& chain_dir);
 
-// The agent's side of a STORE, FETCH or QUERY request (serve_session).
+// Removes every copy of p.part from the partner (the job finished).
+Status drop_at_partner(const Partner& p);
+
+// The agent's side of a STORE, FETCH, QUERY or DROP request (serve_session).
 bool is_partner_request(uint32_t step);
 Status serve_partner(migrate::FrameWriter& w, migrate::FrameReader& r, const AgentConfig& cfg,
                      const Message& req);

@@ -41,6 +41,8 @@ const char* step_name(uint32_t s) {
       return "FETCH";
     case kQuery:
       return "QUERY";
+    case kDrop:
+      return "DROP";
     case kHolding:
       return "HOLDING";
     case kStored:

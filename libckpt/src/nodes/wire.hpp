@@ -23,6 +23,7 @@ enum Step : uint32_t {
   kStore = 7,  // a = chain, b = generation: HOLDING, then the generations it lacks, each STORED
   kFetch = 8,  // a = chain (0: newest): HOLDING, then its generations from the first
   kQuery = 9,  // HOLDING for the newest chain
+  kDrop = 21,  // the job finished: its copies are removed; HOLDING (nothing)
   // agent -> coordinator
   kFrozen = 10,     // every process frozen, connections between nodes locked
   kCaptured = 11,   // state and memory copied; released at the next kGo
