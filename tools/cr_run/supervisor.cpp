@@ -303,7 +303,11 @@ std::vector<Supervisor::Level> Supervisor::levels() const {
   const std::string& local = state_.schedule.local_dir;
   std::vector<Level> out = {{local, "local", newest_committed(local)}};
   if (!state_.schedule.partner.empty()) {
-    if (auto h = ckpt::nodes::partner_holds(partner()); h.ok())
+    // Asked briefly: a partner lost with its node (no answer at all) must
+    // not hold up a restart from the other levels.
+    ckpt::nodes::Partner p = partner();
+    p.timeout = 5;
+    if (auto h = ckpt::nodes::partner_holds(p); h.ok())
       out.push_back({local, "partner", {h->chain, h->generation}});
     else
       log_.event("warning", "the partner level cannot be asked: " + h.error().message,
