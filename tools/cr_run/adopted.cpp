@@ -9,6 +9,9 @@
 #include <fstream>
 #include <string>
 
+#include "cr_run/state.hpp"
+#include "proc/tree.hpp"
+
 namespace cr_run {
 
 namespace {
@@ -64,6 +67,20 @@ bool Adopted::resume_from(int status) {
     ::ptrace(PTRACE_CONT, root_, nullptr, reinterpret_cast<void*>(long(sig)));
   }
   return true;
+}
+
+void Adopted::remember_members() {
+  members_.clear();
+  std::vector<pid_t> todo = ckpt::proc::children_of(root_);
+  for (size_t i = 0; i < todo.size() && i < 100000; ++i) {
+    if (const uint64_t t = start_time(todo[i])) members_.emplace_back(todo[i], t);
+    for (pid_t c : ckpt::proc::children_of(todo[i])) todo.push_back(c);
+  }
+}
+
+void Adopted::end_remembered() const {
+  for (const auto& [pid, started] : members_)
+    if (start_time(pid) == started) ::kill(pid, SIGKILL);
 }
 
 ckpt::Status Adopted::let_go() {

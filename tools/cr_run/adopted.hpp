@@ -9,6 +9,9 @@
 #include <sys/types.h>
 
 #include <ckpt/result.hpp>
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace cr_run {
 
@@ -24,10 +27,19 @@ class Adopted {
   // `status` is not a stop (the root ended: the caller handles it).
   bool resume_from(int status);
   bool watching() const { return watching_; }
+  // Notes the root's descendants as they are now (PID and start time).
+  void remember_members();
+  // SIGKILL to the descendants noted last that still run (the same PID
+  // and start time): the root died without its exit stop (killed while a
+  // checkpoint traced it, or by a SIGKILL the kernel did not stop for),
+  // and its members, orphaned to another parent, hold the PIDs a restart
+  // needs.
+  void end_remembered() const;
 
  private:
   pid_t root_;
   bool watching_ = false;
+  std::vector<std::pair<pid_t, uint64_t>> members_;
 };
 
 }  // namespace cr_run

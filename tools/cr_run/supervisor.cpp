@@ -232,6 +232,7 @@ bool Supervisor::checkpoint(const std::string& why) {
   if (adopted_) (void)adopted_->let_go();
   auto r = checkpoint_isolated(o, full);
   if (adopted_ && !adopted_root_gone()) (void)adopted_->watch();  // else the loop finds it gone
+  if (adopted_ && adopted_->watching()) adopted_->remember_members();
   if (!r.ok()) {
     std::error_code ec;
     if (full) std::filesystem::remove(o.dir, ec);  // only if still empty
@@ -484,7 +485,8 @@ int Supervisor::loop() {
                       [&](const auto& f) { return f->reaped(w, st); }))
         continue;
       if (w == state_.root && adopted_ && adopted_->resume_from(st)) continue;
-      if (w != state_.root) continue;  // an orphaned member, reaped
+      if (w != state_.root) continue;            // an orphaned member, reaped
+      if (adopted_) adopted_->end_remembered();  // not our children: kill_leftovers misses them
       log_.event("died", "job " + std::to_string(w) + " " + describe_status(st),
                  {{"pid", w},
                   {"signal", WIFSIGNALED(st) ? WTERMSIG(st) : 0},
@@ -513,6 +515,7 @@ int Supervisor::loop() {
               " ended while it was being checkpointed; its exit status is not known here "
               "(cr_run --resume restores it from the newest checkpoint if it did not finish)",
           {{"pid", state_.root}});
+      adopted_->end_remembered();
       adopted_.reset();
       return finish(1 << 8);
     }
@@ -610,6 +613,7 @@ bool Supervisor::adopt() {
                {{"pid", o.pid}, {"message", s.error().message}});
     return false;
   }
+  adopted_->remember_members();
   log_.event("adopt",
              "adopting the running job " + std::to_string(o.pid) +
                  ": it runs on, watched by cr_run (its tracer), and is restarted if it dies",
