@@ -299,7 +299,8 @@ void Supervisor::kill_leftovers() {
 
 std::vector<Supervisor::Level> Supervisor::levels() const {
   // The nearest level that holds the newest committed generation first:
-  // the local one unless it is behind (or gone with the node).
+  // local, then partner, then shared among those that hold it (the local
+  // one is behind, or gone, after the node was lost).
   if (state_.schedule.local_dir.empty()) return {{dir_, "", newest_committed(dir_)}};
   const std::string& local = state_.schedule.local_dir;
   std::vector<Level> out = {{local, "local", newest_committed(local)}};
