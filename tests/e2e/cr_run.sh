@@ -390,16 +390,27 @@ levels-partner)
   n=$(grep -c "to the partner level:" "$LOG" || true)
   start_partner
   wait_lines "to the partner level:" $((n + 2)) "$CR" 60
-  # The partner's newest copy damaged, the local level lost: the shared level.
+  # The partner's copies damaged, the local level lost: the shared level.
+  # cr_run and its copies in flight are stopped, and the partner restarted,
+  # so that no copy stored meanwhile escapes the damage.
   wait_lines "flushed chain .* to the shared level" $(($(grep -c "to the shared level:" "$LOG") + 1)) "$CR" 30
-  kill -STOP "$CR"
   root=$(sed -n 's/.*"root_pid": \([0-9]*\).*/\1/p' "$WORK/ck/cr_run.json")
-  newest=$(find "$WORK/partner/partners/job-7" -name pages.img -path '*gen-*' | sort | tail -1)
-  [[ -n $newest ]] || die "no page file in the partner's store"
-  dd if=/dev/urandom of="$newest" bs=4096 seek=4 count=8 conv=notrunc status=none
+  kids=$(cat /proc/"$CR"/task/*/children)
+  # shellcheck disable=SC2086
+  kill -STOP "$CR" $kids
+  kill -9 "$NODED"
+  wait_exit "$NODED" 10 || true
+  n=0
+  while read -r f; do
+    dd if=/dev/urandom of="$f" bs=4096 seek=4 count=8 conv=notrunc status=none
+    n=$((n + 1))
+  done < <(find "$WORK/partner/partners/job-7" -name pages.img -path '*gen-*')
+  ((n > 0)) || die "no page file in the partner's store"
   rm -rf "$L1"
+  start_partner
   kill -9 "$root"
-  kill -CONT "$CR"
+  # shellcheck disable=SC2086
+  kill -CONT "$CR" $kids 2>/dev/null || true
   wait_lines "level (restart 3 of 4)" 1 "$CR" 30
   grep -q "from the shared level (restart 3 of 4)" "$LOG" ||
     die "not restored from the shared level: $(grep "restart 3 of 4" "$LOG")"
