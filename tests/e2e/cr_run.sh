@@ -398,7 +398,9 @@ levels-partner)
   kids=$(cat /proc/"$CR"/task/*/children)
   # shellcheck disable=SC2086
   kill -STOP "$CR" $kids
-  kill -9 "$NODED"
+  # The agent and its sessions (a copy being stored would land after the damage).
+  # shellcheck disable=SC2046
+  kill -9 "$NODED" $(cat /proc/"$NODED"/task/*/children 2>/dev/null) 2>/dev/null || true
   wait_exit "$NODED" 10 || true
   n=0
   while read -r f; do

@@ -112,15 +112,25 @@ std::string part_dir(const AgentConfig& cfg, const std::string& part) {
   return cfg.dir + "/partners/" + part;
 }
 
-// Serialises the sessions of one part (a flush and a fetch at once).
-Result<UniqueFd> lock_part(const std::string& dir) {
+// The part's locks. Its directory's: shared while a chain is read (FETCH),
+// exclusive while chains are removed (a STORE's pruning, DROP). Its
+// `.store` file's: one STORE at a time. A generation being received is
+// invisible until its rename, so a FETCH never waits for a STORE (whose
+// sender may be a node that just died).
+Result<UniqueFd> lock_file(const std::string& path, int how, bool directory) {
+  UniqueFd fd(::open(path.c_str(),
+                     directory ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : O_RDWR | O_CREAT | O_CLOEXEC,
+                     0600));
+  if (!fd.valid()) return sys_error("opening " + path);
+  while (::flock(fd.get(), how) != 0)
+    if (errno != EINTR) return sys_error("locking " + path);
+  return fd;
+}
+Result<UniqueFd> lock_part(const std::string& dir, int how) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return make_error(ec.value(), "creating " + dir + ": " + ec.message());
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return sys_error("opening " + dir);
-  if (::flock(fd.get(), LOCK_EX) != 0) return sys_error("locking " + dir);
-  return fd;
+  return lock_file(dir, how, true);
 }
 
 Held newest_held(const std::string& dir) {
@@ -164,7 +174,8 @@ Status serve_store(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const
   if (!valid_part_name(part) || id.size() != 32)
     return fail(w, make_error(EINVAL, "malformed STORE request: " + req.text));
   const std::string dir = part_dir(cfg, part);
-  CKPT_ASSIGN(UniqueFd lock, lock_part(dir));
+  CKPT_ASSIGN(UniqueFd readers, lock_part(dir, LOCK_SH));  // the part is not dropped meanwhile
+  CKPT_ASSIGN(UniqueFd storing, lock_file(dir + "/.store", LOCK_EX, false));
   const std::string cdir = run_chain_dir(dir, chain);
   if (Status s = image::ensure_dir(cdir); !s.ok()) return fail(w, s.error());
   remove_partial(cdir);
@@ -191,7 +202,11 @@ Status serve_store(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const
       if (Status s = in.on_frame(f, &done); !s.ok()) return fail_mid_stream(w, r, s.error());
     }
     if (Status s = image::fsync_dir(cdir); !s.ok()) return fail_mid_stream(w, r, s.error());
-    if (g == 1) prune_part(dir, chain);
+    if (g == 1) {  // once no FETCH reads the chains it removes
+      ::flock(readers.get(), LOCK_EX);
+      prune_part(dir, chain);
+      ::flock(readers.get(), LOCK_SH);
+    }
     if (cfg.log)
       cfg.log(LogKind::note, "partner copy of " + part + ": chain " + std::to_string(chain) +
                                  " generation " + std::to_string(g) + " stored");
@@ -202,7 +217,7 @@ Status serve_store(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const
 
 Status serve_fetch(FrameWriter& w, const AgentConfig& cfg, const Message& req) {
   const std::string dir = part_dir(cfg, req.text);
-  CKPT_ASSIGN(UniqueFd lock, lock_part(dir));
+  CKPT_ASSIGN(UniqueFd lock, lock_part(dir, LOCK_SH));
   Held h = newest_held(dir);
   if (req.a != 0) h = {req.a, complete_up_to(run_chain_dir(dir, req.a))};
   if (h.generation == 0)
@@ -320,7 +335,7 @@ Status serve_partner(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, con
   if (req.step == kDrop) {
     const std::string dir = part_dir(cfg, req.text);
     {
-      CKPT_ASSIGN(UniqueFd lock, lock_part(dir));
+      CKPT_ASSIGN(UniqueFd lock, lock_part(dir, LOCK_EX));
       remove_hidden(dir);
     }
     if (cfg.log) cfg.log(LogKind::note, "partner copies of " + req.text + " dropped");
