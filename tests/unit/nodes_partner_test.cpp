@@ -54,9 +54,9 @@ bool exists(const std::string& p) {
 TEST(Partner, PartNames) {
   for (const char* good : {"job-7", "run-0123456789abcdef", "j12.s0.t3", "A_b"})
     EXPECT_TRUE(valid_part_name(good)) << good;
-  for (const std::string bad : {std::string(), std::string(".hidden"), std::string(".."),
-                                std::string("a/b"), std::string("../x"), std::string("a b"),
-                                std::string("x\n"), std::string("é"), std::string(129, 'a')})
+  for (const std::string& bad : {std::string(), std::string(".hidden"), std::string(".."),
+                                 std::string("a/b"), std::string("../x"), std::string("a b"),
+                                 std::string("x\n"), std::string("é"), std::string(129, 'a')})
     EXPECT_FALSE(valid_part_name(bad)) << bad;
   EXPECT_TRUE(valid_part_name(std::string(128, 'a')));
 }
@@ -65,7 +65,7 @@ TEST(Partner, MalformedStoreIsRefusedWithoutTouchingTheStore) {
   TempDir d;
   AgentConfig cfg;
   cfg.dir = d.path;
-  for (const std::string text :
+  for (const std::string& text :
        {std::string("job-7"), std::string("job-7 short"),
         std::string("../x 0123456789abcdef0123456789abcdef"), std::string("job-7  ")}) {
     Exchange x;
