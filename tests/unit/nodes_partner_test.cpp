@@ -5,9 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <string>
 
+#include "image_test_util.hpp"
 #include "nodes/partner.hpp"
 #include "nodes/wire.hpp"
 
@@ -15,15 +15,6 @@ using namespace ckpt;
 using namespace ckpt::nodes;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char t[] = "/tmp/ckpt-partner-XXXXXX";
-    path = ::mkdtemp(t);
-  }
-  ~TempDir() { (void)std::system(("rm -rf " + path).c_str()); }
-};
 
 // serve_partner on one end of a socketpair; the answer read on the other.
 struct Exchange {
@@ -62,9 +53,9 @@ TEST(Partner, PartNames) {
 }
 
 TEST(Partner, MalformedStoreIsRefusedWithoutTouchingTheStore) {
-  TempDir d;
+  ckpt::testing::TempDir d;
   AgentConfig cfg;
-  cfg.dir = d.path;
+  cfg.dir = d.path();
   for (const std::string& text :
        {std::string("job-7"), std::string("job-7 short"),
         std::string("../x 0123456789abcdef0123456789abcdef"), std::string("job-7  ")}) {
@@ -78,13 +69,13 @@ TEST(Partner, MalformedStoreIsRefusedWithoutTouchingTheStore) {
   auto m = x.ask(cfg, {kStore, 0, 1, "job-7 0123456789abcdef0123456789abcdef"});
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->step, uint32_t(kFailed));
-  EXPECT_FALSE(exists(d.path + "/partners"));
+  EXPECT_FALSE(exists(d.path() + "/partners"));
 }
 
 TEST(Partner, NothingHeldIsSaidSo) {
-  TempDir d;
+  ckpt::testing::TempDir d;
   AgentConfig cfg;
-  cfg.dir = d.path;
+  cfg.dir = d.path();
   {
     Exchange x;
     auto m = x.ask(cfg, {kQuery, 0, 0, "job-7"});
@@ -111,6 +102,6 @@ TEST(Partner, NothingHeldIsSaidSo) {
     auto m = x.ask(cfg, {kDrop, 0, 0, "job-7"});
     ASSERT_TRUE(m.ok()) << m.error().message;
     EXPECT_EQ(m->step, uint32_t(kHolding));
-    EXPECT_FALSE(exists(d.path + "/partners/job-7"));
+    EXPECT_FALSE(exists(d.path() + "/partners/job-7"));
   }
 }

@@ -17,6 +17,7 @@
 #include "migrate/sender_link.hpp"
 #include "util/clock.hpp"
 #include "util/fd.hpp"
+#include "util/text.hpp"
 
 namespace ckpt::nodes {
 
@@ -59,16 +60,6 @@ void remove_hidden(const std::string& dir) {
   fs::remove_all(ec ? p : gone, ec);
 }
 
-std::string hex_of(const std::array<uint8_t, 16>& id) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : id) {
-    out += digits[b >> 4];
-    out += digits[b & 15];
-  }
-  return out;
-}
-
 struct Connection {
   std::unique_ptr<migrate::SenderLink> link;
   std::string peer;
@@ -82,9 +73,7 @@ Result<Connection> connect_partner(const Partner& p, uint32_t step, uint64_t a, 
   Connection c;
   c.peer = "partner " + p.addr;
   auto fd = migrate::connect_to(p.addr, p.timeout);
-  if (!fd.ok()) return fd.error().context(c.peer);
-  migrate::set_timeouts(fd->get(), p.timeout);
-  migrate::watch_peer(fd->get());
+  if (!fd.ok()) return fd.error().context(c.peer);  // timeouts and peer watch set
   c.link = std::make_unique<migrate::SenderLink>(std::move(*fd));
   if (auto first = migrate::sender_handshake(c.link->w, c.link->r, token); !first.ok())
     return first.error().context(c.peer);
@@ -183,7 +172,7 @@ Status serve_store(FrameWriter& w, FrameReader& r, const AgentConfig& cfg, const
   std::array<uint8_t, 16> chain_id{};
   if (held > 0) {
     auto jm = image::read_job_or_root(image::generation_dir(cdir, held));
-    if (jm.ok() && hex_of(jm->chain_id) == id) {
+    if (jm.ok() && hex_id(jm->chain_id) == id) {
       chain_id = jm->chain_id;
     } else {  // a damaged copy or another chain: received again from its full
       remove_hidden(cdir);
@@ -254,7 +243,7 @@ Result<uint64_t> push_to_partner(const Partner& p, const std::string& chain_dir,
   CKPT_ASSIGN(image::JobMeta jm,
               image::read_job_or_root(image::generation_dir(chain_dir, generation)));
   CKPT_ASSIGN(Connection c,
-              connect_partner(p, kStore, chain, generation, " " + hex_of(jm.chain_id)));
+              connect_partner(p, kStore, chain, generation, " " + hex_id(jm.chain_id)));
   CKPT_ASSIGN(Message h, expect_step(c.link->r, c.peer, kHolding));
   const uint64_t before = c.link->w.bytes();
   for (uint64_t g = h.b + 1; g <= generation; ++g) {
