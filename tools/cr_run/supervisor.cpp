@@ -324,9 +324,13 @@ std::vector<Supervisor::Level> Supervisor::levels() const {
 }
 
 bool Supervisor::restore_newest(const std::string& why) {
+  return restore_newest(why, levels());
+}
+
+bool Supervisor::restore_newest(const std::string& why, const std::vector<Level>& ls) {
   // The other level if a restore fails (a damaged or lost local copy).
   bool tried = false;
-  for (const Level& level : levels()) {
+  for (const Level& level : ls) {
     if (!level.newest.chain) continue;
     // What a failed attempt made (our children: killed, not yet reaped)
     // holds the job's PIDs.
@@ -650,7 +654,7 @@ int Supervisor::resume() {
     if (!ok) return 1;  // the job keeps running as it was
   } else if (const auto ls = levels(); std::any_of(
                  ls.begin(), ls.end(), [](const Level& l) { return l.newest.chain != 0; })) {
-    ok = restore_newest(state_.stopped ? "resume after a stop" : "resume: the job is gone");
+    ok = restore_newest(state_.stopped ? "resume after a stop" : "resume: the job is gone", ls);
     if (!ok) return 1;
   } else {
     log_.event("resume", "the job is gone and no checkpoint was committed: starting it again");

@@ -82,6 +82,8 @@ class Supervisor {
     Point newest;      // its newest committed generation (chain 0: none)
   };
   std::vector<Level> levels() const;
+  // The same, from levels() already asked (the partner is asked once).
+  bool restore_newest(const std::string& why, const std::vector<Level>& ls);
   bool restore_from(const Level& level, const std::string& why);
   ckpt::nodes::Partner partner() const;
   void drop_partner_copies();
