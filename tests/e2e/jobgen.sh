@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # jobgen.sh BIN_DIR [-j JOBS] SEED... : generated jobs (jobgen/, one job per
 # seed: a random process tree with pipes, FIFOs, UNIX, TCP and UDP sockets,
-# eventfds, ptys, epoll, timerfd, signalfd, shared and private memory
+# eventfds, ptys, epoll, timerfd, signalfd, interval timers ticking at
+# any instant, shared and private memory
 # written in patterns, descriptors at random numbers) run twice, each time in
 # PID and network namespaces of its own:
 #   1. uninterrupted, for its result;

@@ -51,33 +51,53 @@ Status FrozenProcess::seize_thread(pid_t tid) {
     }
     return sys_error("ptrace seize " + std::to_string(tid));
   }
-  FrozenThread t{tid};
-  threads_.push_back(t);  // recorded first so release() detaches it whatever happens next
+  threads_.push_back(FrozenThread{tid});  // first, so release() detaches it whatever happens next
+  auto stop = stop_seized_thread(tid);
+  if (!stop.ok()) {
+    if (stop.error().code == ESRCH) {
+      threads_.pop_back();
+      return make_error(ESRCH, "PID " + std::to_string(pid_) + " exited while being frozen");
+    }
+    return stop.error();
+  }
+  threads_.back().pending_signal = stop->pending_signal;
+  threads_.back().group_stopped = stop->group_stopped;
+  return {};
+}
+
+Result<SeizedStop> stop_seized_thread(pid_t tid) {
   if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0)
     return sys_error("ptrace interrupt " + std::to_string(tid));
+  SeizedStop out;
   for (;;) {
     int st = 0;
     if (::waitpid(tid, &st, __WALL) < 0) {
       if (errno == EINTR) continue;
       return sys_error("waiting for " + std::to_string(tid) + " to stop");
     }
-    if (WIFEXITED(st) || WIFSIGNALED(st)) {
-      threads_.pop_back();
-      return make_error(ESRCH, "PID " + std::to_string(pid_) + " exited while being frozen");
-    }
+    if (WIFEXITED(st) || WIFSIGNALED(st))
+      return make_error(ESRCH, "thread " + std::to_string(tid) + " exited while being stopped");
     if (!WIFSTOPPED(st)) continue;
-    int event = st >> 16;
-    int sig = WSTOPSIG(st);
-    if (event == PTRACE_EVENT_STOP) {
-      // The interrupt stop; SIGSTOP-like signals here mean a group stop was in effect.
-      threads_.back().group_stopped =
-          sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
-      return {};
+    const int sig = WSTOPSIG(st);
+    if ((st >> 16) == PTRACE_EVENT_STOP) {
+      // SIGSTOP-like signals here mean a group stop was in effect.
+      out.group_stopped = sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+      return out;
     }
-    // A signal-delivery stop came first: keep the signal to re-deliver and
-    // use this stop (registers are consistent here).
-    threads_.back().pending_signal = sig;
-    return {};
+    // A signal-delivery stop came first: the thread was already stopping
+    // for a signal when the interrupt came, so the interrupt's stop may
+    // still be queued and would surprise the first call we inject. Keep the
+    // signal (to re-deliver at the release), queue the interrupt again (now
+    // certain to be pending: a stop clears it only when entered) and resume
+    // with no signal: the thread traps at once, before any of its code runs.
+    if (out.pending_signal != 0)
+      return make_error(EAGAIN, "thread " + std::to_string(tid) + " stopped for signal " +
+                                    std::to_string(sig) + " after signal " +
+                                    std::to_string(out.pending_signal) + " while being stopped");
+    out.pending_signal = sig;
+    if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0 ||
+        ::ptrace(PTRACE_CONT, tid, nullptr, nullptr) != 0)
+      return sys_error("stopping " + std::to_string(tid) + " after its signal stop");
   }
 }
 

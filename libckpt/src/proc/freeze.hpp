@@ -54,6 +54,17 @@ Status die_with_tracer(pid_t pid);
 // after a message it cannot take back.
 Status die_with_tracer(const std::vector<pid_t>& tids);
 
+// How a thread seized by us (PTRACE_SEIZE) came to its interrupt stop.
+struct SeizedStop {
+  int pending_signal = 0;  // dequeued at a signal-delivery stop on the way: not delivered
+  bool group_stopped = false;
+};
+// Interrupts a seized thread and waits until it is in the interrupt's stop
+// (PTRACE_EVENT_STOP) with no further stop queued, so that the next resume
+// runs what the tracer set up. A signal it was stopping for meanwhile is
+// taken out and returned. ESRCH: the thread died.
+Result<SeizedStop> stop_seized_thread(pid_t tid);
+
 // The thread IDs of `pid` (/proc/PID/task).
 Result<std::vector<pid_t>> task_ids(pid_t pid);
 

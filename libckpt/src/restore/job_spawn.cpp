@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "proc/freeze.hpp"
 #include "restore/new_process.hpp"
 #include "util/fd.hpp"
 
@@ -161,21 +162,15 @@ Status seize(pid_t pid) {
   if (::ptrace(PTRACE_SEIZE, pid, nullptr, (void*)(opts | PTRACE_O_SUSPEND_SECCOMP)) != 0 &&
       ::ptrace(PTRACE_SEIZE, pid, nullptr, (void*)opts) != 0)
     return sys_error("ptrace seize of new process " + std::to_string(pid));
-  if (::ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) != 0)
-    return sys_error("ptrace interrupt " + std::to_string(pid));
-  for (;;) {
-    int st = 0;
-    if (::waitpid(pid, &st, __WALL) < 0) {
-      if (errno == EINTR) continue;
-      return sys_error("waiting for new process " + std::to_string(pid));
-    }
-    if (WIFEXITED(st) || WIFSIGNALED(st))
+  // A signal it stopped for on the way is dropped: the restorer replaces
+  // this whole image, its handlers included.
+  auto stop = proc::stop_seized_thread(pid);
+  if (!stop.ok()) {
+    if (stop.error().code == ESRCH)
       return make_error(EIO, "new process " + std::to_string(pid) + " died");
-    if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_STOP) return {};
-    // Anything else (a signal-delivery stop): suppress it and wait on.
-    ::ptrace(PTRACE_CONT, pid, nullptr, nullptr);
-    ::ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr);
+    return stop.error().context("stopping new process " + std::to_string(pid));
   }
+  return {};
 }
 
 }  // namespace

@@ -114,6 +114,7 @@ std::string describe(const Job& job) {
     if (m.signalfd >= 0) o << " signalfd@" << m.signalfd;
     if (m.rt_signal_step >= 0) o << " signals parent at step " << m.rt_signal_step;
     if (m.pace_us) o << " pace " << m.pace_us << "us";
+    if (m.tick_us) o << " ticks every " << m.tick_us << "us";
     if (m.refusal == Refusal::kInFlight) o << " REFUSAL fd in flight at step " << m.refusal_step;
     if (m.refusal == Refusal::kOutsidePeer) o << " REFUSAL peer outside the job";
     o << "\n";

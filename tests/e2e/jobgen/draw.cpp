@@ -274,6 +274,9 @@ Job draw(uint64_t seed) {
     p[1] = fds.take();
   }
   draw_plan(&r, &job.plan);
+  // Drawn last, so the seeds drawn before tickers existed keep their jobs.
+  for (Member& m : job.members)
+    if (r.chance(0.3)) m.tick_us = unsigned(r.range(300, 20000));
   return job;
 }
 

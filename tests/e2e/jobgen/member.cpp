@@ -9,6 +9,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,6 +48,11 @@ std::vector<pid_t> member_pid;      // by member index, as far as this process k
 volatile sig_atomic_t rt_sum = 0;
 void on_rt(int, siginfo_t* si, void*) {
   rt_sum = rt_sum + si->si_value.sival_int;
+}
+
+volatile sig_atomic_t ticks = 0;
+void on_tick(int) {
+  ticks = ticks + 1;
 }
 
 int rt_notify() {
@@ -475,6 +481,26 @@ void write_result(int msgs, uint64_t mem) {
   if (!f.flush()) die("writing " + path);
 }
 
+void set_ticker(unsigned us) {
+  if (us) {
+    struct sigaction sa {};
+    sa.sa_handler = on_tick;
+    sa.sa_flags = SA_RESTART;
+    if (::sigaction(SIGALRM, &sa, nullptr) != 0) die_errno("sigaction SIGALRM");
+  }
+  itimerval it{{0, long(us)}, {0, long(us)}};
+  if (::setitimer(ITIMER_REAL, &it, nullptr) != 0) die_errno("setitimer");
+}
+
+// The ticker still ticks (a checkpoint or a restore in between must not
+// have lost it), then stops before the checks.
+void check_ticker() {
+  const sig_atomic_t before = ticks;
+  sleep_us(4 * me().tick_us + 20000);
+  if (ticks == before) die("its interval timer stopped ticking");
+  set_ticker(0);
+}
+
 void run_member_body(const char* ready_file) {
   const Member& m = me();
   const int n = int(job().members.size());
@@ -516,6 +542,9 @@ void run_member_body(const char* ready_file) {
     write_all(job().ctl_up[1], &byte, 1, "the set-up pipe");
     read_all(job().ctl_go[0], &byte, 1, "the start pipe");
   }
+  // After set-up: a connect() that a signal interrupts goes on without its
+  // caller and could not simply be called again.
+  if (m.tick_us) set_ticker(m.tick_us);
   const Ends ends = my_ends();
   std::vector<Writer> ws = writers_of(false);
   const int msgs = run_steps(ends, &ws);
@@ -529,6 +558,7 @@ void run_member_body(const char* ready_file) {
     write_all(job().ctl_up[1], &byte, 1, "the set-up pipe");
     read_all(job().ctl_fin[0], &byte, 1, "the finish pipe");
   }
+  if (m.tick_us) check_ticker();
   compare_fd_tables(fds, fd_table());
   if (::getpid() != pid) die("its PID changed");
   if (self.index != 0 && ::getppid() != ppid) die("its parent changed");

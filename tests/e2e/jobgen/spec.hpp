@@ -114,6 +114,10 @@ struct Member {
   int rt_signal_step = -1;         // step at which it sigqueues its parent
   bool rt_handler_restart = true;  // SA_RESTART on the handler of its children's signals
   unsigned pace_us = 0;            // sleep per step
+  // An interval timer (ITIMER_REAL) whose SIGALRM a handler counts, armed
+  // once set-up is over (0: none): signals land at any instant, the
+  // checkpoints' freezes included.
+  unsigned tick_us = 0;
   Refusal refusal = Refusal::kNone;
   int refusal_step = 0;
   int refusal_fds[2] = {-1, -1};
