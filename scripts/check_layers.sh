@@ -13,7 +13,7 @@ LAYERS=(
   "util"
   "image"
   "proc mem"
-  "dirty sockets ipc tty"
+  "dirty sockets ipc tty notify"
   "dump"
   "restore"
   "job system"

@@ -40,7 +40,7 @@ source "$HERE/lib.sh"
 CASES=(heap_pattern heap_pattern_static cxx_containers fortran_jacobi
   deep_stack file_map_private fpu_vector sleeper sleeper_sleep blocked_read
   file_writer mt_compute omp_jacobi mt_blocking signal_state timers_limits seccomp_filter
-  fd_regular fd_pipe fd_event fd_udp mem_advice pty_state fd_locks fd_async cwd_deleted)
+  fd_regular fd_pipe fd_event fd_udp mem_advice pty_state fd_locks fd_async cwd_deleted fd_inotify)
 usage() {
   echo "usage: $0 BIN_DIR CASE MODE" >&2
   echo "  CASE: ${CASES[*]}" >&2
@@ -101,7 +101,7 @@ case $CASE in
     ARGS=("$WORK/out.txt")
     REFERENCE=1
     ;;
-  fd_regular | fd_pipe | fd_locks | cwd_deleted) ARGS=("$WORK") ;;
+  fd_regular | fd_pipe | fd_locks | cwd_deleted | fd_inotify) ARGS=("$WORK") ;;
 esac
 [[ -x $PROG_DIR/$PROG ]] || fail "test program $PROG_DIR/$PROG not built"
 [[ $FLOW == plain || -x $BIN_DIR/cr_full ]] || fail "$BIN_DIR/cr_full not built"

@@ -21,6 +21,7 @@
 #include "dump/collect.hpp"
 #include "dump/fd_kinds.hpp"
 #include "dump/unsupported.hpp"
+#include "notify/inotify.hpp"
 #include "proc/fd_links.hpp"
 #include "sockets/tcp.hpp"
 #include "sockets/udp.hpp"
@@ -238,6 +239,12 @@ Status FdCollector::collect_by_kind(const RawFd& r, const std::string& what, Fil
   if (path == "anon_inode:[signalfd]") {
     f->kind = FileKind::kSignalfd;
     return collect_signalfd(r, what, f);
+  }
+  if (path == "anon_inode:inotify") {
+    f->kind = FileKind::kInotify;
+    CKPT_ASSIGN(auto watches, notify::read_watches(pid_, r.info, what));
+    notify::store_watches(watches, f);
+    return {};
   }
   if (path == "anon_inode:[eventpoll]") {
     f->kind = FileKind::kEpoll;

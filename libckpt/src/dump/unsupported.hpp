@@ -21,7 +21,6 @@ inline constexpr const char* kSecretmemRefusal =
 inline std::string anon_inode_name(const std::string& link) {
   static const std::pair<const char*, const char*> names[] = {
       {"[io_uring]", "an io_uring instance"},
-      {"inotify", "an inotify instance"},
       {"[fanotify]", "a fanotify instance"},
       {"[pidfd]", "a pidfd"},
       {"[userfaultfd]", "a userfaultfd"},

@@ -181,6 +181,8 @@ enum class FileKind : uint32_t {
                           // kUdpDgramWords words; `data` = the datagrams' bytes (sockets/udp.hpp)
   kPtyMasterQueued = 17,  // kPtyMaster whose pty holds what earlier readers would drop: input
                           // not read by the slave, or packet mode; `data` = output, then input
+  kInotify = 18,          // an inotify instance: params (wd, mask, path length) per watch in wd
+                          // order; `data` = the watched paths one after another (notify/)
 };
 
 // FileRecord::params, by kind.

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <map>
 
+#include "notify/inotify.hpp"
 #include "util/fd.hpp"
 #include "util/text.hpp"
 
@@ -285,6 +286,10 @@ Result<int> FilePreparer::make(const FileRecord& f, const std::string& what) {
     }
     case FileKind::kUnix: {
       CKPT_ASSIGN(UniqueFd fd, sockets::restore_unix(f, what, &shared_->unix_sockets));
+      return keep(std::move(fd));
+    }
+    case FileKind::kInotify: {
+      CKPT_ASSIGN(UniqueFd fd, notify::restore_inotify(f, what));
       return keep(std::move(fd));
     }
     case FileKind::kPtyMaster:

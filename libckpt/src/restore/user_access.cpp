@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "notify/inotify.hpp"
 #include "util/fd.hpp"
 
 namespace ckpt::restore {
@@ -48,6 +49,12 @@ std::vector<Need> needs_of(const image::ImageMeta& meta, const std::set<std::str
       case image::FileKind::kFifo:
       case image::FileKind::kCharDevice:
         add(f.path, what, access_of(f.flags));
+        break;
+      case image::FileKind::kInotify:
+        // A malformed record is the preparer's to refuse.
+        if (auto watches = notify::load_watches(f, what); watches.ok())
+          for (const notify::Watch& w : *watches)
+            add(w.path, what + ": watch " + std::to_string(w.wd), R_OK);
         break;
       default:  // made anew (pipes, sockets, deleted files...), not opened by path
         break;
