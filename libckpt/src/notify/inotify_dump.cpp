@@ -30,8 +30,7 @@ bool parse_mark(const std::string& line, MarkLine* m) {
   if (std::sscanf(line.c_str(),
                   "inotify wd:%d ino:%lx sdev:%lx mask:%x ignored_mask:%lx fhandle-bytes:%x "
                   "fhandle-type:%x f_handle:%n",
-                  &m->wd, &ino, &m->sdev, &m->mask, &ignored, &bytes, &m->handle_type,
-                  &used) < 7 ||
+                  &m->wd, &ino, &m->sdev, &m->mask, &ignored, &bytes, &m->handle_type, &used) < 7 ||
       used == 0 || bytes > MAX_HANDLE_SZ)
     return false;
   const char* hex = line.c_str() + used;
@@ -111,8 +110,8 @@ Result<std::vector<Watch>> read_watches(pid_t pid, const std::string& info,
     }
     const std::string path = read_link_or_empty("/proc/self/fd/" + std::to_string(file.get()));
     if (!path.starts_with("/") || path.ends_with(" (deleted)"))
-      return make_error(ENOTSUP, wd + ": watches a file no longer in the tree (" + path +
-                                     "): not supported");
+      return make_error(
+          ENOTSUP, wd + ": watches a file no longer in the tree (" + path + "): not supported");
     out.push_back({m.wd, m.mask, path});
   }
   // fdinfo lists the newest watch first.

@@ -22,8 +22,8 @@ Status add_as(int fd, const Watch& w, const std::string& what) {
       return make_error(EEXIST, what + ": " + w.path + " got watch " + std::to_string(wd) +
                                     ", not " + std::to_string(w.wd) +
                                     " (watched twice, or the same file under two names)");
-    if (::inotify_rm_watch(fd, wd) != 0) return sys_error(what + ": skipping watch " +
-                                                           std::to_string(wd));
+    if (::inotify_rm_watch(fd, wd) != 0)
+      return sys_error(what + ": skipping watch " + std::to_string(wd));
   }
 }
 
