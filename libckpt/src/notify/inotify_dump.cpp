@@ -23,23 +23,26 @@ struct MarkLine {
   std::vector<unsigned char> handle;
 };
 
-bool parse_mark(const std::string& line, MarkLine* m) {
+// 1: parsed; 0: a watch whose file the kernel gives no handle for (the
+// line ends after ignored_mask); -1: not an inotify line as expected.
+int parse_mark(const std::string& line, MarkLine* m) {
   unsigned long ino, ignored;
   unsigned bytes;
   int used = 0;
-  if (std::sscanf(line.c_str(),
-                  "inotify wd:%d ino:%lx sdev:%lx mask:%x ignored_mask:%lx fhandle-bytes:%x "
-                  "fhandle-type:%x f_handle:%n",
-                  &m->wd, &ino, &m->sdev, &m->mask, &ignored, &bytes, &m->handle_type, &used) < 7 ||
-      used == 0 || bytes > MAX_HANDLE_SZ)
-    return false;
+  const int n =
+      std::sscanf(line.c_str(),
+                  "inotify wd:%d ino:%lx sdev:%lx mask:%x ignored_mask:%lx "
+                  "fhandle-bytes:%x fhandle-type:%x f_handle:%n",
+                  &m->wd, &ino, &m->sdev, &m->mask, &ignored, &bytes, &m->handle_type, &used);
+  if (n == 5) return 0;
+  if (n < 7 || used == 0 || bytes > MAX_HANDLE_SZ) return -1;
   const char* hex = line.c_str() + used;
-  if (std::strlen(hex) < size_t(bytes) * 2) return false;
+  if (std::strlen(hex) < size_t(bytes) * 2) return -1;
   for (unsigned i = 0; i < bytes; ++i) {
     char pair[3] = {hex[2 * i], hex[2 * i + 1], 0};
     m->handle.push_back((unsigned char)std::strtoul(pair, nullptr, 16));
   }
-  return true;
+  return 1;
 }
 
 // A mount point's field of mountinfo with its octal escapes (\040) undone.
@@ -87,8 +90,12 @@ Result<std::vector<Watch>> read_watches(pid_t pid, const std::string& info,
   while (std::getline(in, line)) {
     if (!line.starts_with("inotify ")) continue;
     MarkLine m;
-    if (!parse_mark(line, &m)) return make_error(EPROTO, what + ": unexpected inotify fdinfo");
+    const int parsed = parse_mark(line, &m);
+    if (parsed < 0) return make_error(EPROTO, what + ": unexpected inotify fdinfo");
     const std::string wd = what + ": watch " + std::to_string(m.wd);
+    if (parsed == 0)
+      return make_error(ENOTSUP, wd + ": watches a file on a filesystem that gives no file "
+                                      "handles (it cannot be found again): not supported");
     const std::string point = mount_of(pid, m.sdev);
     if (point.empty())
       return make_error(ENOTSUP, wd + ": watches a file on a filesystem not mounted here");
