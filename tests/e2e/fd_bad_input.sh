@@ -24,7 +24,9 @@
 #   shared-fifo      a FIFO another process (this script) holds open too:
 #                    refused naming that process
 #   lease            a file with a lease (F_SETLEASE): refused
-#   inotify          an inotify instance: refused naming it
+#   pidfd            a pidfd: refused naming it
+#   inotify-unlinked an inotify watch on a file unlinked since (still open):
+#                    refused naming the watch and the file
 #   secretmem        memfd_secret memory held as an fd and mapped: refused
 #                    by name (no other process can read it)
 #   secretmem-mapped the same, mapped only
@@ -49,7 +51,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/lib.sh"
 
 TESTS=(changed-file replaced-file shrunk-file changed-mapping tcp-socket unix-socket unix-inflight
-  shared-pipe shared-fifo lease inotify secretmem secretmem-mapped udp-multicast udp-peeked-empty pty-stopped pty-session)
+  shared-pipe shared-fifo lease pidfd inotify-unlinked secretmem secretmem-mapped udp-multicast udp-peeked-empty pty-stopped pty-session)
 usage() {
   echo "usage: $0 BIN_DIR TEST|all" >&2
   echo "  TEST: ${TESTS[*]}" >&2
@@ -225,9 +227,13 @@ case $TEST in
     start fd_unsupported lease
     refused_at_checkpoint "^cr_full: fd 3: $WORK/ready.lease: holds a file lease \(F_SETLEASE\): not supported$"
     ;;
-  inotify)
-    start fd_unsupported inotify
-    refused_at_checkpoint "^cr_full: fd 3: anon_inode:inotify \(an inotify instance\): not supported yet$"
+  pidfd)
+    start fd_unsupported pidfd
+    refused_at_checkpoint "^cr_full: fd 3: anon_inode:\[pidfd\] \(a pidfd\): not supported yet$"
+    ;;
+  inotify-unlinked)
+    start fd_unsupported inotify-unlinked
+    refused_at_checkpoint "^cr_full: fd 3: anon_inode:inotify: watch 1: watches a file no longer in the tree \($WORK/ready.watched \(deleted\)\): not supported$"
     ;;
   secretmem)
     start fd_unsupported secretmem

@@ -10,7 +10,9 @@
 //                whose write end the parent holds
 //   shared-fifo  the FIFO READY.fifo at fd 3, which the driver holds open too
 //   lease        a file at fd 3 with a read lease on it (F_SETLEASE)
-//   inotify      an inotify instance at fd 3
+//   pidfd        a pidfd of the process itself at fd 3
+//   inotify-unlinked  an inotify instance at fd 3 watching a file that was
+//                unlinked since (still open at fd 4)
 //   udp-multicast  a UDP socket at fd 3 that joined 239.1.2.3 on lo
 //   udp-peeked-empty  a UDP socket at fd 3 whose queue holds one empty
 //                datagram, which the program peeked (MSG_PEEK): a peek at an
@@ -40,8 +42,8 @@
 int main(int argc, char** argv) {
   e2e_init(argc, argv, 2,
            "READY "
-           "tcp|unix|unix-inflight|shared-pipe|shared-fifo|lease|inotify|udp-multicast|udp-peeked-"
-           "empty|pty-stopped|pty-session");
+           "tcp|unix|unix-inflight|shared-pipe|shared-fifo|lease|pidfd|inotify-unlinked|udp-"
+           "multicast|udp-peeked-empty|pty-stopped|pty-session");
   const char* mode = argv[2];
   if (strcmp(mode, "tcp") == 0) {
     int l = socket(AF_INET, SOCK_STREAM, 0);
@@ -131,10 +133,24 @@ int main(int argc, char** argv) {
     if (l < 0 || fcntl(l, F_SETLEASE, F_RDLCK) != 0)
       e2e_fail("F_SETLEASE %s: %s", path, strerror(errno));
     if (l != 3 && (dup2(l, 3) != 3 || close(l))) e2e_fail("dup2: %s", strerror(errno));
-  } else if (strcmp(mode, "inotify") == 0) {
+  } else if (strcmp(mode, "pidfd") == 0) {
+    int p = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    if (p < 0) e2e_fail("pidfd_open: %s", strerror(errno));
+    if (p != 3 && (dup2(p, 3) != 3 || close(p))) e2e_fail("dup2: %s", strerror(errno));
+  } else if (strcmp(mode, "inotify-unlinked") == 0) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s.watched", argv[1]);
+    int f = open(path, O_RDWR | O_CREAT, 0600);
     int i = inotify_init1(0);
-    if (i < 0) e2e_fail("inotify_init1: %s", strerror(errno));
-    if (i != 3 && (dup2(i, 3) != 3 || close(i))) e2e_fail("dup2: %s", strerror(errno));
+    if (f < 0 || i < 0) e2e_fail("open, inotify_init1: %s", strerror(errno));
+    if (inotify_add_watch(i, path, IN_MODIFY) != 1)
+      e2e_fail("inotify_add_watch: %s", strerror(errno));
+    if (unlink(path) != 0) e2e_fail("unlink: %s", strerror(errno));
+    // Out of the way first, so that placing one does not close the other.
+    int hi = fcntl(i, F_DUPFD, 100), hf = fcntl(f, F_DUPFD, 100);
+    if (hi < 0 || hf < 0 || close(i) || close(f) || dup2(hi, 3) != 3 || dup2(hf, 4) != 4 ||
+        close(hi) || close(hf))
+      e2e_fail("placing the fds: %s", strerror(errno));
   } else if (strcmp(mode, "udp-multicast") == 0) {
     int u = socket(AF_INET, SOCK_DGRAM, 0);
     struct ip_mreqn m = {.imr_ifindex = 1};  // lo
