@@ -96,12 +96,14 @@ TEST(InotifyWatches, ARecordThatDoesNotHoldTogetherIsRefused) {
     return !r.ok() && r.error().code == EBADMSG;
   };
   EXPECT_FALSE(refused({1, IN_MODIFY, 2}, "/a"));
-  EXPECT_TRUE(refused({1, IN_MODIFY}, "/a"));                        // not whole triples
-  EXPECT_TRUE(refused({1, IN_MODIFY, 3}, "/a"));                     // past the data
-  EXPECT_TRUE(refused({1, IN_MODIFY, 1}, "/a"));                     // data left over
-  EXPECT_TRUE(refused({0, IN_MODIFY, 2}, "/a"));                     // no watch 0
-  EXPECT_TRUE(refused({1, IN_MODIFY, 2}, "ab"));                     // not absolute
-  EXPECT_TRUE(refused({2, IN_MODIFY, 2, 1, IN_MODIFY, 2}, "/a/b"));  // out of order
-  EXPECT_TRUE(refused({1, uint64_t(1) << 40, 2}, "/a"));             // no such mask
-  EXPECT_TRUE(refused({1, IN_MODIFY, 0}, ""));                       // no path
+  EXPECT_TRUE(refused({1, IN_MODIFY}, "/a"));     // not whole triples
+  EXPECT_TRUE(refused({1, IN_MODIFY, 3}, "/a"));  // past the data
+  EXPECT_TRUE(refused({1, IN_MODIFY, 1}, "/a"));  // data left over
+  EXPECT_TRUE(refused({0, IN_MODIFY, 2}, "/a"));
+  EXPECT_TRUE(
+      refused({uint64_t(notify::kMaxWatchDescriptor) + 1, IN_MODIFY, 2}, "/a"));  // no watch 0
+  EXPECT_TRUE(refused({1, IN_MODIFY, 2}, "ab"));                                  // not absolute
+  EXPECT_TRUE(refused({2, IN_MODIFY, 2, 1, IN_MODIFY, 2}, "/a/b"));               // out of order
+  EXPECT_TRUE(refused({1, uint64_t(1) << 40, 2}, "/a"));                          // no such mask
+  EXPECT_TRUE(refused({1, IN_MODIFY, 0}, ""));                                    // no path
 }

@@ -18,6 +18,12 @@
 
 namespace ckpt::notify {
 
+// A restore reaches a watch descriptor by adding and removing watches one
+// by one (the kernel offers no other way), about a microsecond each: above
+// this one, a checkpoint refuses the instance rather than leave a restore
+// that takes minutes.
+constexpr int32_t kMaxWatchDescriptor = 1 << 22;
+
 struct Watch {
   int32_t wd = 0;
   uint32_t mask = 0;  // as inotify_add_watch(2) takes it

@@ -96,6 +96,9 @@ Result<std::vector<Watch>> read_watches(pid_t pid, const std::string& info,
     if (parsed == 0)
       return make_error(ENOTSUP, wd + ": watches a file on a filesystem that gives no file "
                                       "handles (it cannot be found again): not supported");
+    if (m.wd <= 0 || m.wd > kMaxWatchDescriptor)
+      return make_error(ENOTSUP, wd + ": a watch descriptor above " +
+                                     std::to_string(kMaxWatchDescriptor) + ": not supported");
     const std::string point = mount_of(pid, m.sdev);
     if (point.empty())
       return make_error(ENOTSUP, wd + ": watches a file on a filesystem not mounted here");

@@ -17,7 +17,8 @@ Result<std::vector<Watch>> load_watches(const image::FileRecord& f, const std::s
   size_t at = 0;
   for (size_t i = 0; i < f.params.size(); i += 3) {
     const uint64_t wd = f.params[i], mask = f.params[i + 1], len = f.params[i + 2];
-    if (wd == 0 || wd > INT32_MAX || mask > UINT32_MAX || len == 0 || len > f.data.size() - at)
+    if (wd == 0 || wd > uint64_t(kMaxWatchDescriptor) || mask > UINT32_MAX || len == 0 ||
+        len > f.data.size() - at)
       return make_error(EBADMSG, what + ": inotify record is malformed");
     Watch w{int32_t(wd), uint32_t(mask),
             std::string(f.data.begin() + long(at), f.data.begin() + long(at + len))};
