@@ -1,10 +1,11 @@
 #include <fcntl.h>
-#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "notify/inotify.hpp"
@@ -59,14 +60,12 @@ std::string unescape(const std::string& s) {
   return out;
 }
 
-// A mount point in `pid`'s mount table of the filesystem whose kernel
-// device number (major << 20 | minor, as fdinfo prints it) is `sdev`,
-// preferring a mount of the filesystem's root; "" if none.
-std::string mount_of(pid_t pid, unsigned long sdev) {
-  auto info = read_file("/proc/" + std::to_string(pid) + "/mountinfo");
-  if (!info.ok()) return "";
+// A mount point in a mount table (`mountinfo`'s text) of the filesystem
+// whose kernel device number (major << 20 | minor, as fdinfo prints it) is
+// `sdev`, preferring a mount of the filesystem's root; "" if none.
+std::string mount_of(const std::string& mountinfo, unsigned long sdev) {
   const unsigned maj = unsigned(sdev >> 20), min = unsigned(sdev & 0xfffff);
-  std::istringstream in(*info);
+  std::istringstream in(mountinfo);
   std::string line, any;
   while (std::getline(in, line)) {
     std::istringstream f(line);
@@ -80,11 +79,43 @@ std::string mount_of(pid_t pid, unsigned long sdev) {
   return any;
 }
 
+// The mounts the watches of one instance are found on, each looked up in
+// `pid`'s mount table and opened once (a program may watch thousands of
+// files on a few filesystems).
+class MountDirs {
+ public:
+  explicit MountDirs(pid_t pid) : pid_(pid) {}
+
+  // An fd of the mount of filesystem `sdev`, for open_by_handle_at.
+  Result<int> of(unsigned long sdev, const std::string& what) {
+    if (auto it = open_.find(sdev); it != open_.end()) return it->second.get();
+    const std::string proc = "/proc/" + std::to_string(pid_);
+    if (!table_) {
+      auto t = read_file(proc + "/mountinfo");
+      table_ = t.ok() ? *t : "";
+    }
+    const std::string point = mount_of(*table_, sdev);
+    if (point.empty())
+      return make_error(ENOTSUP, what + ": watches a file on a filesystem not mounted here");
+    UniqueFd dir(::open((proc + "/root" + point).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir.valid()) return sys_error(what + ": opening the mount " + point);
+    const int fd = dir.get();
+    open_.emplace(sdev, std::move(dir));
+    return fd;
+  }
+
+ private:
+  pid_t pid_;
+  std::optional<std::string> table_;
+  std::map<unsigned long, UniqueFd> open_;
+};
+
 }  // namespace
 
 Result<std::vector<Watch>> read_watches(pid_t pid, const std::string& info,
                                         const std::string& what) {
   std::vector<Watch> out;
+  MountDirs mounts(pid);
   std::istringstream in(info);
   std::string line;
   while (std::getline(in, line)) {
@@ -99,18 +130,13 @@ Result<std::vector<Watch>> read_watches(pid_t pid, const std::string& info,
     if (m.wd <= 0 || m.wd > kMaxWatchDescriptor)
       return make_error(ENOTSUP, wd + ": a watch descriptor above " +
                                      std::to_string(kMaxWatchDescriptor) + ": not supported");
-    const std::string point = mount_of(pid, m.sdev);
-    if (point.empty())
-      return make_error(ENOTSUP, wd + ": watches a file on a filesystem not mounted here");
-    UniqueFd mnt(::open(("/proc/" + std::to_string(pid) + "/root" + point).c_str(),
-                        O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!mnt.valid()) return sys_error(wd + ": opening the mount " + point);
+    CKPT_ASSIGN(int mnt, mounts.of(m.sdev, wd));
     std::vector<unsigned char> buf(sizeof(file_handle) + m.handle.size());
     auto* fh = reinterpret_cast<file_handle*>(buf.data());
     fh->handle_bytes = unsigned(m.handle.size());
     fh->handle_type = m.handle_type;
     std::memcpy(fh->f_handle, m.handle.data(), m.handle.size());
-    UniqueFd file(::open_by_handle_at(mnt.get(), fh, O_PATH | O_CLOEXEC));
+    UniqueFd file(::open_by_handle_at(mnt, fh, O_PATH | O_CLOEXEC));
     if (!file.valid()) {
       if (errno == EPERM)
         return make_error(EPERM, wd + ": finding the watched file needs CAP_DAC_READ_SEARCH");
